@@ -1,0 +1,384 @@
+//! The dependency-direction check: the layering of `docs/ARCHITECTURE.md`, enforced.
+//!
+//! Every workspace crate names its layer in `[package.metadata.nanobot] layer = "..."`:
+//!
+//! | layer | may depend on (workspace crates) | external rule |
+//! | --- | --- | --- |
+//! | `port` | ports | no runtime, HTTP client or database driver, whatever features are on, except a runtime behind a feature listed in `adapter-features` |
+//! | `policy` | ports, policies | never a backend; with `pure = true` also no runtime, HTTP or database |
+//! | `backend` | ports | free (that is why it is a crate of its own) |
+//! | `app` | anything | free |
+//! | `support`, `tooling` | nothing | only dev-dependencies of other crates may name them |
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Async runtimes and executors.
+const RUNTIMES: &[&str] = &[
+    "tokio",
+    "async-std",
+    "smol",
+    "async-executor",
+    "async-global-executor",
+    "actix-rt",
+    "glommio",
+    "monoio",
+];
+/// HTTP clients and servers.
+const HTTP: &[&str] = &[
+    "reqwest",
+    "hyper",
+    "hyper-util",
+    "ureq",
+    "isahc",
+    "surf",
+    "h2",
+    "curl",
+    "attohttpc",
+    "axum",
+    "actix-web",
+];
+/// Database drivers and ORMs.
+const DATABASES: &[&str] = &[
+    "sqlx",
+    "sqlx-core",
+    "tokio-postgres",
+    "postgres",
+    "diesel",
+    "redis",
+    "rusqlite",
+    "mysql",
+    "mysql_async",
+    "mongodb",
+    "sea-orm",
+    "deadpool-postgres",
+    "bb8-postgres",
+    "libsqlite3-sys",
+];
+
+/// One workspace crate as the check sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct Crate {
+    pub(crate) name: String,
+    pub(crate) layer: String,
+    pub(crate) pure: bool,
+    /// Features that exist only to plug the crate into a runtime (e.g. `tokio`).
+    pub(crate) adapter_features: Vec<String>,
+    /// Every feature except `default`.
+    pub(crate) features: Vec<String>,
+    /// Workspace crates it names as normal or build dependencies.
+    pub(crate) internal_deps: Vec<String>,
+}
+
+/// Runs the check on the workspace at `root`.
+pub(crate) fn check(root: &Path) -> Result<(), String> {
+    let crates = workspace_crates(root)?;
+    let mut problems = Vec::new();
+    let layers: BTreeMap<&str, &str> = crates
+        .iter()
+        .map(|c| (c.name.as_str(), c.layer.as_str()))
+        .collect();
+    for krate in &crates {
+        problems.extend(internal_violations(krate, &layers));
+        if needs_external_check(krate) {
+            let trees = ExternalTrees {
+                default: tree(root, &krate.name, &[])?,
+                without_adapters: tree(root, &krate.name, &features_arg(krate))?,
+                all: tree(root, &krate.name, &["--all-features".to_owned()])?,
+            };
+            problems.extend(external_violations(krate, &trees));
+        }
+    }
+    if problems.is_empty() {
+        println!(
+            "{} crates, every dependency points the allowed way",
+            crates.len()
+        );
+        Ok(())
+    } else {
+        for problem in &problems {
+            eprintln!("  - {problem}");
+        }
+        Err(format!(
+            "{} dependency-direction violation(s); see docs/ARCHITECTURE.md, invariants",
+            problems.len()
+        ))
+    }
+}
+
+fn workspace_crates(root: &Path) -> Result<Vec<Crate>, String> {
+    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+        .args(["metadata", "--format-version", "1", "--no-deps", "--locked"])
+        .current_dir(root)
+        .output()
+        .map_err(|e| format!("could not run cargo metadata: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let metadata: Value = serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("cargo metadata printed something that is not JSON: {e}"))?;
+    parse_crates(&metadata)
+}
+
+/// Reads the workspace crates out of `cargo metadata --no-deps` output.
+pub(crate) fn parse_crates(metadata: &Value) -> Result<Vec<Crate>, String> {
+    let packages = metadata["packages"]
+        .as_array()
+        .ok_or("cargo metadata has no package list")?;
+    let names: Vec<&str> = packages.iter().filter_map(|p| p["name"].as_str()).collect();
+    let mut crates = Vec::new();
+    for package in packages {
+        let name = package["name"].as_str().unwrap_or_default().to_owned();
+        let nanobot = &package["metadata"]["nanobot"];
+        let layer = nanobot["layer"].as_str().ok_or_else(|| {
+            format!(
+                "crate `{name}` does not name its layer: add [package.metadata.nanobot] layer = \
+                 \"port\" | \"policy\" | \"backend\" | \"app\" | \"support\" | \"tooling\""
+            )
+        })?;
+        if !["port", "policy", "backend", "app", "support", "tooling"].contains(&layer) {
+            return Err(format!("crate `{name}` names an unknown layer `{layer}`"));
+        }
+        let strings = |value: &Value| -> Vec<String> {
+            value
+                .as_array()
+                .map(|items| {
+                    items
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let features = package["features"]
+            .as_object()
+            .map(|f| f.keys().filter(|k| *k != "default").cloned().collect())
+            .unwrap_or_default();
+        let internal_deps = package["dependencies"]
+            .as_array()
+            .map(|deps| {
+                deps.iter()
+                    .filter(|d| d["kind"].as_str() != Some("dev"))
+                    .filter_map(|d| d["name"].as_str())
+                    .filter(|d| names.contains(d) && *d != name)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        crates.push(Crate {
+            layer: layer.to_owned(),
+            pure: nanobot["pure"].as_bool().unwrap_or(false),
+            adapter_features: strings(&nanobot["adapter-features"]),
+            features,
+            internal_deps,
+            name,
+        });
+    }
+    Ok(crates)
+}
+
+/// Which workspace crates a crate of each layer may depend on.
+fn allowed_internal(layer: &str) -> &'static [&'static str] {
+    match layer {
+        "port" => &["port"],
+        "policy" => &["port", "policy"],
+        "backend" => &["port"],
+        "app" => &["port", "policy", "backend", "app"],
+        _ => &[],
+    }
+}
+
+pub(crate) fn internal_violations(krate: &Crate, layers: &BTreeMap<&str, &str>) -> Vec<String> {
+    krate
+        .internal_deps
+        .iter()
+        .filter_map(|dep| {
+            let dep_layer = layers.get(dep.as_str()).copied().unwrap_or("unknown");
+            (!allowed_internal(&krate.layer).contains(&dep_layer)).then(|| {
+                format!(
+                    "{} `{}` depends on {} `{dep}`, which its layer may not",
+                    krate.layer, krate.name, dep_layer
+                )
+            })
+        })
+        .collect()
+}
+
+fn needs_external_check(krate: &Crate) -> bool {
+    krate.layer == "port" || (krate.layer == "policy" && krate.pure)
+}
+
+/// The normal-dependency trees of one crate under three feature sets.
+pub(crate) struct ExternalTrees {
+    /// Default features: what a plain `cargo add` pulls in.
+    pub(crate) default: Vec<String>,
+    /// Every feature except the runtime adapters.
+    pub(crate) without_adapters: Vec<String>,
+    /// Every feature.
+    pub(crate) all: Vec<String>,
+}
+
+pub(crate) fn external_violations(krate: &Crate, trees: &ExternalTrees) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut flag = |tree: &[String], banned: &[&str], what: &str, when: &str| {
+        for name in tree.iter().filter(|n| banned.contains(&n.as_str())) {
+            let problem = format!(
+                "{} `{}` pulls in {what} `{name}` {when}",
+                krate.layer, krate.name
+            );
+            if !problems.contains(&problem) {
+                problems.push(problem);
+            }
+        }
+    };
+    flag(
+        &trees.default,
+        RUNTIMES,
+        "the runtime",
+        "with default features",
+    );
+    flag(
+        &trees.without_adapters,
+        RUNTIMES,
+        "the runtime",
+        "through a feature that is not a declared adapter",
+    );
+    flag(&trees.all, HTTP, "the HTTP crate", "with all features");
+    flag(
+        &trees.all,
+        DATABASES,
+        "the database crate",
+        "with all features",
+    );
+    problems
+}
+
+fn features_arg(krate: &Crate) -> Vec<String> {
+    let features: Vec<&str> = krate
+        .features
+        .iter()
+        .filter(|f| !krate.adapter_features.contains(f))
+        .map(String::as_str)
+        .collect();
+    if features.is_empty() {
+        Vec::new()
+    } else {
+        vec!["--features".to_owned(), features.join(",")]
+    }
+}
+
+/// The names of every crate in `package`'s normal-dependency tree under `feature_args`.
+fn tree(root: &Path, package: &str, feature_args: &[String]) -> Result<Vec<String>, String> {
+    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+        .args([
+            "tree", "--locked", "-p", package, "-e", "normal", "--prefix", "none", "--format",
+            "{p}",
+        ])
+        .args(feature_args)
+        .current_dir(root)
+        .output()
+        .map_err(|e| format!("could not run cargo tree: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "cargo tree -p {package} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let mut names: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn krate(name: &str, layer: &str, deps: &[&str]) -> Crate {
+        Crate {
+            name: name.to_owned(),
+            layer: layer.to_owned(),
+            pure: false,
+            adapter_features: vec!["tokio".to_owned()],
+            features: vec!["tokio".to_owned(), "test-util".to_owned()],
+            internal_deps: deps.iter().map(|d| (*d).to_owned()).collect(),
+        }
+    }
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    #[test]
+    fn policy_on_backend_is_refused_and_on_port_allowed() {
+        let layers = BTreeMap::from([
+            ("llm-port", "port"),
+            ("store-postgres", "backend"),
+            ("memory-core", "policy"),
+        ]);
+        let policy = krate("memory-core", "policy", &["llm-port", "store-postgres"]);
+        let problems = internal_violations(&policy, &layers);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("store-postgres"));
+    }
+
+    #[test]
+    fn port_on_policy_is_refused() {
+        let layers = BTreeMap::from([("llm-port", "port"), ("memory-core", "policy")]);
+        let port = krate("llm-port", "port", &["memory-core"]);
+        assert_eq!(internal_violations(&port, &layers).len(), 1);
+    }
+
+    #[test]
+    fn runtime_only_behind_a_declared_adapter_feature() {
+        let port = krate("llm-port", "port", &[]);
+        let clean = ExternalTrees {
+            default: names(&["serde"]),
+            without_adapters: names(&["serde", "mockall"]),
+            all: names(&["serde", "mockall", "tokio"]),
+        };
+        assert!(external_violations(&port, &clean).is_empty());
+
+        let leaky = ExternalTrees {
+            default: names(&["serde", "tokio"]),
+            without_adapters: names(&["serde", "tokio"]),
+            all: names(&["serde", "tokio", "reqwest", "sqlx"]),
+        };
+        let problems = external_violations(&port, &leaky);
+        assert_eq!(problems.len(), 4, "{problems:?}");
+    }
+
+    #[test]
+    fn crates_without_a_layer_are_refused() {
+        let metadata = json!({"packages": [{"name": "x", "metadata": null, "dependencies": []}]});
+        let error = parse_crates(&metadata).unwrap_err();
+        assert!(error.contains("does not name its layer"), "{error}");
+    }
+
+    #[test]
+    fn metadata_is_read_with_dev_dependencies_ignored() {
+        let metadata = json!({"packages": [
+            {"name": "llm-port", "features": {"default": [], "tokio": ["dep:tokio"]},
+             "metadata": {"nanobot": {"layer": "port", "adapter-features": ["tokio"]}},
+             "dependencies": [{"name": "bench-workload", "kind": "dev"}, {"name": "serde", "kind": null}]},
+            {"name": "bench-workload", "features": {}, "metadata": {"nanobot": {"layer": "support"}},
+             "dependencies": []}
+        ]});
+        let crates = parse_crates(&metadata).unwrap();
+        assert_eq!(crates[0].features, ["tokio"]);
+        assert_eq!(crates[0].adapter_features, ["tokio"]);
+        assert!(crates[0].internal_deps.is_empty());
+    }
+}

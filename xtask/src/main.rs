@@ -1,0 +1,162 @@
+//! `cargo xtask <command>`: the one entry point for the checks CI runs.
+//!
+//! - `ci`: formatting, the dependency-direction check, clippy, the tests (nextest where it
+//!   is installed, plus doc tests) and the docs, each failing on any warning.
+//! - `deps`: only the dependency-direction check.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod deps;
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let root = workspace_root();
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci(&root),
+        Some("deps") => deps::check(&root),
+        _ => {
+            eprintln!("usage: cargo xtask <ci|deps>");
+            eprintln!("  ci    everything CI checks: fmt, deps, clippy, tests, doc tests, docs");
+            eprintln!("  deps  only the dependency-direction check");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    // xtask lives one level below the workspace root.
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or(manifest_dir)
+}
+
+fn ci(root: &Path) -> Result<(), String> {
+    let started = Instant::now();
+    step(root, "format", &["fmt", "--all", "--check"], &[])?;
+    timed("dependency directions", || deps::check(root))?;
+    step(
+        root,
+        "clippy",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--all-features",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
+    // Snapshots are never written by CI: a missing or changed one fails the run.
+    let insta = [("INSTA_UPDATE", "no")];
+    if has_nextest(root) {
+        step(
+            root,
+            "tests (nextest)",
+            &[
+                "nextest",
+                "run",
+                "--workspace",
+                "--all-features",
+                "--locked",
+                "--no-tests=warn",
+            ],
+            &insta,
+        )?;
+    } else {
+        println!("cargo-nextest is not installed; running the tests with cargo test");
+        step(
+            root,
+            "tests",
+            &[
+                "test",
+                "--workspace",
+                "--all-features",
+                "--locked",
+                "--lib",
+                "--bins",
+                "--tests",
+            ],
+            &insta,
+        )?;
+    }
+    step(
+        root,
+        "doc tests",
+        &["test", "--workspace", "--all-features", "--locked", "--doc"],
+        &insta,
+    )?;
+    step(
+        root,
+        "docs",
+        &[
+            "doc",
+            "--workspace",
+            "--all-features",
+            "--no-deps",
+            "--locked",
+        ],
+        &[("RUSTDOCFLAGS", "-D warnings")],
+    )?;
+    println!("\nxtask ci: all checks passed in {:.0?}", started.elapsed());
+    Ok(())
+}
+
+fn has_nextest(root: &Path) -> bool {
+    Command::new(cargo())
+        .args(["nextest", "--version"])
+        .current_dir(root)
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
+fn cargo() -> String {
+    env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}
+
+fn timed(name: &str, work: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    println!("\n==> {name}");
+    let started = Instant::now();
+    let result = work();
+    println!(
+        "<== {name}: {} in {:.1?}",
+        if result.is_ok() { "ok" } else { "FAILED" },
+        started.elapsed()
+    );
+    result
+}
+
+fn step(root: &Path, name: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
+    timed(name, || {
+        println!("$ cargo {}", args.join(" "));
+        let status = Command::new(cargo())
+            .args(args)
+            .envs(envs.iter().copied())
+            .current_dir(root)
+            .status()
+            .map_err(|e| format!("could not run cargo: {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "step `{name}` failed ({status}); run `cargo {}` to see why",
+                args.join(" ")
+            ))
+        }
+    })
+}
