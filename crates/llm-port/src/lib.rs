@@ -1,0 +1,28 @@
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod client;
+mod decorate;
+mod error;
+mod message;
+mod request;
+#[cfg(feature = "test-util")]
+pub mod testing;
+mod time;
+pub mod tokens;
+
+pub use client::{Capabilities, LlmClient};
+pub use decorate::{LlmClientExt, Retry, RetryPolicy, Timeout};
+pub use error::LlmError;
+pub use message::{
+    AssistantMessage, Content, ContentPart, Extra, FunctionCall, ImageUrl, Message, Role,
+    SystemMessage, ToolCall, ToolMessage, UserMessage,
+};
+pub use request::{
+    FinishReason, FunctionDefinition, JsonSchemaFormat, LlmRequest, LlmResponse, ResponseFormat,
+    ToolChoice, ToolDefinition, Usage,
+};
+#[cfg(feature = "tokio")]
+pub use time::TokioClock;
+pub use time::{BoxFuture, Clock};
+pub use tokens::{Cl100kBase, TokenCounter, Utf8Bytes};
