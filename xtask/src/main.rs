@@ -3,8 +3,10 @@
 //! - `ci`: formatting, the dependency-direction check, clippy, the tests (nextest where it
 //!   is installed, plus doc tests) and the docs, each failing on any warning.
 //! - `deps`: only the dependency-direction check.
+//! - `bench [workload ...]`: the Python peer and our benchmarks in one job, as ratios.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod bench;
 mod deps;
 
 use std::env;
@@ -18,10 +20,12 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
         Some("deps") => deps::check(&root),
+        Some("bench") => bench::run(&root, &args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|deps>");
+            eprintln!("usage: cargo xtask <ci|deps|bench [workload ...]>");
             eprintln!("  ci    everything CI checks: fmt, deps, clippy, tests, doc tests, docs");
             eprintln!("  deps  only the dependency-direction check");
+            eprintln!("  bench the Python peer and our benchmarks in one job, as ratios");
             return ExitCode::from(2);
         }
     };
