@@ -24,5 +24,5 @@ pub use request::{
 };
 #[cfg(feature = "tokio")]
 pub use time::TokioClock;
-pub use time::{BoxFuture, Clock};
+pub use time::{BoxFuture, Clock, SystemClock};
 pub use tokens::{Cl100kBase, TokenCounter, Utf8Bytes};

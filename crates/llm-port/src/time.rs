@@ -31,6 +31,63 @@ impl<T: Clock + ?Sized> Clock for Arc<T> {
     }
 }
 
+/// The system clock, for any executor: `now` is the wall clock; `sleep` parks a helper
+/// thread for the duration and wakes the future, so it needs no runtime. Under tokio prefer
+/// [`TokioClock`](crate::TokioClock) (feature `tokio`), whose sleeps are timers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+
+    fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
+        Box::pin(ThreadSleep::new(duration))
+    }
+}
+
+/// A future that a helper thread completes after a duration.
+struct ThreadSleep {
+    state: Arc<std::sync::Mutex<(bool, Option<std::task::Waker>)>>,
+    duration: Option<Duration>,
+}
+
+impl ThreadSleep {
+    fn new(duration: Duration) -> Self {
+        ThreadSleep {
+            state: Arc::new(std::sync::Mutex::new((duration.is_zero(), None))),
+            duration: Some(duration),
+        }
+    }
+}
+
+impl Future for ThreadSleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if state.0 {
+                return std::task::Poll::Ready(());
+            }
+            state.1 = Some(cx.waker().clone());
+        }
+        if let Some(duration) = self.duration.take() {
+            let state = Arc::clone(&self.state);
+            std::thread::spawn(move || {
+                std::thread::sleep(duration);
+                let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+                state.0 = true;
+                if let Some(waker) = state.1.take() {
+                    waker.wake();
+                }
+            });
+        }
+        std::task::Poll::Pending
+    }
+}
+
 /// The clock for programs on tokio: sleeps are tokio timers.
 ///
 /// [`TokioClock::system`] reads the wall clock. [`TokioClock::starting_at`] starts at a

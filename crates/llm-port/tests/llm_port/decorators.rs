@@ -237,3 +237,27 @@ async fn tokio_clock_follows_paused_time() {
     clock.sleep(Duration::from_secs(15 * 60)).await;
     assert_eq!(clock.now(), start + chrono::Duration::minutes(15));
 }
+
+#[test]
+fn system_clock_sleeps_without_a_runtime() {
+    use llm_port::SystemClock;
+    // Poll by hand with a thread-parking waker: no executor is involved.
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let before = SystemClock.now();
+    let started = std::time::Instant::now();
+    let mut sleep = SystemClock.sleep(Duration::from_millis(20));
+    while sleep.as_mut().poll(&mut cx).is_pending() {
+        std::thread::park();
+    }
+    assert!(started.elapsed() >= Duration::from_millis(20));
+    assert!(SystemClock.now() >= before);
+    let mut zero = SystemClock.sleep(Duration::ZERO);
+    assert!(zero.as_mut().poll(&mut cx).is_ready());
+}

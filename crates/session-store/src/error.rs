@@ -1,0 +1,133 @@
+//! The session store's one error type.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use crate::store::Revision;
+
+/// Why a session operation failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// The key was refused (empty, too long, NUL).
+    InvalidKey {
+        /// An excerpt of the key.
+        key: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// Another writer (another process, or a detached copy of the session) changed the
+    /// session since it was read. Reload it and apply the change again; nothing was written.
+    Conflict {
+        /// The session.
+        key: String,
+        /// The revision the writer expected (`None`: it expected no session).
+        expected: Option<Revision>,
+        /// The revision found (`None`: there is no session).
+        found: Option<Revision>,
+    },
+    /// A write would move the consolidation pointer past the end of the messages or
+    /// backwards without a rewrite.
+    InvalidPointer {
+        /// The session.
+        key: String,
+        /// The pointer asked for.
+        pointer: usize,
+        /// The number of messages the session would have.
+        messages: usize,
+    },
+    /// A hashed file name belongs to another key (a hash collision or a hand-edited file).
+    KeyMismatch {
+        /// The key asked for.
+        key: String,
+        /// The key the file records.
+        found: String,
+        /// The file.
+        path: PathBuf,
+    },
+    /// The storage could not be read or written.
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// The storage holds something this crate refuses to touch, e.g. a nanobot-ai workspace
+    /// id that is not 32 hex digits.
+    InvalidStorage {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        reason: String,
+    },
+    /// A backend-specific failure (e.g. a database error), with its description.
+    Backend {
+        /// What happened.
+        message: String,
+    },
+}
+
+impl SessionError {
+    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        SessionError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Whether reloading the session and retrying may succeed.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, SessionError::Conflict { .. })
+    }
+}
+
+impl fmt::Display for SessionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SessionError::InvalidKey { key, reason } => {
+                write!(f, "session key {key:?} is refused: {reason}")
+            }
+            SessionError::Conflict { key, .. } => write!(
+                f,
+                "session {key:?} was changed by another writer since it was read; reload it and \
+                 apply the change again (nothing was written)"
+            ),
+            SessionError::InvalidPointer {
+                key,
+                pointer,
+                messages,
+            } => write!(
+                f,
+                "session {key:?}: the consolidation pointer {pointer} is past its {messages} \
+                 messages"
+            ),
+            SessionError::KeyMismatch { key, found, path } => write!(
+                f,
+                "session file {} belongs to key {found:?}, not {key:?}",
+                path.display()
+            ),
+            SessionError::Io {
+                action,
+                path,
+                source,
+            } => write!(f, "could not {action} {}: {source}", path.display()),
+            SessionError::InvalidStorage { path, reason } => {
+                write!(f, "{}: {reason}", path.display())
+            }
+            SessionError::Backend { message } => write!(f, "session backend failed: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for SessionError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SessionError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,1298 @@
+//! The embedded default backend: one JSONL file per session, nanobot-ai's format, written
+//! by appending.
+//!
+//! # Format
+//!
+//! `<dir>/<unpadded base64url of the key>.jsonl`, as nanobot-ai names them. Line 1 is a
+//! metadata record (`{"_type": "metadata", "key", "created_at", "updated_at", "metadata",
+//! "last_archived", "last_consolidated"}`, the fields nanobot-ai 0.3.5 writes), then one
+//! message per line, written the way Python's `json.dumps(ensure_ascii=False)` writes them.
+//!
+//! # Appending instead of rewriting
+//!
+//! A save writes the new messages and, when metadata changed, a new metadata record at the
+//! end of the file: O(change), not O(session). Every reader (ours and nanobot-ai's loader)
+//! takes the *last* metadata record. nanobot-ai's listing reads line 1 only, so line 1 is
+//! padded with spaces and rewritten in place by [`SessionStore::flush`] (turn end, idle,
+//! shutdown); when it outgrows its padding, or superseded records make up most of the file,
+//! flush compacts the file atomically (temporary file, fsync, rename, directory fsync).
+//!
+//! # Crashes and damage
+//!
+//! A torn last line (a crash mid-append) is cut off on load; an undecodable line elsewhere is
+//! moved out of the file; both go, byte for byte, to `<file>.damaged` beside it, and each
+//! repair is reported in [`Loaded::repairs`]. The session still opens.
+//!
+//! # Several processes
+//!
+//! Every operation holds an advisory lock (`flock`) on the session file, and every write
+//! checks the [`Revision`] (file identity and length) it was given: a stale writer gets
+//! [`SessionError::Conflict`] and writes nothing. In nanobot-ai's layout the namespace lock
+//! file nanobot-ai itself uses is taken as well, so both programs can share a workspace.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::hash::{BuildHasher, RandomState};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use chrono::NaiveDateTime;
+use llm_port::tokens::to_python_json;
+use llm_port::{Clock, SystemClock};
+use serde_json::{Map, Value};
+
+use crate::error::SessionError;
+use crate::info;
+use crate::key::SessionKey;
+use crate::memory::sort_listing;
+use crate::message::StoredMessage;
+use crate::session::{Session, SessionMeta, local_naive, parse_isoformat, python_isoformat};
+use crate::store::{Append, Loaded, Repair, Revision, SessionInfo, SessionStore};
+
+/// Superseded records below this many bytes are never worth a compaction.
+const COMPACT_MIN_DEAD_BYTES: u64 = 64 * 1024;
+const METADATA_PREFIX: &[u8] = br#"{"_type": "metadata""#;
+const PROVIDER_STATE_PREFIX: &[u8] = br#"{"_type": "provider_state""#;
+
+/// When session writes reach stable storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Never fsync: the OS writes back when it likes. A power loss can lose recent turns
+    /// (a process crash cannot).
+    None,
+    /// fsync at [`SessionStore::flush`], which the manager calls at the end of each turn.
+    #[default]
+    TurnEnd,
+    /// fsync every write (the messages of one save share one fsync).
+    Always,
+}
+
+/// How a [`FileSessionStore`] behaves.
+#[derive(Clone)]
+pub struct FileStoreOptions {
+    /// When writes reach stable storage.
+    pub durability: Durability,
+    /// The time used for timestamps a damaged file lacks.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for FileStoreOptions {
+    fn default() -> Self {
+        FileStoreOptions {
+            durability: Durability::default(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl std::fmt::Debug for FileStoreOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileStoreOptions")
+            .field("durability", &self.durability)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What this process knows about one file, valid while the file is at `revision`.
+#[derive(Debug, Clone)]
+struct FileState {
+    revision: Revision,
+    messages: usize,
+    /// The latest metadata record as written (no padding, no newline).
+    meta_line: String,
+    provider_state: Option<Value>,
+    /// Bytes of line 1, padding included, newline excluded.
+    line1_capacity: usize,
+    line1_current: bool,
+    /// Bytes of superseded metadata and provider-state records after line 1.
+    dead_bytes: u64,
+}
+
+/// Sessions as JSONL files in one directory.
+pub struct FileSessionStore {
+    dir: PathBuf,
+    options: FileStoreOptions,
+    /// nanobot-ai's `.session-files.lock`, in its layout.
+    namespace_lock: Option<PathBuf>,
+    states: Mutex<HashMap<SessionKey, FileState>>,
+}
+
+impl std::fmt::Debug for FileSessionStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileSessionStore")
+            .field("dir", &self.dir)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FileSessionStore {
+    /// Sessions in `dir` (created if missing).
+    pub fn open(dir: impl Into<PathBuf>, options: FileStoreOptions) -> Result<Self, SessionError> {
+        let dir = dir.into();
+        fs::create_dir_all(&dir)
+            .map_err(|e| SessionError::io("create the sessions directory", &dir, e))?;
+        Ok(FileSessionStore {
+            dir,
+            options,
+            namespace_lock: None,
+            states: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The embedded default: `<workspace>/sessions/`.
+    pub fn open_workspace(
+        workspace: &Path,
+        options: FileStoreOptions,
+    ) -> Result<Self, SessionError> {
+        Self::open(workspace.join("sessions"), options)
+    }
+
+    /// nanobot-ai's own layout, so an existing nanobot workspace continues where it stopped:
+    /// `<sessions_root>/<workspace id>/`, where the id is kept in
+    /// `<workspace>/.nanobot/workspace-id` (created, recovered or re-issued for a copied
+    /// workspace exactly as nanobot-ai does) and `<sessions_root>` is nanobot-ai's data
+    /// directory for sessions (`~/.nanobot/sessions` by default), outside the workspace.
+    pub fn open_nanobot(
+        workspace: &Path,
+        sessions_root: &Path,
+        options: FileStoreOptions,
+    ) -> Result<Self, SessionError> {
+        let dir = nanobot_namespace(workspace, sessions_root)?;
+        let mut store = Self::open(&dir, options)?;
+        store.namespace_lock = Some(dir.join(".session-files.lock"));
+        Ok(store)
+    }
+
+    /// The directory holding the session files.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file of `key`.
+    pub fn path_of(&self, key: &SessionKey) -> PathBuf {
+        self.dir.join(format!("{}.jsonl", key.storage_stem()))
+    }
+
+    /// The file damaged bytes of `key` are kept in.
+    pub fn sidecar_of(&self, key: &SessionKey) -> PathBuf {
+        self.dir
+            .join(format!("{}.jsonl.damaged", key.storage_stem()))
+    }
+
+    fn now(&self) -> NaiveDateTime {
+        local_naive(self.options.clock.now())
+    }
+
+    fn state(&self, key: &SessionKey, revision: Revision) -> Option<FileState> {
+        let states = self.states.lock().unwrap_or_else(|p| p.into_inner());
+        states.get(key).filter(|s| s.revision == revision).cloned()
+    }
+
+    fn remember(&self, key: &SessionKey, state: FileState) {
+        let mut states = self.states.lock().unwrap_or_else(|p| p.into_inner());
+        states.insert(key.clone(), state);
+    }
+
+    fn forget(&self, key: &SessionKey) {
+        let mut states = self.states.lock().unwrap_or_else(|p| p.into_inner());
+        states.remove(key);
+    }
+
+    /// nanobot-ai's namespace lock, in its layout.
+    fn lock_namespace(&self) -> Result<Option<File>, SessionError> {
+        let Some(path) = &self.namespace_lock else {
+            return Ok(None);
+        };
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(|e| SessionError::io("open the namespace lock", path, e))?;
+        file.lock()
+            .map_err(|e| SessionError::io("lock the namespace", path, e))?;
+        Ok(Some(file))
+    }
+
+    /// Opens and locks the file at `path`, making sure the lock is on the file the path
+    /// names now (a rename by another writer replaces it).
+    fn open_locked(&self, path: &Path) -> Result<Option<Locked>, SessionError> {
+        loop {
+            let namespace = self.lock_namespace()?;
+            let file = match OpenOptions::new().read(true).write(true).open(path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(SessionError::io("open", path, e)),
+            };
+            file.lock().map_err(|e| SessionError::io("lock", path, e))?;
+            let held = revision_of(&file, path)?;
+            match fs::metadata(path) {
+                Ok(now) if identity(&now) == held.epoch => {
+                    return Ok(Some(Locked {
+                        file,
+                        _namespace: namespace,
+                    }));
+                }
+                Ok(_) => continue,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(SessionError::io("inspect", path, e)),
+            }
+        }
+    }
+
+    fn sync_dir(&self) -> Result<(), SessionError> {
+        if self.options.durability == Durability::None {
+            return Ok(());
+        }
+        match File::open(&self.dir).and_then(|d| d.sync_all()) {
+            Ok(()) => Ok(()),
+            // Some file systems cannot sync a directory; the rename is still atomic.
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => Ok(()),
+            Err(e) => Err(SessionError::io(
+                "sync the sessions directory",
+                &self.dir,
+                e,
+            )),
+        }
+    }
+
+    /// Writes `content` as the file of `key` through a temporary file and a rename (or, when
+    /// `create_only`, a hard link that fails if the file exists). Returns the new file's
+    /// revision.
+    fn install(
+        &self,
+        path: &Path,
+        content: &[u8],
+        create_only: bool,
+    ) -> Result<Revision, SessionError> {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("session");
+        let temp = self.dir.join(format!(".{name}.{:016x}.tmp", random_u64()));
+        let result = (|| {
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&temp)
+                .map_err(|e| SessionError::io("create", &temp, e))?;
+            file.write_all(content)
+                .map_err(|e| SessionError::io("write", &temp, e))?;
+            if self.options.durability != Durability::None {
+                file.sync_all()
+                    .map_err(|e| SessionError::io("sync", &temp, e))?;
+            }
+            let revision = revision_of(&file, &temp)?;
+            if create_only {
+                fs::hard_link(&temp, path).map_err(|e| SessionError::io("create", path, e))?;
+            } else {
+                fs::rename(&temp, path).map_err(|e| SessionError::io("replace", path, e))?;
+            }
+            self.sync_dir()?;
+            Ok(revision)
+        })();
+        let _ = fs::remove_file(&temp);
+        result
+    }
+
+    /// Keeps damaged bytes beside the session file.
+    fn keep_aside(
+        &self,
+        key: &SessionKey,
+        pieces: &[(String, Vec<u8>)],
+    ) -> Result<(), SessionError> {
+        if pieces.is_empty() {
+            return Ok(());
+        }
+        let path = self.sidecar_of(key);
+        let mut out = Vec::new();
+        for (label, bytes) in pieces {
+            out.extend_from_slice(
+                format!(
+                    "### nanobot-rs repair {}: {label}\n",
+                    python_isoformat(self.now())
+                )
+                .as_bytes(),
+            );
+            out.extend_from_slice(bytes);
+            out.push(b'\n');
+        }
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| SessionError::io("open the damage sidecar", &path, e))?;
+        file.write_all(&out)
+            .map_err(|e| SessionError::io("write the damage sidecar", &path, e))?;
+        file.sync_all()
+            .map_err(|e| SessionError::io("sync the damage sidecar", &path, e))
+    }
+
+    /// Reads and parses a locked file, repairing what needs repair (in the file too).
+    fn read_locked(
+        &self,
+        key: &SessionKey,
+        path: &Path,
+        locked: &mut Locked,
+    ) -> Result<Loaded, SessionError> {
+        let mut bytes = Vec::new();
+        locked
+            .file
+            .read_to_end(&mut bytes)
+            .map_err(|e| SessionError::io("read", path, e))?;
+        let mut parsed = parse(&bytes, self.now());
+        check_recorded_key(key, path, &parsed)?;
+
+        let mut revision = revision_of(&locked.file, path)?;
+        let mut aside = Vec::new();
+        if let Some(torn) = parsed.torn.take() {
+            aside.push(("torn last line".to_owned(), bytes[torn..].to_vec()));
+            parsed.repairs.push(Repair::TornTail {
+                bytes: bytes.len() - torn,
+            });
+            locked
+                .file
+                .set_len(torn as u64)
+                .map_err(|e| SessionError::io("cut the torn line of", path, e))?;
+            revision = revision_of(&locked.file, path)?;
+        } else if parsed.unterminated {
+            // A complete record without its newline: finish the line so appends stay valid.
+            locked
+                .file
+                .write_all_at_end(b"\n")
+                .map_err(|e| SessionError::io("finish the last line of", path, e))?;
+            revision = revision_of(&locked.file, path)?;
+        }
+        for (line, reason, raw) in &parsed.corrupt {
+            aside.push((format!("line {line}: {reason}"), raw.clone()));
+        }
+        self.keep_aside(key, &aside)?;
+
+        let now = self.now();
+        let meta = parsed.meta.clone().unwrap_or_else(|| SessionMeta::new(now));
+        let mut session = Session::from_parts(key.clone(), parsed.messages, meta);
+        if parsed.meta.is_none() {
+            // Nothing records this session's metadata yet: the next save must.
+            session.persisted_meta = None;
+        }
+        if !parsed.corrupt.is_empty() {
+            // Rewrite without the damaged lines (they are in the sidecar now).
+            let content = render_session(&session);
+            revision = self.install(path, content.bytes.as_bytes(), false)?;
+            session.mark_persisted();
+            self.remember(key, content.state(revision, session.messages().len()));
+        } else {
+            self.remember(
+                key,
+                FileState {
+                    revision,
+                    messages: session.messages().len(),
+                    meta_line: parsed.meta_line,
+                    provider_state: session.meta().provider_state.clone(),
+                    line1_capacity: parsed.line1_capacity,
+                    line1_current: parsed.line1_current,
+                    dead_bytes: parsed.dead_bytes,
+                },
+            );
+        }
+        Ok(Loaded {
+            session,
+            revision,
+            repairs: parsed.repairs,
+        })
+    }
+
+    /// This process's knowledge of the locked file at `revision`, reading it if needed.
+    fn state_locked(
+        &self,
+        key: &SessionKey,
+        path: &Path,
+        locked: &mut Locked,
+        revision: Revision,
+    ) -> Result<FileState, SessionError> {
+        if let Some(state) = self.state(key, revision) {
+            return Ok(state);
+        }
+        let loaded = self.read_locked(key, path, locked)?;
+        if loaded.revision != revision {
+            // Reading repaired the file: the caller's view was of damaged bytes.
+            return Err(SessionError::Conflict {
+                key: key.to_string(),
+                expected: Some(revision),
+                found: Some(loaded.revision),
+            });
+        }
+        self.state(key, revision)
+            .ok_or_else(|| SessionError::Backend {
+                message: format!("lost track of session {key} while reading it"),
+            })
+    }
+
+    fn compact_locked(
+        &self,
+        key: &SessionKey,
+        path: &Path,
+        locked: &mut Locked,
+    ) -> Result<Revision, SessionError> {
+        let loaded = self.read_locked(key, path, locked)?;
+        let content = render_session(&loaded.session);
+        let revision = self.install(path, content.bytes.as_bytes(), false)?;
+        self.remember(
+            key,
+            content.state(revision, loaded.session.messages().len()),
+        );
+        Ok(revision)
+    }
+}
+
+/// An open, locked session file (and the namespace lock, in nanobot-ai's layout).
+struct Locked {
+    file: File,
+    _namespace: Option<File>,
+}
+
+trait WriteAtEnd {
+    fn write_all_at_end(&mut self, bytes: &[u8]) -> io::Result<()>;
+}
+
+impl WriteAtEnd for File {
+    fn write_all_at_end(&mut self, bytes: &[u8]) -> io::Result<()> {
+        use std::io::{Seek, SeekFrom};
+        self.seek(SeekFrom::End(0))?;
+        self.write_all(bytes)
+    }
+}
+
+#[cfg(unix)]
+fn identity(metadata: &fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    metadata.ino() ^ metadata.dev().rotate_left(32)
+}
+
+#[cfg(not(unix))]
+fn identity(_metadata: &fs::Metadata) -> u64 {
+    0
+}
+
+fn revision_of(file: &File, path: &Path) -> Result<Revision, SessionError> {
+    let metadata = file
+        .metadata()
+        .map_err(|e| SessionError::io("inspect", path, e))?;
+    Ok(Revision {
+        epoch: identity(&metadata),
+        offset: metadata.len(),
+    })
+}
+
+fn random_u64() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    RandomState::new().hash_one((nanos, std::process::id()))
+}
+
+fn conflict(key: &SessionKey, expected: Option<Revision>, found: Option<Revision>) -> SessionError {
+    SessionError::Conflict {
+        key: key.to_string(),
+        expected,
+        found,
+    }
+}
+
+/// A session file's text and what a [`FileState`] needs to know about it.
+struct Rendered {
+    bytes: String,
+    meta_line: String,
+    line1_capacity: usize,
+    provider_state: Option<Value>,
+}
+
+impl Rendered {
+    fn state(self, revision: Revision, messages: usize) -> FileState {
+        FileState {
+            revision,
+            messages,
+            meta_line: self.meta_line,
+            provider_state: self.provider_state,
+            line1_capacity: self.line1_capacity,
+            line1_current: true,
+            dead_bytes: 0,
+        }
+    }
+}
+
+/// The whole file of a session: padded metadata line, provider state, messages.
+fn render(key: &SessionKey, meta: &SessionMeta, messages: &[StoredMessage]) -> Rendered {
+    let meta_line = metadata_line(key, meta);
+    let line1 = padded(&meta_line);
+    let mut bytes = String::with_capacity(line1.len() + 1 + messages.len() * 256);
+    bytes.push_str(&line1);
+    bytes.push('\n');
+    if let Some(state) = &meta.provider_state {
+        bytes.push_str(&provider_state_line(Some(state)));
+        bytes.push('\n');
+    }
+    for message in messages {
+        bytes.push_str(&to_python_json(message));
+        bytes.push('\n');
+    }
+    Rendered {
+        line1_capacity: line1.len(),
+        bytes,
+        meta_line,
+        provider_state: meta.provider_state.clone(),
+    }
+}
+
+fn render_session(session: &Session) -> Rendered {
+    render(session.key(), session.meta(), session.messages())
+}
+
+/// Line 1 with room to grow in place: JSON allows trailing spaces, and both nanobot-ai's
+/// reader and ours accept them.
+fn padded(meta_line: &str) -> String {
+    let capacity = (meta_line.len() + meta_line.len().max(256)).next_multiple_of(64);
+    format!("{meta_line:<capacity$}")
+}
+
+fn metadata_line(key: &SessionKey, meta: &SessionMeta) -> String {
+    let mut record = Map::new();
+    record.insert("_type".into(), "metadata".into());
+    record.insert("key".into(), key.as_str().into());
+    record.insert(
+        "created_at".into(),
+        python_isoformat(meta.created_at).into(),
+    );
+    record.insert(
+        "updated_at".into(),
+        python_isoformat(meta.updated_at).into(),
+    );
+    record.insert("metadata".into(), Value::Object(meta.metadata.clone()));
+    record.insert("last_archived".into(), meta.last_consolidated.into());
+    record.insert("last_consolidated".into(), meta.last_consolidated.into());
+    to_python_json(&record)
+}
+
+fn provider_state_line(state: Option<&Value>) -> String {
+    let mut record = Map::new();
+    record.insert("_type".into(), "provider_state".into());
+    record.insert("state".into(), state.cloned().unwrap_or(Value::Null));
+    to_python_json(&record)
+}
+
+/// What a file holds, and what is wrong with it.
+#[derive(Debug, Default)]
+struct Parsed {
+    messages: Vec<StoredMessage>,
+    meta: Option<SessionMeta>,
+    recorded_key: Option<String>,
+    meta_line: String,
+    line1_capacity: usize,
+    line1_current: bool,
+    dead_bytes: u64,
+    repairs: Vec<Repair>,
+    /// (line number, reason, raw bytes)
+    corrupt: Vec<(usize, String, Vec<u8>)>,
+    /// Offset of a torn last line.
+    torn: Option<usize>,
+    /// The last line is a complete record without its newline.
+    unterminated: bool,
+}
+
+fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
+    let mut parsed = Parsed::default();
+    let mut provider_state: Option<Value> = None;
+    let mut first_record = true;
+    let mut line1_text: Option<String> = None;
+    // Sizes of metadata and provider-state records after line 1, newline included.
+    let mut appended_meta: Vec<u64> = Vec::new();
+    let mut state_records: Vec<u64> = Vec::new();
+    let mut offset = 0;
+    let mut line_no = 0;
+    while offset < bytes.len() {
+        line_no += 1;
+        let (line, next, terminated) = match bytes[offset..].iter().position(|&b| b == b'\n') {
+            Some(end) => (&bytes[offset..offset + end], offset + end + 1, true),
+            None => (&bytes[offset..], bytes.len(), false),
+        };
+        let start = offset;
+        offset = next;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let record = std::str::from_utf8(line)
+            .map_err(|_| "not UTF-8".to_owned())
+            .and_then(|text| {
+                serde_json::from_str::<Value>(text).map_err(|e| format!("not JSON ({e})"))
+            })
+            .and_then(|value| match value {
+                Value::Object(map) => Ok(map),
+                other => Err(format!("a JSON {} where a record belongs", kind(&other))),
+            });
+        let record = match record {
+            Ok(record) => record,
+            Err(_) if !terminated => {
+                parsed.torn = Some(start);
+                break;
+            }
+            Err(reason) => {
+                parsed.repairs.push(Repair::CorruptLine {
+                    line: line_no,
+                    reason: reason.clone(),
+                });
+                parsed.corrupt.push((line_no, reason, line.to_vec()));
+                continue;
+            }
+        };
+        if !terminated {
+            parsed.unterminated = true;
+        }
+        let is_first = std::mem::replace(&mut first_record, false);
+        match record.get("_type").and_then(Value::as_str) {
+            Some("metadata") => {
+                let text = std::str::from_utf8(line)
+                    .unwrap_or_default()
+                    .trim_end()
+                    .to_owned();
+                if is_first {
+                    parsed.line1_capacity = line.len();
+                    line1_text = Some(text.clone());
+                } else {
+                    appended_meta.push(line.len() as u64 + 1);
+                }
+                parsed.meta_line = text;
+                parsed.recorded_key = record.get("key").and_then(Value::as_str).map(str::to_owned);
+                parsed.meta = Some(read_meta(&record, now, &mut parsed.repairs));
+            }
+            Some("provider_state") => {
+                state_records.push(line.len() as u64 + 1);
+                provider_state = record.get("state").filter(|s| s.is_object()).cloned();
+            }
+            _ => parsed.messages.push(StoredMessage::from_map(record)),
+        }
+    }
+    parsed.line1_current = line1_text.as_deref() == Some(parsed.meta_line.as_str());
+    let superseded = |sizes: &[u64]| sizes.iter().rev().skip(1).sum::<u64>();
+    parsed.dead_bytes = superseded(&appended_meta) + superseded(&state_records);
+    if parsed.line1_current && !appended_meta.is_empty() {
+        // The last appended record only mirrors line 1.
+        parsed.dead_bytes += appended_meta.last().copied().unwrap_or(0);
+    }
+    if let Some(meta) = parsed.meta.as_mut() {
+        meta.provider_state = provider_state;
+        if meta.last_consolidated > parsed.messages.len() {
+            parsed.repairs.push(Repair::PointerReset {
+                found: meta.last_consolidated.to_string(),
+            });
+            meta.last_consolidated = 0;
+        }
+    }
+    parsed
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// The metadata of a record, with every bad field reset and reported.
+fn read_meta(
+    record: &Map<String, Value>,
+    now: NaiveDateTime,
+    repairs: &mut Vec<Repair>,
+) -> SessionMeta {
+    let metadata = match record.get("metadata") {
+        Some(Value::Object(map)) => map.clone(),
+        None | Some(Value::Null) => Map::new(),
+        Some(_) => {
+            repairs.push(Repair::BadField { field: "metadata" });
+            Map::new()
+        }
+    };
+    let mut time = |field: &'static str| match record.get(field) {
+        Some(Value::String(text)) if !text.is_empty() => {
+            parse_isoformat(text).unwrap_or_else(|| {
+                repairs.push(Repair::BadTimestamp {
+                    field,
+                    found: text.clone(),
+                });
+                now
+            })
+        }
+        None | Some(Value::Null) => now,
+        Some(other) => {
+            repairs.push(Repair::BadTimestamp {
+                field,
+                found: other.to_string(),
+            });
+            now
+        }
+    };
+    let created_at = time("created_at");
+    let updated_at = time("updated_at");
+    // nanobot-ai 0.3.5 reads `last_archived`, then `last_consolidated`: the first integer wins.
+    let mut pointer = None;
+    let mut invalid = None;
+    for field in ["last_archived", "last_consolidated"] {
+        match record.get(field) {
+            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => {
+                pointer = Some(n.as_i64().unwrap_or(-1));
+                break;
+            }
+            None => {}
+            Some(other) => {
+                invalid.get_or_insert_with(|| other.to_string());
+            }
+        }
+    }
+    let last_consolidated = match pointer {
+        Some(n) if n >= 0 => usize::try_from(n).unwrap_or(0),
+        Some(n) => {
+            repairs.push(Repair::PointerReset {
+                found: n.to_string(),
+            });
+            0
+        }
+        None => {
+            if let Some(found) = invalid {
+                repairs.push(Repair::PointerReset { found });
+            }
+            0
+        }
+    };
+    SessionMeta {
+        created_at,
+        updated_at,
+        metadata,
+        last_consolidated,
+        provider_state: None,
+    }
+}
+
+/// A hashed file name is only a hint: the key recorded inside must be the one asked for.
+fn check_recorded_key(key: &SessionKey, path: &Path, parsed: &Parsed) -> Result<(), SessionError> {
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    if !SessionKey::is_hashed_stem(stem) {
+        return Ok(());
+    }
+    match parsed.recorded_key.as_deref() {
+        Some(found) if found == key.as_str() => Ok(()),
+        found => Err(SessionError::KeyMismatch {
+            key: key.to_string(),
+            found: found.unwrap_or("(none)").to_owned(),
+            path: path.to_owned(),
+        }),
+    }
+}
+
+#[async_trait]
+impl SessionStore for FileSessionStore {
+    async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, SessionError> {
+        let path = self.path_of(key);
+        let Some(mut locked) = self.open_locked(&path)? else {
+            self.forget(key);
+            return Ok(None);
+        };
+        self.read_locked(key, &path, &mut locked).map(Some)
+    }
+
+    async fn append(
+        &self,
+        key: &SessionKey,
+        expected: Option<Revision>,
+        append: Append<'_>,
+    ) -> Result<Revision, SessionError> {
+        let path = self.path_of(key);
+        let Some(expected) = expected else {
+            // A new session: the whole file appears at once, or not at all if it exists.
+            let _namespace = self.lock_namespace()?;
+            if let Ok(existing) = File::open(&path) {
+                return Err(conflict(key, None, Some(revision_of(&existing, &path)?)));
+            }
+            let now = self.now();
+            let meta = append
+                .meta
+                .cloned()
+                .unwrap_or_else(|| SessionMeta::new(now));
+            if meta.last_consolidated > append.messages.len() {
+                return Err(SessionError::InvalidPointer {
+                    key: key.to_string(),
+                    pointer: meta.last_consolidated,
+                    messages: append.messages.len(),
+                });
+            }
+            let content = render(key, &meta, append.messages);
+            let revision = self
+                .install(&path, content.bytes.as_bytes(), true)
+                .map_err(|e| match e {
+                    SessionError::Io { source, .. }
+                        if source.kind() == io::ErrorKind::AlreadyExists =>
+                    {
+                        conflict(key, None, None)
+                    }
+                    other => other,
+                })?;
+            self.remember(key, content.state(revision, append.messages.len()));
+            return Ok(revision);
+        };
+
+        let Some(mut locked) = self.open_locked(&path)? else {
+            return Err(conflict(key, Some(expected), None));
+        };
+        let found = revision_of(&locked.file, &path)?;
+        if found != expected {
+            return Err(conflict(key, Some(expected), Some(found)));
+        }
+        let mut state = self.state_locked(key, &path, &mut locked, expected)?;
+        let count = state.messages + append.messages.len();
+        let mut out = String::with_capacity(append.messages.len() * 512 + 512);
+        let empty_file = found.offset == 0;
+        let meta = match (append.meta, empty_file) {
+            (Some(meta), _) => Some(meta.clone()),
+            // An empty file (nanobot-ai accepts one) gets its metadata line first.
+            (None, true) => Some(SessionMeta::new(self.now())),
+            (None, false) => None,
+        };
+        if let Some(meta) = &meta
+            && meta.last_consolidated > count
+        {
+            return Err(SessionError::InvalidPointer {
+                key: key.to_string(),
+                pointer: meta.last_consolidated,
+                messages: count,
+            });
+        }
+        if empty_file && let Some(meta) = &meta {
+            state.meta_line = metadata_line(key, meta);
+            let line1 = padded(&state.meta_line);
+            state.line1_capacity = line1.len();
+            state.line1_current = true;
+            out.push_str(&line1);
+            out.push('\n');
+        }
+        for message in append.messages {
+            out.push_str(&to_python_json(message));
+            out.push('\n');
+        }
+        if let (Some(meta), false) = (&meta, empty_file) {
+            if meta.provider_state != state.provider_state {
+                out.push_str(&provider_state_line(meta.provider_state.as_ref()));
+                out.push('\n');
+                state.provider_state = meta.provider_state.clone();
+            }
+            let line = metadata_line(key, meta);
+            if line != state.meta_line {
+                // The previous appended record is superseded; line 1 is only made stale.
+                if !state.line1_current {
+                    state.dead_bytes += state.meta_line.len() as u64 + 1;
+                }
+                out.push_str(&line);
+                out.push('\n');
+                state.meta_line = line;
+                state.line1_current = false;
+            }
+        }
+        locked
+            .file
+            .write_all_at_end(out.as_bytes())
+            .map_err(|e| SessionError::io("append to", &path, e))?;
+        if self.options.durability == Durability::Always {
+            locked
+                .file
+                .sync_data()
+                .map_err(|e| SessionError::io("sync", &path, e))?;
+        }
+        state.revision = Revision {
+            epoch: found.epoch,
+            offset: found.offset + out.len() as u64,
+        };
+        state.messages = count;
+        let revision = state.revision;
+        self.remember(key, state);
+        Ok(revision)
+    }
+
+    async fn rewrite(
+        &self,
+        session: &Session,
+        expected: Option<Revision>,
+    ) -> Result<Revision, SessionError> {
+        let key = session.key();
+        let path = self.path_of(key);
+        let content = render_session(session);
+        let messages = session.messages().len();
+        let Some(expected) = expected else {
+            let _namespace = self.lock_namespace()?;
+            let revision = self
+                .install(&path, content.bytes.as_bytes(), true)
+                .map_err(|e| match e {
+                    SessionError::Io { source, .. }
+                        if source.kind() == io::ErrorKind::AlreadyExists =>
+                    {
+                        conflict(key, None, None)
+                    }
+                    other => other,
+                })?;
+            self.remember(key, content.state(revision, messages));
+            return Ok(revision);
+        };
+        let Some(locked) = self.open_locked(&path)? else {
+            return Err(conflict(key, Some(expected), None));
+        };
+        let found = revision_of(&locked.file, &path)?;
+        if found != expected {
+            return Err(conflict(key, Some(expected), Some(found)));
+        }
+        let revision = self.install(&path, content.bytes.as_bytes(), false)?;
+        drop(locked);
+        self.remember(key, content.state(revision, messages));
+        Ok(revision)
+    }
+
+    async fn list(&self) -> Result<Vec<SessionInfo>, SessionError> {
+        let entries =
+            fs::read_dir(&self.dir).map_err(|e| SessionError::io("list", &self.dir, e))?;
+        let mut rows = Vec::new();
+        let now = self.now();
+        for entry in entries {
+            let entry = entry.map_err(|e| SessionError::io("list", &self.dir, e))?;
+            let name = entry.file_name();
+            let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
+                continue;
+            };
+            let canonical = SessionKey::from_storage_stem(stem);
+            if canonical.is_none() && !SessionKey::is_hashed_stem(stem) {
+                continue;
+            }
+            let path = entry.path();
+            let bytes = match fs::read(&path) {
+                Ok(bytes) => bytes,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(SessionError::io("read", &path, e)),
+            };
+            if let Some(row) = list_row(&bytes, canonical, now) {
+                rows.push(row);
+            }
+        }
+        sort_listing(&mut rows);
+        Ok(rows)
+    }
+
+    async fn delete(&self, key: &SessionKey) -> Result<bool, SessionError> {
+        let path = self.path_of(key);
+        let _namespace = self.lock_namespace()?;
+        self.forget(key);
+        let existed = match fs::remove_file(&path) {
+            Ok(()) => true,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(e) => return Err(SessionError::io("delete", &path, e)),
+        };
+        match fs::remove_file(self.sidecar_of(key)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(SessionError::io("delete", self.sidecar_of(key), e)),
+        }
+        if existed {
+            self.sync_dir()?;
+        }
+        Ok(existed)
+    }
+
+    async fn flush(&self, key: &SessionKey, expected: Revision) -> Result<Revision, SessionError> {
+        let path = self.path_of(key);
+        let Some(mut locked) = self.open_locked(&path)? else {
+            return Err(conflict(key, Some(expected), None));
+        };
+        let found = revision_of(&locked.file, &path)?;
+        if found != expected {
+            return Err(conflict(key, Some(expected), Some(found)));
+        }
+        let mut state = self.state_locked(key, &path, &mut locked, expected)?;
+        let wasteful =
+            state.dead_bytes >= COMPACT_MIN_DEAD_BYTES && state.dead_bytes * 2 >= found.offset;
+        let outgrown = !state.line1_current && state.meta_line.len() > state.line1_capacity;
+        if wasteful || outgrown {
+            return self.compact_locked(key, &path, &mut locked);
+        }
+        if !state.line1_current {
+            let line1 = format!("{:<width$}", state.meta_line, width = state.line1_capacity);
+            write_at_start(&locked.file, line1.as_bytes())
+                .map_err(|e| SessionError::io("update line 1 of", &path, e))?;
+            state.line1_current = true;
+            // The appended record now only mirrors line 1: it counts as dead weight.
+            state.dead_bytes += state.meta_line.len() as u64 + 1;
+        }
+        if self.options.durability != Durability::None {
+            locked
+                .file
+                .sync_data()
+                .map_err(|e| SessionError::io("sync", &path, e))?;
+        }
+        self.remember(key, state);
+        Ok(found)
+    }
+}
+
+#[cfg(unix)]
+fn write_at_start(file: &File, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(bytes, 0)
+}
+
+#[cfg(not(unix))]
+fn write_at_start(file: &File, bytes: &[u8]) -> io::Result<()> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = file;
+    file.seek(SeekFrom::Start(0))?;
+    file.write_all(bytes)
+}
+
+/// A listing row from a file's bytes, without decoding every message: only metadata
+/// records and the first few messages (for the preview) are parsed.
+fn list_row(
+    bytes: &[u8],
+    canonical: Option<SessionKey>,
+    now: NaiveDateTime,
+) -> Option<SessionInfo> {
+    let mut last_meta: Option<&[u8]> = None;
+    let mut messages = 0usize;
+    let mut preview = info::PreviewScan::default();
+    for line in bytes.split(|&b| b == b'\n') {
+        let trimmed = line.trim_ascii_start();
+        if trimmed.is_empty() {
+            continue;
+        }
+        if trimmed.starts_with(METADATA_PREFIX) {
+            last_meta = Some(line);
+            continue;
+        }
+        if trimmed.starts_with(PROVIDER_STATE_PREFIX) {
+            continue;
+        }
+        // Records are decoded only while the preview is open, or when a hand-written
+        // record may format `_type` differently; the rest are counted.
+        let odd_type = trimmed.windows(8).any(|w| w == b"\"_type\":");
+        if preview.is_done() && !odd_type {
+            messages += 1;
+            continue;
+        }
+        let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(line) else {
+            continue;
+        };
+        match record.get("_type").and_then(Value::as_str) {
+            Some("metadata") => last_meta = Some(line),
+            Some("provider_state") => {}
+            _ => {
+                messages += 1;
+                preview.offer(&StoredMessage::from_map(record));
+            }
+        }
+    }
+    let mut repairs = Vec::new();
+    let record = last_meta.and_then(|line| serde_json::from_slice::<Map<String, Value>>(line).ok());
+    let meta = record
+        .as_ref()
+        .map(|r| read_meta(r, now, &mut repairs))
+        .unwrap_or_else(|| SessionMeta::new(now));
+    let key = match canonical {
+        Some(key) => key,
+        None => SessionKey::new(record.as_ref()?.get("key")?.as_str()?).ok()?,
+    };
+    Some(SessionInfo {
+        key,
+        created_at: meta.created_at,
+        updated_at: meta.updated_at,
+        message_count: messages,
+        title: info::title(&meta.metadata),
+        preview: preview.finish(),
+    })
+}
+
+/// Finds, recovers or creates nanobot-ai's session namespace for `workspace`.
+fn nanobot_namespace(workspace: &Path, sessions_root: &Path) -> Result<PathBuf, SessionError> {
+    fs::create_dir_all(workspace)
+        .map_err(|e| SessionError::io("create the workspace", workspace, e))?;
+    let workspace = fs::canonicalize(workspace)
+        .map_err(|e| SessionError::io("resolve the workspace", workspace, e))?;
+    fs::create_dir_all(sessions_root)
+        .map_err(|e| SessionError::io("create the sessions root", sessions_root, e))?;
+    let root = fs::canonicalize(sessions_root)
+        .map_err(|e| SessionError::io("resolve the sessions root", sessions_root, e))?;
+    if root.starts_with(&workspace) {
+        return Err(SessionError::InvalidStorage {
+            path: root,
+            reason: "session storage must be outside the agent workspace (nanobot-ai refuses it too); choose a sessions root elsewhere".into(),
+        });
+    }
+    let lock_path = root.join(".workspace-migration.lock");
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| SessionError::io("open", &lock_path, e))?;
+    lock.lock()
+        .map_err(|e| SessionError::io("lock", &lock_path, e))?;
+
+    let id_path = workspace.join(".nanobot").join("workspace-id");
+    let mut id = match fs::symlink_metadata(&id_path) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(SessionError::InvalidStorage {
+                path: id_path,
+                reason: "the workspace id must not be a symlink; restore its original identifier"
+                    .into(),
+            });
+        }
+        Ok(_) => {
+            let text =
+                fs::read_to_string(&id_path).map_err(|e| SessionError::io("read", &id_path, e))?;
+            let id = text.trim().to_owned();
+            if !is_workspace_id(&id) {
+                return Err(SessionError::InvalidStorage {
+                    path: id_path,
+                    reason: format!(
+                        "{id:?} is not a workspace id (32 lowercase hex digits); restore its original identifier"
+                    ),
+                });
+            }
+            id
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let id = recover_namespace(&root, &workspace)?.unwrap_or_else(new_workspace_id);
+            write_workspace_id(&id_path, &id)?;
+            id
+        }
+        Err(e) => return Err(SessionError::io("inspect", &id_path, e)),
+    };
+    for _ in 0..3 {
+        let ns = root.join(&id);
+        let marker = ns.join(".workspace");
+        let expected = format!("{}\n", workspace.display());
+        match fs::read_to_string(&marker) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                fs::create_dir_all(&ns).map_err(|e| SessionError::io("create", &ns, e))?;
+                let has_data = fs::read_dir(&ns)
+                    .map_err(|e| SessionError::io("list", &ns, e))?
+                    .any(|entry| entry.is_ok_and(|e| e.file_name() != ".session-files.lock"));
+                if has_data {
+                    return Err(SessionError::InvalidStorage {
+                        path: ns,
+                        reason: "the session namespace has data but no workspace marker".into(),
+                    });
+                }
+                fs::write(&marker, &expected).map_err(|e| SessionError::io("write", &marker, e))?;
+                return Ok(ns);
+            }
+            Err(e) => return Err(SessionError::io("read", &marker, e)),
+            Ok(text) => {
+                let claimed = PathBuf::from(text.trim_end_matches('\n'));
+                if claimed.as_os_str().is_empty() {
+                    return Err(SessionError::InvalidStorage {
+                        path: marker,
+                        reason: "the workspace marker is empty".into(),
+                    });
+                }
+                match fs::canonicalize(&claimed) {
+                    Ok(path) if path == workspace => return Ok(ns),
+                    // The workspace moved or was renamed: it keeps its sessions.
+                    Err(_) => {
+                        fs::write(&marker, &expected)
+                            .map_err(|e| SessionError::io("write", &marker, e))?;
+                        return Ok(ns);
+                    }
+                    // Another existing workspace owns this id: this one is a copy.
+                    Ok(_) => {
+                        id = new_workspace_id();
+                        write_workspace_id(&id_path, &id)?;
+                    }
+                }
+            }
+        }
+    }
+    Err(SessionError::InvalidStorage {
+        path: workspace,
+        reason: "could not allocate an isolated session namespace".into(),
+    })
+}
+
+fn is_workspace_id(id: &str) -> bool {
+    id.len() == 32
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn new_workspace_id() -> String {
+    format!(
+        "{:016x}{:016x}",
+        random_u64(),
+        random_u64().rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15
+    )
+}
+
+fn write_workspace_id(path: &Path, id: &str) -> Result<(), SessionError> {
+    let dir = path.parent().unwrap_or(path);
+    fs::create_dir_all(dir).map_err(|e| SessionError::io("create", dir, e))?;
+    let temp = dir.join(format!(".workspace-id.{:016x}.tmp", random_u64()));
+    let result = (|| {
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let mut file = options
+            .open(&temp)
+            .map_err(|e| SessionError::io("create", &temp, e))?;
+        file.write_all(format!("{id}\n").as_bytes())
+            .map_err(|e| SessionError::io("write", &temp, e))?;
+        file.sync_all()
+            .map_err(|e| SessionError::io("sync", &temp, e))?;
+        fs::rename(&temp, path).map_err(|e| SessionError::io("write", path, e))
+    })();
+    let _ = fs::remove_file(&temp);
+    result
+}
+
+/// The namespace whose marker names `workspace`, when its id file was lost.
+fn recover_namespace(root: &Path, workspace: &Path) -> Result<Option<String>, SessionError> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir(root).map_err(|e| SessionError::io("list", root, e))? {
+        let entry = entry.map_err(|e| SessionError::io("list", root, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !is_workspace_id(&name) || entry.file_type().map(|t| t.is_symlink()).unwrap_or(true) {
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(entry.path().join(".workspace")) else {
+            continue;
+        };
+        if fs::canonicalize(text.trim_end_matches('\n')).is_ok_and(|p| p == workspace) {
+            found.push(name);
+        }
+    }
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.pop()),
+        _ => Err(SessionError::InvalidStorage {
+            path: root.to_owned(),
+            reason: format!(
+                "several session namespaces claim {}; remove the stale marker",
+                workspace.display()
+            ),
+        }),
+    }
+}

@@ -1,0 +1,493 @@
+//! `get_history`: the live tail of a session, cleaned and trimmed for a model.
+//!
+//! It follows nanobot's replay (`../shared/spec/session.md`, section 4) step by step, with
+//! three deliberate differences, documented in `docs/DIFFERENCES.md`:
+//!
+//! - A tool result with no matching call is dropped on its own; nanobot drops it *and every
+//!   earlier message* (one orphan in the middle erased whole valid turns).
+//! - A record without a string `role`, or with a role a provider would refuse, is skipped;
+//!   nanobot fails the whole turn with a `KeyError`.
+//! - When the token budget cuts the tail to a user turn, a proactive delivery
+//!   (`_channel_delivery`) the user was answering is kept, as it is without a budget.
+//!
+//! Token estimates of the projected messages are cached on the messages, so asking again
+//! for a long session's history does not count it again.
+
+use std::collections::HashSet;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use llm_port::TokenCounter;
+use llm_port::tokens::estimate_json_message_tokens;
+use serde_json::{Map, Value};
+
+use crate::message::{StoredMessage, truthy};
+
+/// The raw tail always replayed after compaction, extended to the user turn that began it.
+pub const MIN_REPLAY_MESSAGES: usize = 8;
+
+/// Fields a provider needs; everything else (timestamps, media, flags) stays home.
+const REPLAYED_FIELDS: [&str; 5] = [
+    "tool_calls",
+    "tool_call_id",
+    "name",
+    "reasoning_content",
+    "thinking_blocks",
+];
+
+/// How much history to return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryOptions {
+    /// At most this many messages before cleaning (0: no cap). Production replay uses 0.
+    pub max_messages: usize,
+    /// At most this many estimated tokens (0: no budget). The newest message is always kept.
+    pub max_tokens: usize,
+    /// With `max_messages`, extend the window back to the user turn that began it.
+    pub extend_to_user: bool,
+    /// Keep model-only runtime context appended to user turns (off for views shown to
+    /// people).
+    pub include_runtime_context: bool,
+}
+
+impl Default for HistoryOptions {
+    fn default() -> Self {
+        HistoryOptions {
+            max_messages: 0,
+            max_tokens: 0,
+            extend_to_user: false,
+            include_runtime_context: true,
+        }
+    }
+}
+
+impl HistoryOptions {
+    /// Replay within a token budget, as a turn asks for it.
+    pub fn with_token_budget(max_tokens: usize) -> Self {
+        HistoryOptions {
+            max_tokens,
+            ..HistoryOptions::default()
+        }
+    }
+}
+
+/// The replay budget nanobot derives from a model: window minus max output minus a 1,024
+/// token safety margin; half the window (at least 128) when that leaves nothing; 0 (no
+/// trimming) without a window.
+pub fn replay_token_budget(context_window: usize, max_output_tokens: usize) -> usize {
+    if context_window == 0 {
+        return 0;
+    }
+    match context_window.checked_sub(max_output_tokens.max(1) + 1024) {
+        Some(budget) if budget > 0 => budget,
+        _ => (context_window / 2).max(128),
+    }
+}
+
+/// The replayable history of `messages` whose first `last_consolidated` are archived.
+pub fn get_history(
+    messages: &[StoredMessage],
+    last_consolidated: usize,
+    options: &HistoryOptions,
+    counter: &dyn TokenCounter,
+) -> Vec<Map<String, Value>> {
+    let pointer = last_consolidated.min(messages.len());
+    let mut start = pointer;
+    if pointer > 0 {
+        start = start.min(recent_start(messages, MIN_REPLAY_MESSAGES, true));
+    }
+    let replayable = &messages[start..];
+
+    let mut from = 0;
+    if options.max_messages > 0 {
+        let floor_pulled_archive = start < pointer;
+        let unarchived = messages.len() - pointer;
+        if !(floor_pulled_archive && unarchived < options.max_messages) {
+            from = recent_start(replayable, options.max_messages, options.extend_to_user);
+        }
+    }
+    let mut slice = &replayable[from..];
+    slice = &slice[align_to_user(slice)..];
+
+    let kept = without_orphans(slice);
+    let fingerprint = fingerprint(counter);
+    let mut out: Vec<(Map<String, Value>, &StoredMessage)> = kept
+        .into_iter()
+        .filter_map(|m| project(m, options.include_runtime_context).map(|p| (p, m)))
+        .collect();
+
+    if options.max_tokens > 0 && !out.is_empty() {
+        out = trim_to_budget(out, options, counter, fingerprint);
+    }
+    out.into_iter().map(|(projected, _)| projected).collect()
+}
+
+fn role(message: &StoredMessage) -> Option<&str> {
+    message.role()
+}
+
+fn is_user(message: &StoredMessage) -> bool {
+    role(message) == Some("user")
+}
+
+/// nanobot's `recent_message_start_index`.
+fn recent_start(messages: &[StoredMessage], n: usize, extend_to_user: bool) -> usize {
+    if n == 0 {
+        return messages.len();
+    }
+    let start = messages.len().saturating_sub(n);
+    if !extend_to_user || messages.len() <= n || messages[start..].iter().any(is_user) {
+        return start;
+    }
+    match messages[..start].iter().rposition(is_user) {
+        None => start,
+        Some(user) if user > 0 && messages[user - 1].flag("_channel_delivery") => user - 1,
+        Some(user) => user,
+    }
+}
+
+/// Index of the first user message (or the delivery just before it); 0 without users.
+fn align_to_user(messages: &[StoredMessage]) -> usize {
+    match messages.iter().position(is_user) {
+        Some(user) if user > 0 && messages[user - 1].flag("_channel_delivery") => user - 1,
+        Some(user) => user,
+        None => 0,
+    }
+}
+
+/// The id of a tool call entry, as nanobot compares them (string form of a truthy id).
+fn call_id(call: &Value) -> Option<String> {
+    match call.get("id")? {
+        Value::String(id) if !id.is_empty() => Some(id.clone()),
+        Value::Number(n) if n.as_f64() != Some(0.0) => Some(n.to_string()),
+        Value::Bool(true) => Some("True".to_owned()),
+        _ => None,
+    }
+}
+
+/// The messages with orphan tool results removed: a result whose `tool_call_id` no earlier
+/// assistant message declared. nanobot drops everything before an orphan too; we drop
+/// only the orphan.
+fn without_orphans(messages: &[StoredMessage]) -> Vec<&StoredMessage> {
+    let mut declared: HashSet<String> = HashSet::new();
+    let mut kept = Vec::with_capacity(messages.len());
+    for message in messages {
+        match role(message) {
+            Some("assistant") => {
+                if let Some(Value::Array(calls)) = message.get("tool_calls") {
+                    declared.extend(calls.iter().filter_map(call_id));
+                }
+            }
+            Some("tool") => {
+                let id = message.get("tool_call_id").filter(|v| truthy(v));
+                if let Some(id) = id {
+                    let id = match id {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    if !declared.contains(&id) {
+                        continue;
+                    }
+                }
+            }
+            _ => {}
+        }
+        kept.push(message);
+    }
+    kept
+}
+
+/// One message as the model sees it, or `None` when it is not replayed.
+fn project(message: &StoredMessage, include_runtime_context: bool) -> Option<Map<String, Value>> {
+    if message.flag("_command") {
+        return None;
+    }
+    let role = match role(message) {
+        Some(role @ ("user" | "assistant" | "tool" | "system")) => role,
+        _ => return None,
+    };
+    let has_runtime_context = message
+        .get("_runtime_context")
+        .is_some_and(Value::is_object);
+    let mut content = message
+        .get("content")
+        .cloned()
+        .unwrap_or(Value::String(String::new()));
+    if !include_runtime_context {
+        content = without_runtime_context(message, content);
+    }
+    if role == "assistant"
+        && let Value::String(text) = &content
+    {
+        content = Value::String(sanitize_assistant_text(text));
+    }
+    if role == "user"
+        && let Value::String(text) = &content
+    {
+        let mut text = with_media_breadcrumbs(text, message.get("media"));
+        if include_runtime_context && !has_runtime_context {
+            text = with_cli_app_breadcrumbs(&text, message.get("cli_apps"));
+        }
+        content = Value::String(text);
+    }
+    if role == "assistant"
+        && content.as_str().is_some_and(|t| t.trim().is_empty())
+        && !["tool_calls", "reasoning_content", "thinking_blocks"]
+            .iter()
+            .any(|k| message.get(k).is_some())
+    {
+        return None;
+    }
+    let mut out = Map::with_capacity(4);
+    out.insert("role".into(), Value::String(role.into()));
+    out.insert("content".into(), content);
+    for field in REPLAYED_FIELDS {
+        if let Some(value) = message.get(field) {
+            out.insert(field.into(), value.clone());
+        }
+    }
+    Some(out)
+}
+
+/// nanobot's `public_history_message` for the content: cut the exact runtime-context suffix
+/// or trailing blocks its marker records.
+fn without_runtime_context(message: &StoredMessage, content: Value) -> Value {
+    let Some(marker) = message.get("_runtime_context").and_then(Value::as_object) else {
+        return content;
+    };
+    if marker.get("version").and_then(Value::as_i64) != Some(1) {
+        return content;
+    }
+    match (&content, marker.get("suffix"), marker.get("blocks")) {
+        (Value::String(text), Some(Value::String(suffix)), _) if !suffix.is_empty() => {
+            if text == suffix {
+                Value::String(String::new())
+            } else if let Some(bare) = text.strip_suffix(&format!("\n\n{suffix}")) {
+                Value::String(bare.to_owned())
+            } else {
+                content
+            }
+        }
+        (Value::Array(blocks), _, Some(Value::Array(expected)))
+            if !expected.is_empty() && blocks.len() >= expected.len() =>
+        {
+            let cut = blocks.len() - expected.len();
+            if blocks[cut..] == expected[..] {
+                Value::Array(blocks[..cut].to_vec())
+            } else {
+                content
+            }
+        }
+        _ => content,
+    }
+}
+
+/// nanobot's assistant replay sanitizer: one leading `[Message Time: …]` marker, local image
+/// breadcrumbs and echoed `generate_image(...)`/`message(...)` lines go; lines are re-joined
+/// with `\n` and the text trimmed.
+pub(crate) fn sanitize_assistant_text(text: &str) -> String {
+    let mut rest = text;
+    if let Some(after) = rest.strip_prefix("[Message Time: ")
+        && let Some(close) = after.find(']').filter(|&i| i > 0)
+    {
+        rest = &after[close + 1..];
+        rest = rest.strip_prefix('\n').unwrap_or(rest);
+    }
+    let lines: Vec<&str> = python_splitlines(rest)
+        .into_iter()
+        .filter(|line| !is_local_image_breadcrumb(line) && !is_tool_call_echo(line))
+        .collect();
+    lines.join("\n").trim().to_owned()
+}
+
+/// `^\[image: (/|~)[^\]]+\]\s*$`
+fn is_local_image_breadcrumb(line: &str) -> bool {
+    let Some(rest) = line.strip_prefix("[image: ") else {
+        return false;
+    };
+    let Some(path) = rest.strip_prefix('/').or_else(|| rest.strip_prefix('~')) else {
+        return false;
+    };
+    match path.find(']') {
+        Some(close) if close > 0 => path[close + 1..].chars().all(char::is_whitespace),
+        _ => false,
+    }
+}
+
+/// `^\s*(generate_image|message)\([^)]*\)\s*$`
+fn is_tool_call_echo(line: &str) -> bool {
+    let line = line.trim_start();
+    let Some(rest) = line
+        .strip_prefix("generate_image(")
+        .or_else(|| line.strip_prefix("message("))
+    else {
+        return false;
+    };
+    match rest.find(')') {
+        Some(close) => rest[close + 1..].chars().all(char::is_whitespace),
+        None => false,
+    }
+}
+
+/// Python's `str.splitlines()`.
+fn python_splitlines(text: &str) -> Vec<&str> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let is_break = matches!(
+            c,
+            '\n' | '\r'
+                | '\u{0b}'
+                | '\u{0c}'
+                | '\u{1c}'
+                | '\u{1d}'
+                | '\u{1e}'
+                | '\u{85}'
+                | '\u{2028}'
+                | '\u{2029}'
+        );
+        if is_break {
+            lines.push(&text[start..i]);
+            let mut end = i + c.len_utf8();
+            if c == '\r'
+                && let Some(&(j, '\n')) = chars.peek()
+            {
+                chars.next();
+                end = j + 1;
+            }
+            start = end;
+        }
+    }
+    if start < text.len() {
+        lines.push(&text[start..]);
+    }
+    lines
+}
+
+fn with_media_breadcrumbs(text: &str, media: Option<&Value>) -> String {
+    let Some(Value::Array(paths)) = media else {
+        return text.to_owned();
+    };
+    let crumbs: Vec<String> = paths
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|p| !p.is_empty())
+        .map(|p| format!("[image: {p}]"))
+        .collect();
+    append_lines(text, &crumbs)
+}
+
+fn with_cli_app_breadcrumbs(text: &str, apps: Option<&Value>) -> String {
+    let Some(Value::Array(apps)) = apps else {
+        return text.to_owned();
+    };
+    let lines: Vec<String> = apps
+        .iter()
+        .take(8)
+        .filter_map(Value::as_object)
+        .filter_map(|app| {
+            let name = app.get("name")?.as_str()?.trim().to_lowercase();
+            if name.is_empty() {
+                return None;
+            }
+            let entry = app
+                .get("entry_point")
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|e| !e.is_empty())
+                .unwrap_or("unknown");
+            Some(format!(
+                "[CLI App Attachment: @{name}; tool=run_cli_app; entry_point={entry}; \
+                 skill=skills/cli-app-{name}/SKILL.md]"
+            ))
+        })
+        .collect();
+    append_lines(text, &lines)
+}
+
+fn append_lines(text: &str, lines: &[String]) -> String {
+    if lines.is_empty() {
+        return text.to_owned();
+    }
+    let joined = lines.join("\n");
+    if text.is_empty() {
+        joined
+    } else {
+        format!("{text}\n{joined}")
+    }
+}
+
+/// Identifies a counter for the per-message cache: same encoding, same counts.
+fn fingerprint(counter: &dyn TokenCounter) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    counter.encoding().hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The estimate of a projected message, cached on the stored one (model replay only: the
+/// public view projects differently).
+fn tokens(
+    projected: &Map<String, Value>,
+    stored: &StoredMessage,
+    cacheable: bool,
+    counter: &dyn TokenCounter,
+    fingerprint: u64,
+) -> usize {
+    if cacheable && let Some(tokens) = stored.cached_tokens(fingerprint) {
+        return tokens as usize;
+    }
+    let tokens = estimate_json_message_tokens(counter, projected);
+    if cacheable {
+        stored.cache_tokens(fingerprint, u32::try_from(tokens).unwrap_or(u32::MAX));
+    }
+    tokens
+}
+
+/// Step 6: keep the newest messages within the budget, then start at a user turn.
+fn trim_to_budget<'a>(
+    out: Vec<(Map<String, Value>, &'a StoredMessage)>,
+    options: &HistoryOptions,
+    counter: &dyn TokenCounter,
+    fingerprint: u64,
+) -> Vec<(Map<String, Value>, &'a StoredMessage)> {
+    let cacheable = options.include_runtime_context;
+    let mut total = 0usize;
+    let mut first_kept = out.len();
+    for (i, (projected, stored)) in out.iter().enumerate().rev() {
+        let cost = tokens(projected, stored, cacheable, counter, fingerprint);
+        if first_kept < out.len() && total + cost > options.max_tokens {
+            break;
+        }
+        total += cost;
+        first_kept = i;
+    }
+    let is_user = |entry: &(Map<String, Value>, &StoredMessage)| entry.0["role"] == "user";
+    let start = match out[first_kept..].iter().position(is_user) {
+        Some(offset) => first_kept + offset,
+        None => out.iter().rposition(is_user).unwrap_or(first_kept),
+    };
+    // Keep the proactive delivery the user was answering, as replay without a budget does.
+    let start = if start > 0 && out[start - 1].1.flag("_channel_delivery") && is_user(&out[start]) {
+        start - 1
+    } else {
+        start
+    };
+    let mut kept: Vec<_> = out.into_iter().skip(start).collect();
+    // Trimming cannot create orphans (results follow their calls), but a cut between a call
+    // and its results can leave results whose call is gone: drop those.
+    let mut declared: HashSet<String> = HashSet::new();
+    kept.retain(|(projected, _)| match projected["role"].as_str() {
+        Some("assistant") => {
+            if let Some(Value::Array(calls)) = projected.get("tool_calls") {
+                declared.extend(calls.iter().filter_map(call_id));
+            }
+            true
+        }
+        Some("tool") => match projected.get("tool_call_id").filter(|v| truthy(v)) {
+            Some(Value::String(id)) => declared.contains(id),
+            Some(other) => declared.contains(&other.to_string()),
+            None => true,
+        },
+        _ => true,
+    });
+    kept
+}

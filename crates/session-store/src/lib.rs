@@ -1,0 +1,29 @@
+#![doc = include_str!("../README.md")]
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+mod error;
+#[cfg(feature = "fs")]
+mod file;
+mod history;
+mod info;
+mod key;
+mod manager;
+mod memory;
+mod message;
+mod session;
+mod store;
+
+pub use error::SessionError;
+#[cfg(feature = "fs")]
+pub use file::{Durability, FileSessionStore, FileStoreOptions};
+pub use history::{HistoryOptions, MIN_REPLAY_MESSAGES, get_history, replay_token_budget};
+pub use key::{MAX_KEY_BYTES, SessionKey};
+pub use manager::{DEFAULT_CACHE_CAPACITY, SessionHandle, SessionManager};
+pub use memory::MemorySessionStore;
+pub use message::StoredMessage;
+pub use session::{
+    LAST_SUMMARY_KEY, PendingWrite, Session, SessionMeta, local_naive, parse_isoformat,
+    python_isoformat,
+};
+pub use store::{Append, Loaded, Repair, Revision, SessionInfo, SessionStore, SessionStoreExt};

@@ -1,0 +1,362 @@
+//! The session manager: a bounded cache over any store that never hands out two live copies
+//! of one session.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use llm_port::{Clock, TokenCounter};
+use serde_json::{Map, Value};
+
+use crate::error::SessionError;
+use crate::history::{HistoryOptions, get_history};
+use crate::key::SessionKey;
+use crate::message::StoredMessage;
+use crate::session::{Session, local_naive};
+use crate::store::{Repair, Revision, SessionInfo, SessionStore};
+
+/// How many sessions the manager keeps strongly cached (nanobot's default).
+pub const DEFAULT_CACHE_CAPACITY: usize = 128;
+
+/// The one live copy of a session in this process.
+///
+/// Reads and in-memory changes are synchronous and short; [`SessionManager::save`] writes
+/// what changed. A handle stays valid after it leaves the cache: while anyone holds it, the
+/// manager returns this same handle for its key.
+pub struct SessionHandle {
+    key: SessionKey,
+    state: Mutex<HandleState>,
+    /// Serializes writes of this session within the process.
+    write: tokio::sync::Mutex<()>,
+    clock: Arc<dyn Clock>,
+    counter: Arc<dyn TokenCounter>,
+}
+
+struct HandleState {
+    session: Session,
+    revision: Option<Revision>,
+    repairs: Vec<Repair>,
+}
+
+impl std::fmt::Debug for SessionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionHandle")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionHandle {
+    fn lock(&self) -> MutexGuard<'_, HandleState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The session's key.
+    pub fn key(&self) -> &SessionKey {
+        &self.key
+    }
+
+    /// Reads the session.
+    pub fn read<R>(&self, f: impl FnOnce(&Session) -> R) -> R {
+        f(&self.lock().session)
+    }
+
+    /// Changes the session in memory (saved by the next [`SessionManager::save`]).
+    pub fn update<R>(&self, f: impl FnOnce(&mut Session) -> R) -> R {
+        f(&mut self.lock().session)
+    }
+
+    /// A copy of the session.
+    pub fn snapshot(&self) -> Session {
+        self.lock().session.clone()
+    }
+
+    /// Appends a message, stamped with the manager's clock.
+    pub fn add_message(&self, message: StoredMessage) {
+        let now = local_naive(self.clock.now());
+        self.lock().session.add_message(message, now);
+    }
+
+    /// The number of messages, archived ones included.
+    pub fn message_count(&self) -> usize {
+        self.lock().session.messages().len()
+    }
+
+    /// The consolidation pointer.
+    pub fn last_consolidated(&self) -> usize {
+        self.lock().session.last_consolidated()
+    }
+
+    /// The revision last read or written.
+    pub fn revision(&self) -> Option<Revision> {
+        self.lock().revision
+    }
+
+    /// What the store repaired when this session was loaded.
+    pub fn repairs(&self) -> Vec<Repair> {
+        self.lock().repairs.clone()
+    }
+
+    /// The replay for a model (see [`get_history`]); token estimates are cached per message.
+    pub fn history(&self, options: &HistoryOptions) -> Vec<Map<String, Value>> {
+        let state = self.lock();
+        get_history(
+            state.session.messages(),
+            state.session.last_consolidated(),
+            options,
+            self.counter.as_ref(),
+        )
+    }
+}
+
+#[derive(Default)]
+struct Cache {
+    strong: HashMap<SessionKey, (Arc<SessionHandle>, u64)>,
+    weak: HashMap<SessionKey, Weak<SessionHandle>>,
+    tick: u64,
+}
+
+impl Cache {
+    fn get(&mut self, key: &SessionKey, capacity: usize) -> Option<Arc<SessionHandle>> {
+        self.tick += 1;
+        let tick = self.tick;
+        if let Some((handle, used)) = self.strong.get_mut(key) {
+            *used = tick;
+            return Some(Arc::clone(handle));
+        }
+        let handle = self.weak.remove(key)?.upgrade()?;
+        self.remember(Arc::clone(&handle), capacity);
+        Some(handle)
+    }
+
+    fn remember(&mut self, handle: Arc<SessionHandle>, capacity: usize) {
+        self.tick += 1;
+        self.weak.remove(handle.key());
+        self.strong
+            .insert(handle.key().clone(), (handle, self.tick));
+        while self.strong.len() > capacity.max(1) {
+            let Some(oldest) = self
+                .strong
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            if let Some((handle, _)) = self.strong.remove(&oldest) {
+                self.weak.insert(oldest, Arc::downgrade(&handle));
+            }
+        }
+        self.weak.retain(|_, weak| weak.strong_count() > 0);
+    }
+
+    fn remove(&mut self, key: &SessionKey) {
+        self.strong.remove(key);
+        self.weak.remove(key);
+    }
+
+    fn live(&self) -> Vec<Arc<SessionHandle>> {
+        let mut handles: Vec<Arc<SessionHandle>> =
+            self.strong.values().map(|(h, _)| Arc::clone(h)).collect();
+        handles.extend(self.weak.values().filter_map(Weak::upgrade));
+        handles.sort_by(|a, b| a.key.cmp(&b.key));
+        handles
+    }
+}
+
+/// Sessions over any [`SessionStore`]: cache, then store, then new.
+pub struct SessionManager {
+    store: Arc<dyn SessionStore>,
+    clock: Arc<dyn Clock>,
+    counter: Arc<dyn TokenCounter>,
+    capacity: usize,
+    cache: Mutex<Cache>,
+}
+
+impl std::fmt::Debug for SessionManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionManager")
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionManager {
+    /// A manager over `store`, stamping times with `clock` and estimating tokens with
+    /// `counter`.
+    pub fn new(
+        store: Arc<dyn SessionStore>,
+        clock: Arc<dyn Clock>,
+        counter: Arc<dyn TokenCounter>,
+    ) -> Self {
+        SessionManager {
+            store,
+            clock,
+            counter,
+            capacity: DEFAULT_CACHE_CAPACITY,
+            cache: Mutex::new(Cache::default()),
+        }
+    }
+
+    /// Keeps at most `capacity` sessions strongly cached (sessions still held elsewhere stay
+    /// reachable beyond it).
+    pub fn with_cache_capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity.max(1);
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn SessionStore> {
+        &self.store
+    }
+
+    fn cache(&self) -> MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn handle(
+        &self,
+        session: Session,
+        revision: Option<Revision>,
+        repairs: Vec<Repair>,
+    ) -> Arc<SessionHandle> {
+        Arc::new(SessionHandle {
+            key: session.key().clone(),
+            state: Mutex::new(HandleState {
+                session,
+                revision,
+                repairs,
+            }),
+            write: tokio::sync::Mutex::new(()),
+            clock: Arc::clone(&self.clock),
+            counter: Arc::clone(&self.counter),
+        })
+    }
+
+    /// The cached session, without touching the store.
+    pub fn get_cached(&self, key: &SessionKey) -> Option<Arc<SessionHandle>> {
+        self.cache().get(key, self.capacity)
+    }
+
+    /// The session for `key`: from the cache, else loaded (and repaired) from the store,
+    /// else a new empty one (not written until its first save).
+    pub async fn get_or_create(
+        &self,
+        key: &SessionKey,
+    ) -> Result<Arc<SessionHandle>, SessionError> {
+        if let Some(handle) = self.get_cached(key) {
+            return Ok(handle);
+        }
+        let handle = match self.store.load(key).await? {
+            Some(loaded) => self.handle(loaded.session, Some(loaded.revision), loaded.repairs),
+            None => self.handle(
+                Session::new(key.clone(), local_naive(self.clock.now())),
+                None,
+                Vec::new(),
+            ),
+        };
+        let mut cache = self.cache();
+        // Another task may have loaded it meanwhile: theirs is the live copy.
+        if let Some(existing) = cache.get(key, self.capacity) {
+            return Ok(existing);
+        }
+        cache.remember(Arc::clone(&handle), self.capacity);
+        Ok(handle)
+    }
+
+    /// Writes what changed in the session. On a conflict with another writer, the stored
+    /// version is reloaded, this copy's new messages and metadata changes are applied on top
+    /// and the write is tried once more, so neither writer loses messages.
+    pub async fn save(&self, handle: &SessionHandle) -> Result<(), SessionError> {
+        let _writing = handle.write.lock().await;
+        match self.write_pending(handle).await {
+            Err(SessionError::Conflict { .. }) if !handle.read(|s| s.needs_rewrite) => {
+                let loaded = self.store.load(&handle.key).await?;
+                {
+                    let mut state = handle.lock();
+                    let merged = match loaded.as_ref() {
+                        Some(loaded) => state.session.merged_onto(loaded.session.clone()),
+                        None => state.session.merged_onto(Session::new(
+                            handle.key.clone(),
+                            state.session.meta().created_at,
+                        )),
+                    };
+                    state.session = merged;
+                    state.revision = loaded.map(|l| l.revision);
+                }
+                self.write_pending(handle).await
+            }
+            other => other,
+        }
+    }
+
+    async fn write_pending(&self, handle: &SessionHandle) -> Result<(), SessionError> {
+        let (write, expected) = {
+            let state = handle.lock();
+            (state.session.pending_write(), state.revision)
+        };
+        if write.is_empty() && expected.is_some() {
+            return Ok(());
+        }
+        let revision = write
+            .write_to(self.store.as_ref(), &handle.key, expected)
+            .await?;
+        let mut state = handle.lock();
+        state.session.mark_written(&write);
+        state.revision = Some(revision);
+        Ok(())
+    }
+
+    /// Saves, then makes the session durable and tidy ([`SessionStore::flush`]): call it
+    /// when a turn ends and when a session goes idle.
+    pub async fn end_turn(&self, handle: &SessionHandle) -> Result<(), SessionError> {
+        self.save(handle).await?;
+        let _writing = handle.write.lock().await;
+        let Some(expected) = handle.revision() else {
+            return Ok(());
+        };
+        let revision = self.store.flush(&handle.key, expected).await?;
+        handle.lock().revision = Some(revision);
+        Ok(())
+    }
+
+    /// Empties the session (nanobot's `/new`) and writes it; other metadata stays.
+    pub async fn clear(&self, handle: &SessionHandle) -> Result<(), SessionError> {
+        let now = local_naive(self.clock.now());
+        handle.update(|session| session.clear(now));
+        self.save(handle).await
+    }
+
+    /// Saves and flushes every live session; how many succeeded, and the first error.
+    pub async fn flush_all(&self) -> (usize, Option<SessionError>) {
+        let handles = self.cache().live();
+        let mut flushed = 0;
+        let mut first_error = None;
+        for handle in handles {
+            match self.end_turn(&handle).await {
+                Ok(()) => flushed += 1,
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        (flushed, first_error)
+    }
+
+    /// Every stored session, most recently updated first.
+    pub async fn list(&self) -> Result<Vec<SessionInfo>, SessionError> {
+        self.store.list().await
+    }
+
+    /// Forgets the cached copy; the next [`SessionManager::get_or_create`] reads the store.
+    /// Whoever still holds the old handle holds a detached copy, whose saves are checked
+    /// against the store's revision like any other writer's.
+    pub fn invalidate(&self, key: &SessionKey) {
+        self.cache().remove(key);
+    }
+
+    /// Deletes the session from the store and the cache; whether it existed.
+    pub async fn delete(&self, key: &SessionKey) -> Result<bool, SessionError> {
+        self.invalidate(key);
+        self.store.delete(key).await
+    }
+}

@@ -1,0 +1,160 @@
+//! The in-memory backend: the reference for the conformance suite and the choice for bots
+//! that need no persistence.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+
+use crate::error::SessionError;
+use crate::info;
+use crate::key::SessionKey;
+use crate::session::Session;
+use crate::store::{Append, Loaded, Revision, SessionInfo, SessionStore};
+
+/// Sessions in a map, gone when the process ends.
+#[derive(Debug, Default)]
+pub struct MemorySessionStore {
+    sessions: Mutex<HashMap<SessionKey, (Session, Revision)>>,
+    epochs: Mutex<u64>,
+}
+
+impl MemorySessionStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn next_epoch(&self) -> u64 {
+        let mut epochs = self.epochs.lock().unwrap_or_else(|p| p.into_inner());
+        *epochs += 1;
+        *epochs
+    }
+}
+
+fn check(
+    key: &SessionKey,
+    expected: Option<Revision>,
+    found: Option<Revision>,
+) -> Result<(), SessionError> {
+    if expected == found {
+        Ok(())
+    } else {
+        Err(SessionError::Conflict {
+            key: key.to_string(),
+            expected,
+            found,
+        })
+    }
+}
+
+#[async_trait]
+impl SessionStore for MemorySessionStore {
+    async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, SessionError> {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(sessions.get(key).map(|(session, revision)| Loaded {
+            session: session.clone(),
+            revision: *revision,
+            repairs: Vec::new(),
+        }))
+    }
+
+    async fn append(
+        &self,
+        key: &SessionKey,
+        expected: Option<Revision>,
+        append: Append<'_>,
+    ) -> Result<Revision, SessionError> {
+        let epoch = if expected.is_none() {
+            self.next_epoch()
+        } else {
+            0
+        };
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        check(key, expected, sessions.get(key).map(|(_, r)| *r))?;
+        let (mut session, revision) = match sessions.remove(key) {
+            Some(entry) => entry,
+            None => {
+                let now = append.meta.map(|m| m.created_at).unwrap_or_default();
+                let session = Session::new(key.clone(), now);
+                (session, Revision { epoch, offset: 0 })
+            }
+        };
+        let count = session.messages().len() + append.messages.len();
+        let meta = append
+            .meta
+            .cloned()
+            .unwrap_or_else(|| session.meta().clone());
+        if meta.last_consolidated > count {
+            let pointer = meta.last_consolidated;
+            sessions.insert(key.clone(), (session, revision));
+            return Err(SessionError::InvalidPointer {
+                key: key.to_string(),
+                pointer,
+                messages: count,
+            });
+        }
+        let mut messages = session.messages().to_vec();
+        messages.extend(append.messages.iter().cloned());
+        session = Session::from_parts(key.clone(), messages, meta);
+        let revision = Revision {
+            epoch: revision.epoch,
+            offset: revision.offset + 1,
+        };
+        sessions.insert(key.clone(), (session, revision));
+        Ok(revision)
+    }
+
+    async fn rewrite(
+        &self,
+        session: &Session,
+        expected: Option<Revision>,
+    ) -> Result<Revision, SessionError> {
+        let epoch = self.next_epoch();
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        check(
+            session.key(),
+            expected,
+            sessions.get(session.key()).map(|(_, r)| *r),
+        )?;
+        let stored = Session::from_parts(
+            session.key().clone(),
+            session.messages().to_vec(),
+            session.meta().clone(),
+        );
+        let revision = Revision { epoch, offset: 0 };
+        sessions.insert(session.key().clone(), (stored, revision));
+        Ok(revision)
+    }
+
+    async fn list(&self) -> Result<Vec<SessionInfo>, SessionError> {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rows: Vec<SessionInfo> = sessions
+            .values()
+            .map(|(session, _)| SessionInfo {
+                key: session.key().clone(),
+                created_at: session.meta().created_at,
+                updated_at: session.meta().updated_at,
+                message_count: session.messages().len(),
+                title: info::title(&session.meta().metadata),
+                preview: info::preview(session.messages()),
+            })
+            .collect();
+        sort_listing(&mut rows);
+        Ok(rows)
+    }
+
+    async fn delete(&self, key: &SessionKey) -> Result<bool, SessionError> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(sessions.remove(key).is_some())
+    }
+}
+
+/// Most recently updated first; ties by key, so listings are deterministic.
+pub(crate) fn sort_listing(rows: &mut [SessionInfo]) {
+    rows.sort_by(|a, b| {
+        b.updated_at
+            .cmp(&a.updated_at)
+            .then_with(|| a.key.cmp(&b.key))
+    });
+}

@@ -1,0 +1,169 @@
+//! Messages as stored: every field a writer put there, in its order.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use llm_port::Role;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+/// One stored message: `role`, `content`, `timestamp` and every other field a writer set
+/// (`tool_calls`, `tool_call_id`, `name`, `reasoning_content`, `media`, `_command`, fields we
+/// do not know), kept in their order, so a file from nanobot-ai loses nothing when we write
+/// it back.
+///
+/// It also caches its token estimate for replay, so a long session is counted once.
+pub struct StoredMessage {
+    fields: Map<String, Value>,
+    /// (encoding fingerprint, tokens) of the replay projection.
+    tokens: OnceLock<(u64, u32)>,
+}
+
+impl StoredMessage {
+    /// A message with `role` and `content`, no timestamp.
+    pub fn new(role: Role, content: impl Into<Value>) -> Self {
+        let mut fields = Map::new();
+        fields.insert("role".into(), Value::String(role.as_str().into()));
+        fields.insert("content".into(), content.into());
+        Self::from_map(fields)
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<Value>) -> Self {
+        Self::new(Role::User, content)
+    }
+
+    /// An assistant message.
+    pub fn assistant(content: impl Into<Value>) -> Self {
+        Self::new(Role::Assistant, content)
+    }
+
+    /// A tool result answering `tool_call_id`.
+    pub fn tool_result(tool_call_id: &str, name: &str, content: impl Into<Value>) -> Self {
+        Self::new(Role::Tool, content)
+            .with("tool_call_id", tool_call_id)
+            .with("name", name)
+    }
+
+    /// Wraps any JSON object as it is (no field is required: a record without a role is
+    /// kept, and skipped by replay).
+    pub fn from_map(fields: Map<String, Value>) -> Self {
+        StoredMessage {
+            fields,
+            tokens: OnceLock::new(),
+        }
+    }
+
+    /// A message from an llm-port message (what a model answered, or a tool result).
+    pub fn from_llm(message: &llm_port::Message) -> Self {
+        match serde_json::to_value(message) {
+            Ok(Value::Object(fields)) => Self::from_map(fields),
+            // A message always serializes to an object; keep the role if it ever did not.
+            _ => Self::new(message.role(), Value::Null),
+        }
+    }
+
+    /// Sets a field (replacing an existing one in place), builder style.
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.insert(key, value);
+        self
+    }
+
+    /// Sets a field, replacing an existing one in place.
+    pub fn insert(&mut self, key: &str, value: impl Into<Value>) {
+        self.fields.insert(key.to_owned(), value.into());
+        self.tokens = OnceLock::new();
+    }
+
+    /// The role, if the record has a string one.
+    pub fn role(&self) -> Option<&str> {
+        self.fields.get("role").and_then(Value::as_str)
+    }
+
+    /// The content, if present.
+    pub fn content(&self) -> Option<&Value> {
+        self.fields.get("content")
+    }
+
+    /// A field.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.fields.get(key)
+    }
+
+    /// Whether the field is present and truthy in Python's sense.
+    pub fn flag(&self, key: &str) -> bool {
+        self.fields.get(key).is_some_and(truthy)
+    }
+
+    /// All fields.
+    pub fn fields(&self) -> &Map<String, Value> {
+        &self.fields
+    }
+
+    /// All fields, owned.
+    pub fn into_fields(self) -> Map<String, Value> {
+        self.fields
+    }
+
+    pub(crate) fn cached_tokens(&self, fingerprint: u64) -> Option<u32> {
+        self.tokens
+            .get()
+            .filter(|(f, _)| *f == fingerprint)
+            .map(|(_, t)| *t)
+    }
+
+    pub(crate) fn cache_tokens(&self, fingerprint: u64, tokens: u32) {
+        let _ = self.tokens.set((fingerprint, tokens));
+    }
+}
+
+/// Python truthiness of a JSON value.
+pub(crate) fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+impl Clone for StoredMessage {
+    fn clone(&self) -> Self {
+        StoredMessage {
+            fields: self.fields.clone(),
+            tokens: self.tokens.clone(),
+        }
+    }
+}
+
+impl PartialEq for StoredMessage {
+    fn eq(&self, other: &Self) -> bool {
+        self.fields == other.fields
+    }
+}
+
+impl fmt::Debug for StoredMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.fields, f)
+    }
+}
+
+impl Serialize for StoredMessage {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.fields.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for StoredMessage {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Map::deserialize(deserializer).map(StoredMessage::from_map)
+    }
+}
+
+impl From<Map<String, Value>> for StoredMessage {
+    fn from(fields: Map<String, Value>) -> Self {
+        StoredMessage::from_map(fields)
+    }
+}

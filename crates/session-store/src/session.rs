@@ -1,0 +1,325 @@
+//! A session in memory: its messages, metadata and consolidation pointer.
+
+use chrono::{DateTime, Local, NaiveDateTime, Utc};
+use serde_json::{Map, Value};
+
+use crate::error::SessionError;
+use crate::key::SessionKey;
+use crate::message::StoredMessage;
+
+/// Metadata key of the idle-compaction summary (`{text, last_active}`), removed by `clear`.
+pub const LAST_SUMMARY_KEY: &str = "_last_summary";
+
+/// Everything about a session except its messages: what a metadata record holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionMeta {
+    /// When the session was created (naive local time, as nanobot-ai writes it).
+    pub created_at: NaiveDateTime,
+    /// When it last changed.
+    pub updated_at: NaiveDateTime,
+    /// Free-form metadata (title, summary, last channel, ...).
+    pub metadata: Map<String, Value>,
+    /// How many leading messages are archived to long-term memory.
+    pub last_consolidated: usize,
+    /// A provider's opaque continuation state (nanobot's `provider_state` record), kept
+    /// verbatim and never shown in listings.
+    pub provider_state: Option<Value>,
+}
+
+impl SessionMeta {
+    /// Fresh metadata at `now`.
+    pub fn new(now: NaiveDateTime) -> Self {
+        SessionMeta {
+            created_at: now,
+            updated_at: now,
+            metadata: Map::new(),
+            last_consolidated: 0,
+            provider_state: None,
+        }
+    }
+}
+
+/// One conversation.
+///
+/// Messages only grow through [`Session::add_message`]; any other change to them
+/// ([`Session::clear`], [`Session::replace_messages`]) marks the session for a rewrite, which
+/// is how the stores know an append is not enough.
+#[derive(Debug, Clone)]
+pub struct Session {
+    key: SessionKey,
+    messages: Vec<StoredMessage>,
+    meta: SessionMeta,
+    /// Messages known to be in the store (a prefix of `messages`).
+    pub(crate) persisted_messages: usize,
+    /// The metadata as last written.
+    pub(crate) persisted_meta: Option<SessionMeta>,
+    /// The messages changed in a way an append cannot express.
+    pub(crate) needs_rewrite: bool,
+}
+
+impl PartialEq for Session {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key && self.messages == other.messages && self.meta == other.meta
+    }
+}
+
+impl Session {
+    /// An empty session created at `now`.
+    pub fn new(key: SessionKey, now: NaiveDateTime) -> Self {
+        Session {
+            key,
+            messages: Vec::new(),
+            meta: SessionMeta::new(now),
+            persisted_messages: 0,
+            persisted_meta: None,
+            needs_rewrite: false,
+        }
+    }
+
+    /// A session as a store read it: everything is persisted.
+    pub fn from_parts(
+        key: SessionKey,
+        messages: Vec<StoredMessage>,
+        mut meta: SessionMeta,
+    ) -> Self {
+        if meta.last_consolidated > messages.len() {
+            meta.last_consolidated = 0;
+        }
+        Session {
+            persisted_messages: messages.len(),
+            persisted_meta: Some(meta.clone()),
+            key,
+            messages,
+            meta,
+            needs_rewrite: false,
+        }
+    }
+
+    /// The key.
+    pub fn key(&self) -> &SessionKey {
+        &self.key
+    }
+
+    /// All messages, archived ones included, oldest first.
+    pub fn messages(&self) -> &[StoredMessage] {
+        &self.messages
+    }
+
+    /// The messages not yet archived (from the pointer on).
+    pub fn live_messages(&self) -> &[StoredMessage] {
+        &self.messages[self.meta.last_consolidated.min(self.messages.len())..]
+    }
+
+    /// Metadata, pointer and timestamps.
+    pub fn meta(&self) -> &SessionMeta {
+        &self.meta
+    }
+
+    /// The free-form metadata map, for changes (written on the next save).
+    pub fn metadata_mut(&mut self) -> &mut Map<String, Value> {
+        &mut self.meta.metadata
+    }
+
+    /// The consolidation pointer: messages before it are archived.
+    pub fn last_consolidated(&self) -> usize {
+        self.meta.last_consolidated
+    }
+
+    /// Moves the consolidation pointer; refused past the last message.
+    pub fn set_last_consolidated(&mut self, pointer: usize) -> Result<(), SessionError> {
+        if pointer > self.messages.len() {
+            return Err(SessionError::InvalidPointer {
+                key: self.key.to_string(),
+                pointer,
+                messages: self.messages.len(),
+            });
+        }
+        self.meta.last_consolidated = pointer;
+        Ok(())
+    }
+
+    /// Sets or clears the provider's continuation state.
+    pub fn set_provider_state(&mut self, state: Option<Value>) {
+        self.meta.provider_state = state;
+    }
+
+    /// Appends a message, stamping `timestamp` with `now` unless it has one, and bumps
+    /// `updated_at`.
+    pub fn add_message(&mut self, mut message: StoredMessage, now: NaiveDateTime) {
+        if message.get("timestamp").is_none() {
+            message.insert("timestamp", python_isoformat(now));
+        }
+        self.messages.push(message);
+        self.meta.updated_at = now;
+    }
+
+    /// Empties the session (nanobot's `/new`): no messages, pointer 0, no provider state,
+    /// no summary; other metadata and `created_at` stay.
+    pub fn clear(&mut self, now: NaiveDateTime) {
+        self.messages.clear();
+        self.meta.last_consolidated = 0;
+        self.meta.provider_state = None;
+        self.meta.metadata.remove(LAST_SUMMARY_KEY);
+        self.meta.updated_at = now;
+        self.needs_rewrite = true;
+    }
+
+    /// Replaces the messages wholesale (the pointer is reset to 0 if it would pass them).
+    pub fn replace_messages(&mut self, messages: Vec<StoredMessage>, now: NaiveDateTime) {
+        self.messages = messages;
+        if self.meta.last_consolidated > self.messages.len() {
+            self.meta.last_consolidated = 0;
+        }
+        self.meta.updated_at = now;
+        self.needs_rewrite = true;
+    }
+
+    /// Sets `updated_at`.
+    pub fn touch(&mut self, now: NaiveDateTime) {
+        self.meta.updated_at = now;
+    }
+
+    /// Messages added since the last save.
+    pub fn unsaved_messages(&self) -> &[StoredMessage] {
+        &self.messages[self.persisted_messages.min(self.messages.len())..]
+    }
+
+    /// Whether a save would write anything.
+    pub fn is_dirty(&self) -> bool {
+        self.needs_rewrite
+            || self.persisted_messages != self.messages.len()
+            || self.persisted_meta.as_ref() != Some(&self.meta)
+    }
+
+    /// Records that the store now holds everything.
+    pub(crate) fn mark_persisted(&mut self) {
+        self.persisted_messages = self.messages.len();
+        self.persisted_meta = Some(self.meta.clone());
+        self.needs_rewrite = false;
+    }
+
+    /// What a save must write now: an owned copy of the change only (the unsaved messages
+    /// and the metadata), or of the whole session when it needs a rewrite.
+    pub fn pending_write(&self) -> PendingWrite {
+        PendingWrite {
+            rewrite: self.needs_rewrite.then(|| self.clone()),
+            messages: if self.needs_rewrite {
+                Vec::new()
+            } else {
+                self.unsaved_messages().to_vec()
+            },
+            meta: (self.persisted_meta.as_ref() != Some(&self.meta)).then(|| self.meta.clone()),
+            upto: self.messages.len(),
+            meta_snapshot: self.meta.clone(),
+        }
+    }
+
+    /// Records that `write` reached the store. Messages added since it was taken stay
+    /// unsaved.
+    pub fn mark_written(&mut self, write: &PendingWrite) {
+        self.persisted_messages = write.upto.min(self.messages.len());
+        self.persisted_meta = Some(write.meta_snapshot.clone());
+        if write.rewrite.is_some() {
+            self.needs_rewrite = false;
+        }
+    }
+
+    /// Takes over a newer stored version after a conflict, keeping this copy's unsaved
+    /// messages (appended after the stored ones, in their order) and its metadata changes
+    /// (keys it changed since its last save win). Returns the merged session; it needs a
+    /// save.
+    pub fn merged_onto(&self, mut stored: Session) -> Session {
+        for message in self.unsaved_messages() {
+            stored.messages.push(message.clone());
+        }
+        let before = self.persisted_meta.as_ref().map(|m| &m.metadata);
+        for (key, value) in &self.meta.metadata {
+            if before.and_then(|b| b.get(key)) != Some(value) {
+                stored.meta.metadata.insert(key.clone(), value.clone());
+            }
+        }
+        if let Some(before) = before {
+            for key in before.keys() {
+                if !self.meta.metadata.contains_key(key) {
+                    stored.meta.metadata.remove(key);
+                }
+            }
+        }
+        stored.meta.updated_at = stored.meta.updated_at.max(self.meta.updated_at);
+        stored
+    }
+}
+
+/// An owned snapshot of what a save writes (see [`Session::pending_write`]).
+#[derive(Debug, Clone)]
+pub struct PendingWrite {
+    /// The whole session, when messages changed in a way an append cannot express.
+    pub rewrite: Option<Session>,
+    /// Messages to append.
+    pub messages: Vec<StoredMessage>,
+    /// Metadata to record, when it changed.
+    pub meta: Option<SessionMeta>,
+    upto: usize,
+    meta_snapshot: SessionMeta,
+}
+
+impl PendingWrite {
+    /// Whether there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.rewrite.is_none() && self.messages.is_empty() && self.meta.is_none()
+    }
+
+    /// Writes it to `store` at `expected`.
+    pub async fn write_to(
+        &self,
+        store: &(impl crate::store::SessionStore + ?Sized),
+        key: &SessionKey,
+        expected: Option<crate::store::Revision>,
+    ) -> Result<crate::store::Revision, SessionError> {
+        match &self.rewrite {
+            Some(session) => store.rewrite(session, expected).await,
+            None => {
+                let append = crate::store::Append {
+                    messages: &self.messages,
+                    meta: self.meta.as_ref(),
+                };
+                store.append(key, expected, append).await
+            }
+        }
+    }
+}
+
+/// `now` as naive local time, the way nanobot-ai stamps messages and sessions.
+pub fn local_naive(now: DateTime<Utc>) -> NaiveDateTime {
+    now.with_timezone(&Local).naive_local()
+}
+
+/// Python's `datetime.isoformat()`: microseconds only when they are not zero.
+pub fn python_isoformat(time: NaiveDateTime) -> String {
+    if time.and_utc().timestamp_subsec_micros() == 0 {
+        time.format("%Y-%m-%dT%H:%M:%S").to_string()
+    } else {
+        time.format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
+    }
+}
+
+/// Parses what Python's `datetime.fromisoformat` writes (and accepts a zone, ignoring it).
+pub fn parse_isoformat(text: &str) -> Option<NaiveDateTime> {
+    let text = text.trim();
+    for format in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+    ] {
+        if let Ok(time) = NaiveDateTime::parse_from_str(text, format) {
+            return Some(time);
+        }
+    }
+    if let Ok(time) = DateTime::parse_from_rfc3339(text) {
+        return Some(time.naive_local());
+    }
+    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+}

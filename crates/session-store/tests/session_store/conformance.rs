@@ -1,0 +1,14 @@
+//! Both backends run the whole conformance suite.
+
+use session_store::MemorySessionStore;
+
+use crate::support::{TempDir, file_store};
+
+session_store::session_store_conformance!(memory, || async { MemorySessionStore::new() });
+
+session_store::session_store_conformance!(files, || async {
+    // Leaked on purpose: the directory must outlive the store the case receives; the
+    // temp root is cleaned by the OS.
+    let dir = Box::leak(Box::new(TempDir::new("conformance")));
+    file_store(dir.path())
+});

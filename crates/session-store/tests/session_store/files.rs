@@ -1,0 +1,693 @@
+//! The file backend: nanobot-ai's format, append-only writes, repairs, bad input, several
+//! writers, nanobot-ai's own layout.
+
+use std::fs;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use session_store::{
+    Durability, FileSessionStore, FileStoreOptions, Repair, Session, SessionError, SessionManager,
+    SessionStore, SessionStoreExt,
+};
+
+use crate::support::{FixedClock, TempDir, a, at, counter, file_store, key, u};
+
+fn lines(path: &std::path::Path) -> Vec<String> {
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn format_is_nanobots_line_for_line() {
+    let dir = TempDir::new("format");
+    let store = file_store(dir.path());
+    let k = key("test:1");
+    let mut session = Session::new(k.clone(), at(1));
+    session.add_message(u("héllo 日本"), at(2));
+    session.add_message(a("hi"), at(3));
+    session.metadata_mut().insert("title".into(), json!("T"));
+    store.save_changes(&mut session, None).await.unwrap();
+
+    let path = store.path_of(&k);
+    assert_eq!(path.file_name().unwrap(), "dGVzdDox.jsonl");
+    let lines = lines(&path);
+    assert_eq!(lines.len(), 3);
+    assert_eq!(
+        lines[0].trim_end(),
+        r#"{"_type": "metadata", "key": "test:1", "created_at": "2026-03-04T05:06:01", "updated_at": "2026-03-04T05:06:03", "metadata": {"title": "T"}, "last_archived": 0, "last_consolidated": 0}"#
+    );
+    assert_eq!(
+        lines[1],
+        r#"{"role": "user", "content": "héllo 日本", "timestamp": "2026-03-04T05:06:02"}"#
+    );
+    // Every line parses as JSON on its own, padding included (nanobot-ai reads line 1 alone).
+    for line in &lines {
+        assert!(serde_json::from_str::<Value>(line).unwrap().is_object());
+    }
+    assert!(
+        dir.path().read_dir().unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".tmp"))
+    );
+}
+
+#[tokio::test]
+async fn saving_one_message_appends_one_line() {
+    let dir = TempDir::new("append");
+    let store = file_store(dir.path());
+    let k = key("cli:append");
+    let mut session = Session::new(k.clone(), at(0));
+    session.add_message(u("first"), at(0));
+    let mut revision = store.save_changes(&mut session, None).await.unwrap();
+    let path = store.path_of(&k);
+    let before = fs::read(&path).unwrap();
+    // Messages stamped with the creation time leave the metadata unchanged: one line each.
+    for i in 0..5 {
+        session.add_message(u(&format!("next {i}")).with("timestamp", "t"), at(0));
+        revision = store.save_changes(&mut session, revision).await.unwrap();
+    }
+    let after = fs::read(&path).unwrap();
+    assert_eq!(
+        &after[..before.len()],
+        &before[..],
+        "earlier bytes are never rewritten"
+    );
+    let added = String::from_utf8(after[before.len()..].to_vec()).unwrap();
+    assert_eq!(added.lines().count(), 5);
+    assert!(added.starts_with(r#"{"role": "user", "content": "next 0""#));
+}
+
+#[tokio::test]
+async fn metadata_changes_append_records_and_flush_updates_line_one_in_place() {
+    let dir = TempDir::new("flush");
+    let store = file_store(dir.path());
+    let k = key("cli:flush");
+    let mut session = Session::new(k.clone(), at(0));
+    session.add_message(u("q"), at(1));
+    let mut revision = store
+        .save_changes(&mut session, None)
+        .await
+        .unwrap()
+        .unwrap();
+    session
+        .metadata_mut()
+        .insert("title".into(), json!("Renamed"));
+    session.set_last_consolidated(1).unwrap();
+    revision = store
+        .save_changes(&mut session, Some(revision))
+        .await
+        .unwrap()
+        .unwrap();
+    let path = store.path_of(&k);
+    let appended = lines(&path);
+    assert_eq!(appended.len(), 3, "the new metadata is appended");
+    assert!(!appended[0].contains("Renamed"));
+    // Our reader takes the last record already.
+    assert_eq!(
+        store
+            .load(&k)
+            .await
+            .unwrap()
+            .unwrap()
+            .session
+            .meta()
+            .metadata["title"],
+        "Renamed"
+    );
+
+    let flushed = store.flush(&k, revision).await.unwrap();
+    assert_eq!(flushed, revision, "an in-place update keeps the revision");
+    let line1: Value = serde_json::from_str(&lines(&path)[0]).unwrap();
+    assert_eq!(line1["metadata"]["title"], "Renamed");
+    assert_eq!(line1["last_consolidated"], 1);
+    assert_eq!(line1["last_archived"], 1);
+}
+
+#[tokio::test]
+async fn compaction_keeps_content_and_bounds_the_file() {
+    let dir = TempDir::new("compact");
+    let store = file_store(dir.path());
+    let k = key("cli:compact");
+    let mut session = Session::new(k.clone(), at(0));
+    session.add_message(u("q"), at(1));
+    let mut revision = store
+        .save_changes(&mut session, None)
+        .await
+        .unwrap()
+        .unwrap();
+    for i in 0..600 {
+        session
+            .metadata_mut()
+            .insert("counter".into(), json!(format!("{i:0>200}")));
+        revision = store
+            .save_changes(&mut session, Some(revision))
+            .await
+            .unwrap()
+            .unwrap();
+        revision = store.flush(&k, revision).await.unwrap();
+    }
+    let size = fs::metadata(store.path_of(&k)).unwrap().len();
+    assert!(
+        size < 200_000,
+        "superseded records are compacted away: {size} bytes"
+    );
+    let loaded = store.load(&k).await.unwrap().unwrap();
+    assert_eq!(loaded.session, session);
+    assert_eq!(loaded.revision, revision);
+}
+
+#[tokio::test]
+async fn nanobot_written_files_load() {
+    // Exactly what nanobot-ai 0.3.5 writes (spec 2.4), provider state included.
+    let dir = TempDir::new("nanobot-file");
+    let store = file_store(dir.path());
+    let k = key("telegram:42");
+    let text = concat!(
+        r#"{"_type": "metadata", "key": "telegram:42", "created_at": "2026-08-20T05:20:56.943199", "updated_at": "2026-08-20T05:21:00.000001", "metadata": {"title": "T", "_last_summary": {"text": "s", "last_active": "2026-08-20T05:21:00"}}, "last_archived": 2, "last_consolidated": 2}"#,
+        "\n",
+        r#"{"_type": "provider_state", "state": {"kind": "k", "provider": "p", "model": "mm", "version": 1, "payload": {"encrypted_content": "SECRET"}, "pending_messages": []}}"#,
+        "\n",
+        r#"{"role": "user", "content": "héllo 日本", "timestamp": "2026-08-20T05:20:57.1", "media": ["/m/a.png"]}"#,
+        "\n",
+        r#"{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{\"cmd\": \"ls\"}"}, "extra_content": {"google": {"thought_signature": "x"}}}], "reasoning_content": "r", "timestamp": "2026-08-20T05:20:58"}"#,
+        "\n",
+        r#"{"role": "tool", "content": "ok", "tool_call_id": "c1", "name": "exec", "timestamp": "2026-08-20T05:20:59"}"#,
+        "\n",
+    );
+    fs::write(store.path_of(&k), text).unwrap();
+    let loaded = store.load(&k).await.unwrap().unwrap();
+    assert!(loaded.repairs.is_empty(), "{:?}", loaded.repairs);
+    let session = &loaded.session;
+    assert_eq!(session.messages().len(), 3);
+    assert_eq!(session.last_consolidated(), 2);
+    assert_eq!(
+        session.meta().provider_state.as_ref().unwrap()["payload"]["encrypted_content"],
+        "SECRET"
+    );
+    assert_eq!(
+        session.meta().created_at.to_string(),
+        "2026-08-20 05:20:56.943199"
+    );
+    // Rewriting it loses nothing: every message line comes back byte for byte.
+    let mut session = loaded.session.clone();
+    session.replace_messages(session.messages().to_vec(), session.meta().updated_at);
+    store
+        .save_changes(&mut session, Some(loaded.revision))
+        .await
+        .unwrap();
+    let rewritten = fs::read_to_string(store.path_of(&k)).unwrap();
+    for line in text.lines().skip(2) {
+        assert!(rewritten.contains(line), "{line}");
+    }
+    // Listings never show the provider's payload.
+    let rows = store.list().await.unwrap();
+    assert!(!format!("{rows:?}").contains("SECRET"));
+    assert_eq!(rows[0].preview, "héllo 日本");
+}
+
+#[tokio::test]
+async fn torn_last_line_is_cut_kept_aside_and_reported() {
+    let dir = TempDir::new("torn");
+    let store = file_store(dir.path());
+    let k = key("cli:torn");
+    let mut session = Session::new(k.clone(), at(0));
+    session.add_message(u("valid"), at(1));
+    store.save_changes(&mut session, None).await.unwrap();
+    let path = store.path_of(&k);
+    let mut bytes = fs::read(&path).unwrap();
+    bytes.extend_from_slice(br#"{"role": "assistant", "content": "partial"#);
+    fs::write(&path, &bytes).unwrap();
+
+    let loaded = store.load(&k).await.unwrap().unwrap();
+    assert_eq!(loaded.session.messages().len(), 1);
+    assert!(
+        matches!(loaded.repairs[..], [Repair::TornTail { .. }]),
+        "{:?}",
+        loaded.repairs
+    );
+    let sidecar = fs::read_to_string(store.sidecar_of(&k)).unwrap();
+    assert!(sidecar.contains(r#""content": "partial"#));
+    assert!(fs::read_to_string(&path).unwrap().ends_with('\n'));
+    // And the session goes on.
+    let mut session = loaded.session;
+    session.add_message(a("more"), at(2));
+    store
+        .save_changes(&mut session, Some(loaded.revision))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .load(&k)
+            .await
+            .unwrap()
+            .unwrap()
+            .session
+            .messages()
+            .len(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn damaged_lines_are_moved_aside_never_dropped() {
+    let dir = TempDir::new("damage");
+    let store = file_store(dir.path());
+    let k = key("cli:damage");
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(b"NOT VALID JSON!!!\n");
+    bytes.extend_from_slice(br#"{"role": "user", "content": "msg1"}"#);
+    bytes.extend_from_slice(b"\n[1, 2]\n\xff\xfe not utf8\n\n   \n");
+    bytes.extend_from_slice(br#"{"role": "user", "content": "msg2"}"#);
+    bytes.extend_from_slice(b"\n\"just a string\"\n");
+    fs::write(store.path_of(&k), &bytes).unwrap();
+
+    let loaded = store.load(&k).await.unwrap().unwrap();
+    let texts: Vec<&str> = loaded
+        .session
+        .messages()
+        .iter()
+        .map(|m| m.content().unwrap().as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["msg1", "msg2"]);
+    let corrupt: Vec<usize> = loaded
+        .repairs
+        .iter()
+        .filter_map(|r| match r {
+            Repair::CorruptLine { line, .. } => Some(*line),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(corrupt, [1, 3, 4, 8]);
+    let sidecar = fs::read(store.sidecar_of(&k)).unwrap();
+    for piece in [
+        &b"NOT VALID JSON!!!"[..],
+        b"[1, 2]",
+        b"\xff\xfe not utf8",
+        b"\"just a string\"",
+    ] {
+        assert!(
+            sidecar.windows(piece.len()).any(|w| w == piece),
+            "{piece:?} kept aside"
+        );
+    }
+    // The file was rewritten clean: loading again repairs nothing.
+    let again = store.load(&k).await.unwrap().unwrap();
+    assert!(again.repairs.is_empty());
+    assert_eq!(again.session.messages().len(), 2);
+    let first: Value = serde_json::from_str(&lines(&store.path_of(&k))[0]).unwrap();
+    assert_eq!(first["_type"], "metadata");
+}
+
+#[tokio::test]
+async fn bad_metadata_fields_are_reset_and_reported() {
+    let dir = TempDir::new("badmeta");
+    let store = file_store(dir.path());
+    let cases = [
+        (json!(-5), "-5"),
+        (json!(0.5), "0.5"),
+        (json!(true), "true"),
+        (json!("999"), "\"999\""),
+        (json!(99), "99"),
+    ];
+    for (i, (pointer, found)) in cases.into_iter().enumerate() {
+        let k = key(&format!("cli:pointer-{i}"));
+        let text = format!(
+            "{}\n{}\n",
+            json!({"_type": "metadata", "key": k.as_str(), "created_at": "not-a-date", "metadata": null, "last_consolidated": pointer}),
+            json!({"role": "user", "content": "x"})
+        );
+        fs::write(store.path_of(&k), text).unwrap();
+        let loaded = store.load(&k).await.unwrap().unwrap();
+        assert_eq!(loaded.session.last_consolidated(), 0);
+        assert!(
+            loaded.repairs.contains(&Repair::PointerReset {
+                found: found.into()
+            }),
+            "{:?}",
+            loaded.repairs
+        );
+        assert!(loaded.repairs.iter().any(|r| matches!(
+            r,
+            Repair::BadTimestamp {
+                field: "created_at",
+                ..
+            }
+        )));
+        assert_eq!(loaded.session.messages().len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn odd_files_have_defined_outcomes() {
+    let dir = TempDir::new("odd");
+    let store = file_store(dir.path());
+    // Empty file: an empty session, which the next save gives a metadata line.
+    let empty = key("cli:empty");
+    fs::write(store.path_of(&empty), "").unwrap();
+    let loaded = store.load(&empty).await.unwrap().unwrap();
+    assert!(loaded.session.messages().is_empty());
+    let mut session = loaded.session;
+    session.add_message(u("hello"), at(1));
+    store
+        .save_changes(&mut session, Some(loaded.revision))
+        .await
+        .unwrap();
+    let first: Value = serde_json::from_str(&lines(&store.path_of(&empty))[0]).unwrap();
+    assert_eq!(first["_type"], "metadata");
+
+    // Duplicate metadata records: the last wins; a metadata record after messages counts.
+    let dup = key("cli:dup");
+    let text = format!(
+        "{}\n{}\n{}\n",
+        json!({"_type": "metadata", "metadata": {"title": "old"}}),
+        json!({"role": "user", "content": "x"}),
+        json!({"_type": "metadata", "metadata": {"title": "new"}, "last_consolidated": 1}),
+    );
+    fs::write(store.path_of(&dup), text).unwrap();
+    let loaded = store.load(&dup).await.unwrap().unwrap();
+    assert_eq!(loaded.session.meta().metadata["title"], "new");
+    assert_eq!(loaded.session.last_consolidated(), 1);
+
+    // Records without a role or with unknown roles are kept on disk (and skipped by replay).
+    let odd = key("cli:roles");
+    let text = format!(
+        "{}\n{}\n{}\n",
+        json!({"_type": "future", "x": 1}),
+        json!({"role": "wizard", "content": "?"}),
+        json!({"role": "user", "content": "real"}),
+    );
+    fs::write(store.path_of(&odd), &text).unwrap();
+    let loaded = store.load(&odd).await.unwrap().unwrap();
+    assert_eq!(loaded.session.messages().len(), 3);
+    let mut session = loaded.session;
+    session.replace_messages(session.messages().to_vec(), at(5));
+    store
+        .save_changes(&mut session, Some(loaded.revision))
+        .await
+        .unwrap();
+    let kept = fs::read_to_string(store.path_of(&odd)).unwrap();
+    assert!(kept.contains(r#"{"_type": "future", "x": 1}"#) && kept.contains("wizard"));
+}
+
+#[tokio::test]
+async fn long_keys_use_hashed_files_that_check_their_key() {
+    let dir = TempDir::new("hashed");
+    let store = file_store(dir.path());
+    let long = key(&"k".repeat(700));
+    let mut session = Session::new(long.clone(), at(0));
+    session.add_message(u("hi"), at(1));
+    store.save_changes(&mut session, None).await.unwrap();
+    assert!(
+        store
+            .path_of(&long)
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("~h")
+    );
+    assert_eq!(
+        store
+            .load(&long)
+            .await
+            .unwrap()
+            .unwrap()
+            .session
+            .messages()
+            .len(),
+        1
+    );
+    assert_eq!(store.list().await.unwrap()[0].key, long);
+    // A hand-edited file claiming another key is refused, not served.
+    let path = store.path_of(&long);
+    let text = fs::read_to_string(&path)
+        .unwrap()
+        .replace(&"k".repeat(700), "someone:else");
+    fs::write(&path, text).unwrap();
+    assert!(matches!(
+        store.load(&long).await.unwrap_err(),
+        SessionError::KeyMismatch { .. }
+    ));
+}
+
+#[tokio::test]
+async fn two_stores_on_one_directory_lose_nothing() {
+    // Two "processes" (independent stores and managers) share a workspace.
+    let dir = TempDir::new("two");
+    let clock = Arc::new(FixedClock);
+    let one = SessionManager::new(Arc::new(file_store(dir.path())), clock.clone(), counter());
+    let two = SessionManager::new(Arc::new(file_store(dir.path())), clock, counter());
+    let k = key("cli:shared");
+    let first = one.get_or_create(&k).await.unwrap();
+    first.add_message(u("from one"));
+    one.save(&first).await.unwrap();
+
+    let second = two.get_or_create(&k).await.unwrap();
+    assert_eq!(second.message_count(), 1);
+    second.add_message(u("from two"));
+    two.save(&second).await.unwrap();
+
+    // `one` is stale now: its save merges instead of overwriting.
+    first.add_message(a("one again"));
+    first.update(|s| {
+        s.metadata_mut().insert("title".into(), json!("set by one"));
+    });
+    one.save(&first).await.unwrap();
+
+    let fresh = SessionManager::new(
+        Arc::new(file_store(dir.path())),
+        Arc::new(FixedClock),
+        counter(),
+    );
+    let all = fresh.get_or_create(&k).await.unwrap();
+    let texts: Vec<String> = all.read(|s| {
+        s.messages()
+            .iter()
+            .map(|m| m.content().unwrap().as_str().unwrap().to_owned())
+            .collect()
+    });
+    assert_eq!(texts, ["from one", "from two", "one again"]);
+    assert_eq!(
+        all.read(|s| s.meta().metadata["title"].clone()),
+        "set by one"
+    );
+}
+
+#[tokio::test]
+async fn a_stale_rewrite_is_a_conflict() {
+    let dir = TempDir::new("stale");
+    let one = file_store(dir.path());
+    let two = file_store(dir.path());
+    let k = key("cli:stale");
+    let mut session = Session::new(k.clone(), at(0));
+    session.add_message(u("a"), at(1));
+    let base = one.save_changes(&mut session, None).await.unwrap();
+    let mut other = two.load(&k).await.unwrap().unwrap().session;
+    session.add_message(u("b"), at(2));
+    one.save_changes(&mut session, base).await.unwrap();
+    other.clear(at(3));
+    assert!(
+        two.save_changes(&mut other, base)
+            .await
+            .unwrap_err()
+            .is_conflict()
+    );
+    assert_eq!(
+        one.load(&k)
+            .await
+            .unwrap()
+            .unwrap()
+            .session
+            .messages()
+            .len(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn durability_always_and_none_both_round_trip() {
+    for durability in [Durability::Always, Durability::None, Durability::TurnEnd] {
+        let dir = TempDir::new("durable");
+        let options = FileStoreOptions {
+            durability,
+            clock: Arc::new(FixedClock),
+        };
+        let store = FileSessionStore::open(dir.path(), options).unwrap();
+        let k = key("cli:durable");
+        let mut session = Session::new(k.clone(), at(0));
+        let mut revision = None;
+        for i in 0..3 {
+            session.add_message(u(&format!("m{i}")), at(1));
+            revision = store.save_changes(&mut session, revision).await.unwrap();
+        }
+        store.flush(&k, revision.unwrap()).await.unwrap();
+        assert_eq!(store.load(&k).await.unwrap().unwrap().session, session);
+    }
+}
+
+#[tokio::test]
+async fn nanobot_layout_namespace() {
+    let root = TempDir::new("nanobot-layout");
+    let workspace = root.path().join("ws");
+    let sessions_root = root.path().join("data/sessions");
+    let store =
+        FileSessionStore::open_nanobot(&workspace, &sessions_root, FileStoreOptions::default())
+            .unwrap();
+    let id = fs::read_to_string(workspace.join(".nanobot/workspace-id")).unwrap();
+    let id = id.trim();
+    assert_eq!(id.len(), 32);
+    assert_eq!(
+        store.dir(),
+        fs::canonicalize(&sessions_root).unwrap().join(id)
+    );
+    let marker = fs::read_to_string(store.dir().join(".workspace")).unwrap();
+    assert_eq!(
+        marker,
+        format!("{}\n", fs::canonicalize(&workspace).unwrap().display())
+    );
+
+    let k = key("cli:direct");
+    let mut session = Session::new(k.clone(), at(0));
+    session.add_message(u("kept outside the workspace"), at(1));
+    store.save_changes(&mut session, None).await.unwrap();
+    assert!(!workspace.join("sessions").exists());
+
+    // Opening again finds the same namespace; a lost id file is recovered from the marker.
+    let again =
+        FileSessionStore::open_nanobot(&workspace, &sessions_root, FileStoreOptions::default())
+            .unwrap();
+    assert_eq!(again.dir(), store.dir());
+    fs::remove_dir_all(workspace.join(".nanobot")).unwrap();
+    let recovered =
+        FileSessionStore::open_nanobot(&workspace, &sessions_root, FileStoreOptions::default())
+            .unwrap();
+    assert_eq!(recovered.dir(), store.dir());
+    assert_eq!(
+        recovered
+            .load(&k)
+            .await
+            .unwrap()
+            .unwrap()
+            .session
+            .messages()
+            .len(),
+        1
+    );
+
+    // A copied workspace gets its own, empty namespace.
+    let copy = root.path().join("ws-copy");
+    fs::create_dir_all(copy.join(".nanobot")).unwrap();
+    fs::copy(
+        workspace.join(".nanobot/workspace-id"),
+        copy.join(".nanobot/workspace-id"),
+    )
+    .unwrap();
+    let copied =
+        FileSessionStore::open_nanobot(&copy, &sessions_root, FileStoreOptions::default()).unwrap();
+    assert_ne!(copied.dir(), store.dir());
+    assert!(copied.load(&k).await.unwrap().is_none());
+
+    // Refusals: storage inside the workspace, a malformed id.
+    let inside = FileSessionStore::open_nanobot(
+        &workspace,
+        &workspace.join("sessions"),
+        FileStoreOptions::default(),
+    );
+    assert!(matches!(
+        inside.unwrap_err(),
+        SessionError::InvalidStorage { .. }
+    ));
+    fs::write(workspace.join(".nanobot/workspace-id"), "not-an-id\n").unwrap();
+    let bad =
+        FileSessionStore::open_nanobot(&workspace, &sessions_root, FileStoreOptions::default());
+    assert!(
+        bad.unwrap_err()
+            .to_string()
+            .contains("restore its original identifier")
+    );
+}
+
+/// nanobot-ai itself reads what we write and we read what it writes. Runs when
+/// `NANOBOT_PEER_PYTHON` names the Python of a nanobot-ai 0.3.5 install (`.ci/run` sets it).
+#[tokio::test]
+async fn interoperates_with_nanobot_ai() {
+    let Ok(python) = std::env::var("NANOBOT_PEER_PYTHON") else {
+        println!("skipped: NANOBOT_PEER_PYTHON is not set (nanobot-ai interop test)");
+        return;
+    };
+    let root = TempDir::new("interop");
+    let workspace = root.path().join("ws");
+    let sessions_root = root.path().join("state/sessions");
+    let store =
+        FileSessionStore::open_nanobot(&workspace, &sessions_root, FileStoreOptions::default())
+            .unwrap();
+    let manager = SessionManager::new(Arc::new(store), Arc::new(llm_port::SystemClock), counter());
+    let k = key("telegram:42");
+    let handle = manager.get_or_create(&k).await.unwrap();
+    handle.add_message(u("héllo from rust"));
+    handle.add_message(a("answer from rust").with("reasoning_content", "r"));
+    handle.update(|s| {
+        s.metadata_mut().insert("title".into(), json!("Rust title"));
+        s.set_last_consolidated(1).unwrap();
+    });
+    manager.end_turn(&handle).await.unwrap();
+
+    let script = r#"
+import json, os, sys
+from pathlib import Path
+from nanobot.session.manager import SessionManager
+ws, root = Path(sys.argv[1]), Path(sys.argv[2])
+os.environ["HOME"] = str(ws.parent)
+m = SessionManager(ws, sessions_root=root)
+s = m.get_or_create("telegram:42")
+rows = m.list_sessions()
+out = {"messages": [x["content"] for x in s.messages], "lc": s.last_consolidated,
+       "title": s.metadata.get("title"), "listed": [r["key"] if isinstance(r, dict) else r.key for r in rows]}
+s.add_message("assistant", "answer from python")
+m.save(s)
+print(json.dumps(out))
+"#;
+    let output = std::process::Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .arg(&workspace)
+        .arg(&sessions_root)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value = serde_json::from_slice(output.stdout.trim_ascii()).unwrap();
+    assert_eq!(
+        seen["messages"],
+        json!(["héllo from rust", "answer from rust"])
+    );
+    assert_eq!(seen["lc"], 1);
+    assert_eq!(seen["title"], "Rust title");
+    assert_eq!(seen["listed"], json!(["telegram:42"]));
+
+    // And nanobot-ai's rewrite reads back here.
+    let store =
+        FileSessionStore::open_nanobot(&workspace, &sessions_root, FileStoreOptions::default())
+            .unwrap();
+    let loaded = store.load(&k).await.unwrap().unwrap();
+    assert!(loaded.repairs.is_empty());
+    let texts: Vec<&str> = loaded
+        .session
+        .messages()
+        .iter()
+        .map(|m| m.content().unwrap().as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        ["héllo from rust", "answer from rust", "answer from python"]
+    );
+    assert_eq!(loaded.session.last_consolidated(), 1);
+}

@@ -1,0 +1,212 @@
+//! The manager: one live copy per session, a bounded cache, saves, clear, list, delete.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use serde_json::json;
+use session_store::{
+    Append, HistoryOptions, Loaded, MemorySessionStore, Revision, Session, SessionError,
+    SessionInfo, SessionKey, SessionManager, SessionStore,
+};
+
+use crate::support::{FixedClock, TempDir, a, counter, file_store, key, u};
+
+/// Counts loads, to prove the cache answers.
+#[derive(Default)]
+struct Counting {
+    inner: MemorySessionStore,
+    loads: AtomicUsize,
+}
+
+#[async_trait]
+impl SessionStore for Counting {
+    async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, SessionError> {
+        self.loads.fetch_add(1, Ordering::SeqCst);
+        self.inner.load(key).await
+    }
+    async fn append(
+        &self,
+        key: &SessionKey,
+        expected: Option<Revision>,
+        append: Append<'_>,
+    ) -> Result<Revision, SessionError> {
+        self.inner.append(key, expected, append).await
+    }
+    async fn rewrite(
+        &self,
+        session: &Session,
+        expected: Option<Revision>,
+    ) -> Result<Revision, SessionError> {
+        self.inner.rewrite(session, expected).await
+    }
+    async fn list(&self) -> Result<Vec<SessionInfo>, SessionError> {
+        self.inner.list().await
+    }
+    async fn delete(&self, key: &SessionKey) -> Result<bool, SessionError> {
+        self.inner.delete(key).await
+    }
+}
+
+fn manager(store: Arc<dyn SessionStore>) -> SessionManager {
+    SessionManager::new(store, Arc::new(FixedClock), counter())
+}
+
+#[tokio::test]
+async fn case_34_one_live_copy_one_load() {
+    let store = Arc::new(Counting::default());
+    let manager = manager(store.clone());
+    let one = manager.get_or_create(&key("c:1")).await.unwrap();
+    let two = manager.get_or_create(&key("c:1")).await.unwrap();
+    assert!(Arc::ptr_eq(&one, &two));
+    assert_eq!(store.loads.load(Ordering::SeqCst), 1);
+    assert_eq!(one.message_count(), 0);
+    assert_eq!(one.last_consolidated(), 0);
+}
+
+#[tokio::test]
+async fn case_37_evicted_but_held_stays_the_same_copy() {
+    let store = Arc::new(Counting::default());
+    let manager = manager(store.clone()).with_cache_capacity(1);
+    let first = manager.get_or_create(&key("c:first")).await.unwrap();
+    first.add_message(u("remember me"));
+    manager.save(&first).await.unwrap();
+    let _second = manager.get_or_create(&key("c:second")).await.unwrap();
+    // `first` was evicted from the strong cache but is still held: same object.
+    let again = manager.get_or_create(&key("c:first")).await.unwrap();
+    assert!(Arc::ptr_eq(&first, &again));
+    drop((first, again));
+    let _third = manager.get_or_create(&key("c:third")).await.unwrap();
+    // Unreferenced and evicted: reloaded from the store with its content.
+    let loads = store.loads.load(Ordering::SeqCst);
+    let reloaded = manager.get_or_create(&key("c:first")).await.unwrap();
+    assert_eq!(store.loads.load(Ordering::SeqCst), loads + 1);
+    assert_eq!(reloaded.message_count(), 1);
+}
+
+#[tokio::test]
+async fn case_18_saves_survive_a_reload() {
+    let dir = TempDir::new("manager-save");
+    let manager = manager(Arc::new(file_store(dir.path())));
+    let k = key("cli:reload");
+    let handle = manager.get_or_create(&k).await.unwrap();
+    for text in ["first", "second", "third", "fourth", "fifth"] {
+        handle.add_message(u(text));
+        manager.save(&handle).await.unwrap();
+    }
+    manager.end_turn(&handle).await.unwrap();
+    manager.invalidate(&k);
+    let reloaded = manager.get_or_create(&k).await.unwrap();
+    assert!(!Arc::ptr_eq(&handle, &reloaded));
+    let texts: Vec<String> = reloaded.read(|s| {
+        s.messages()
+            .iter()
+            .map(|m| m.content().unwrap().as_str().unwrap().to_owned())
+            .collect()
+    });
+    assert_eq!(texts, ["first", "second", "third", "fourth", "fifth"]);
+    assert!(reloaded.read(|s| s.messages()[0].get("timestamp").is_some()));
+}
+
+#[tokio::test]
+async fn case_5_clear_keeps_other_metadata() {
+    let manager = manager(Arc::new(MemorySessionStore::new()));
+    let handle = manager.get_or_create(&key("c:clear")).await.unwrap();
+    for i in 0..10 {
+        handle.add_message(u(&format!("m{i}")));
+    }
+    handle.update(|s| {
+        s.set_last_consolidated(5).unwrap();
+        s.set_provider_state(Some(json!({"kind": "k"})));
+        s.metadata_mut().insert("title".into(), json!("T"));
+        s.metadata_mut()
+            .insert("_last_summary".into(), json!({"text": "x"}));
+    });
+    manager.save(&handle).await.unwrap();
+    manager.clear(&handle).await.unwrap();
+    manager.invalidate(handle.key());
+    let cleared = manager.get_or_create(&key("c:clear")).await.unwrap();
+    cleared.read(|s| {
+        assert!(s.messages().is_empty());
+        assert_eq!(s.last_consolidated(), 0);
+        assert!(s.meta().provider_state.is_none());
+        assert_eq!(
+            s.meta().metadata,
+            *json!({"title": "T"}).as_object().unwrap()
+        );
+    });
+}
+
+#[tokio::test]
+async fn case_40_delete_list_and_history() {
+    let manager = manager(Arc::new(MemorySessionStore::new()));
+    let handle = manager.get_or_create(&key("c:del")).await.unwrap();
+    handle.add_message(u("question"));
+    handle.add_message(a("answer"));
+    manager.save(&handle).await.unwrap();
+    assert_eq!(handle.history(&HistoryOptions::default()).len(), 2);
+    let rows = manager.list().await.unwrap();
+    assert_eq!(
+        (rows.len(), rows[0].message_count, rows[0].preview.as_str()),
+        (1, 2, "question")
+    );
+    assert!(manager.delete(&key("c:del")).await.unwrap());
+    assert!(!manager.delete(&key("c:del")).await.unwrap());
+    assert_eq!(
+        manager
+            .get_or_create(&key("c:del"))
+            .await
+            .unwrap()
+            .message_count(),
+        0
+    );
+}
+
+#[tokio::test]
+async fn flush_all_saves_every_live_session() {
+    let dir = TempDir::new("flush-all");
+    let manager = manager(Arc::new(file_store(dir.path())));
+    let handles: Vec<_> = futures_like_join(&manager, &["a:1", "a:2", "a:3"]).await;
+    for handle in &handles {
+        handle.add_message(u("unsaved"));
+    }
+    let (flushed, error) = manager.flush_all().await;
+    assert_eq!((flushed, error.is_none()), (3, true));
+    let fresh = self::manager(Arc::new(file_store(dir.path())));
+    assert_eq!(fresh.list().await.unwrap().len(), 3);
+}
+
+async fn futures_like_join(
+    manager: &SessionManager,
+    keys: &[&str],
+) -> Vec<Arc<session_store::SessionHandle>> {
+    let mut out = Vec::new();
+    for k in keys {
+        out.push(manager.get_or_create(&key(k)).await.unwrap());
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_tasks_on_one_session_lose_nothing() {
+    let dir = TempDir::new("tasks");
+    let manager = Arc::new(manager(Arc::new(file_store(dir.path()))));
+    let k = key("cli:busy");
+    let mut tasks = Vec::new();
+    for t in 0..4 {
+        let manager = Arc::clone(&manager);
+        let k = k.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..25 {
+                let handle = manager.get_or_create(&k).await.unwrap();
+                handle.add_message(u(&format!("t{t}-{i}")));
+                manager.save(&handle).await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let fresh = self::manager(Arc::new(file_store(dir.path())));
+    assert_eq!(fresh.get_or_create(&k).await.unwrap().message_count(), 100);
+}
