@@ -11,88 +11,224 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-/// One figure compared between the peer and us.
-struct Comparison {
-    /// What is measured, for the report.
+/// Where a number lives: a workload of a report and the path inside it.
+type At = (&'static str, &'static [&'static str]);
+
+/// One figure: ours, against the peer's and/or a physical floor measured in the same job.
+struct Row {
     label: &'static str,
-    /// The peer workload that measures it (`--only` name) and the path to its median.
-    peer_workload: &'static str,
-    peer_path: &'static [&'static str],
-    /// Our bench target (`package/bench`) and the path to our median.
+    /// Our bench binary (`package`, `bench`) and where its figure is.
     ours_bench: (&'static str, &'static str),
-    ours_path: &'static [&'static str],
-    /// Paths to a count both sides report, which must agree (same work done).
-    check: Option<(&'static [&'static str], &'static [&'static str])>,
+    ours: At,
+    /// The peer's figure for the same work.
+    peer: Option<At>,
+    /// A floor from our own report (same job): printed as floor / ours.
+    floor: Option<At>,
+    /// A count both sides report, which must agree (the same work was done).
+    check: Option<(At, At)>,
 }
 
-const COMPARISONS: &[Comparison] = &[Comparison {
-    label: "W5 estimate_message_tokens over 10,000 messages (cl100k)",
-    peer_workload: "token_estimate",
-    peer_path: &["estimate_message_tokens_all", "time_s", "median"],
-    ours_bench: ("llm-port", "token_count"),
-    ours_path: &["per_message_cl100k", "median_s"],
-    check: Some((
-        &["estimate_message_tokens_all", "tokens"],
-        &["per_message_cl100k", "tokens"],
-    )),
-}];
+const SESSIONS: (&str, &str) = ("session-store", "sessions");
+const TOKENS: (&str, &str) = ("llm-port", "token_count");
 
-/// Runs every comparison whose peer workload is in `only` (all when empty).
+const ROWS: &[Row] = &[
+    Row {
+        label: "W1 save after one message, per save at 10,000 (last 50)",
+        ours_bench: SESSIONS,
+        ours: ("append_save_n10000", &["per_save_at_n_s", "median"]),
+        peer: Some(("append_save_n10000", &["per_save_at_n_s", "median"])),
+        floor: Some(("floors", &["o_append_500B_s", "median"])),
+        check: None,
+    },
+    Row {
+        label: "W1 whole 1,000-message loop",
+        ours_bench: SESSIONS,
+        ours: ("append_save_n1000", &["total_s", "median"]),
+        peer: Some(("append_save_n1000", &["total_s", "median"])),
+        floor: None,
+        check: None,
+    },
+    Row {
+        label: "W1 flat cost: first 100 saves / last 100 of 10,000",
+        ours_bench: SESSIONS,
+        ours: ("append_save_n10000", &["per_save_last100_mean_s", "median"]),
+        peer: None,
+        floor: Some((
+            "append_save_n10000",
+            &["per_save_first100_mean_s", "median"],
+        )),
+        check: None,
+    },
+    Row {
+        label: "W1f save with fsync, per save over 1,000",
+        ours_bench: SESSIONS,
+        ours: ("append_save_fsync_n1000", &["per_save_mean_s", "median"]),
+        peer: Some(("append_save_fsync_n1000", &["per_save_mean_s", "median"])),
+        floor: Some(("floors", &["write128_fdatasync_s", "median"])),
+        check: None,
+    },
+    Row {
+        label: "W2 cold load of 10,000 messages",
+        ours_bench: SESSIONS,
+        ours: ("cold_load", &["load_s", "median"]),
+        peer: Some(("cold_load", &["load_s", "median"])),
+        floor: Some(("cold_load", &["serde_json_parse_s", "median"])),
+        check: Some((("cold_load", &["n"]), ("cold_load", &["n"]))),
+    },
+    Row {
+        label: "W2 peak RSS of the load worker (KiB, lower is better)",
+        ours_bench: SESSIONS,
+        ours: ("cold_load", &["peak_rss_kib"]),
+        peer: Some(("cold_load", &["peak_rss_kib"])),
+        floor: None,
+        check: None,
+    },
+    Row {
+        label: "W3 get_history, budget 190,784, counts cached",
+        ours_bench: SESSIONS,
+        ours: ("get_history", &["max_tokens_190784", "time_s", "median"]),
+        peer: Some(("get_history", &["max_tokens_190784", "time_s", "median"])),
+        floor: None,
+        check: Some((
+            ("get_history", &["max_tokens_190784", "returned_messages"]),
+            ("get_history", &["max_tokens_190784", "returned_messages"]),
+        )),
+    },
+    Row {
+        label: "W3 get_history, budget 190,784, first call",
+        ours_bench: SESSIONS,
+        ours: (
+            "get_history",
+            &["max_tokens_190784", "first_call_s", "median"],
+        ),
+        peer: Some(("get_history", &["max_tokens_190784", "time_s", "median"])),
+        floor: None,
+        check: None,
+    },
+    Row {
+        label: "W4 list 1,000 sessions of 20 messages",
+        ours_bench: SESSIONS,
+        ours: ("list_sessions", &["time_s", "median"]),
+        peer: Some(("list_sessions", &["time_s", "median"])),
+        floor: None,
+        check: Some((("list_sessions", &["count"]), ("list_sessions", &["count"]))),
+    },
+    Row {
+        label: "W5 estimate_message_tokens over 10,000 messages (cl100k)",
+        ours_bench: TOKENS,
+        ours: ("token_estimate", &["per_message_cl100k", "median_s"]),
+        peer: Some((
+            "token_estimate",
+            &["estimate_message_tokens_all", "time_s", "median"],
+        )),
+        floor: None,
+        check: Some((
+            ("token_estimate", &["estimate_message_tokens_all", "tokens"]),
+            ("token_estimate", &["per_message_cl100k", "tokens"]),
+        )),
+    },
+];
+
+/// The peer workload that produces a figure of ours (`append_save_n10000` comes from
+/// `append_save`).
+fn peer_workload(name: &str) -> &str {
+    if name.starts_with("append_save") {
+        "append_save"
+    } else {
+        name
+    }
+}
+
+/// Runs every row whose peer workload is in `only` (all when empty).
 pub(crate) fn run(root: &Path, only: &[String]) -> Result<(), String> {
-    let chosen: Vec<&Comparison> = COMPARISONS
+    let chosen: Vec<&Row> = ROWS
         .iter()
-        .filter(|c| only.is_empty() || only.iter().any(|o| o == c.peer_workload))
+        .filter(|r| only.is_empty() || only.iter().any(|o| o == peer_workload(r.ours.0)))
         .collect();
     if chosen.is_empty() {
-        let known: Vec<&str> = COMPARISONS.iter().map(|c| c.peer_workload).collect();
+        let mut known: Vec<&str> = ROWS.iter().map(|r| peer_workload(r.ours.0)).collect();
+        known.dedup();
         return Err(format!("no benchmark matches; known: {}", known.join(", ")));
     }
     let out_dir = target_dir(root).join("bench-report");
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
 
-    let mut workloads: Vec<&str> = chosen.iter().map(|c| c.peer_workload).collect();
+    let mut workloads: Vec<&str> = chosen
+        .iter()
+        .filter(|r| r.peer.is_some())
+        .map(|r| peer_workload(r.ours.0))
+        .filter(|w| *w != "floors")
+        .collect();
+    workloads.sort();
     workloads.dedup();
     let peer = run_peer(root, &workloads, &out_dir)?;
 
-    let mut benches: Vec<(&str, &str)> = chosen.iter().map(|c| c.ours_bench).collect();
-    benches.dedup();
     let mut ours = serde_json::Map::new();
+    let mut benches: Vec<(&str, &str)> = chosen.iter().map(|r| r.ours_bench).collect();
+    benches.sort();
+    benches.dedup();
     for (package, bench) in benches {
-        ours.insert(
-            format!("{package}/{bench}"),
-            run_ours(root, package, bench)?,
-        );
+        let mut names: Vec<&str> = chosen
+            .iter()
+            .filter(|r| r.ours_bench == (package, bench))
+            .flat_map(|r| {
+                [
+                    peer_workload(r.ours.0),
+                    r.floor.map_or("", |f| peer_workload(f.0)),
+                ]
+            })
+            .filter(|n| !n.is_empty())
+            .collect();
+        names.sort();
+        names.dedup();
+        let report = run_ours(root, package, bench, &names.join(","))?;
+        // A bench prints either {"workloads": {...}} or one workload's figures.
+        match report.get("workloads").and_then(Value::as_object) {
+            Some(map) => ours.extend(map.clone()),
+            None => {
+                ours.insert("token_estimate".to_owned(), report);
+            }
+        }
     }
+    let ours = Value::Object(ours);
 
     let mut rows = Vec::new();
     println!(
-        "\n{:<60} {:>12} {:>12} {:>8}",
-        "figure", "peer", "ours", "ratio"
+        "\n{:<58} {:>12} {:>12} {:>9} {:>9}",
+        "figure", "peer", "ours", "ratio", "floor"
     );
-    for c in &chosen {
-        let peer_w = &peer["workloads"][c.peer_workload];
-        let ours_b = &ours[&format!("{}/{}", c.ours_bench.0, c.ours_bench.1)];
-        let peer_s = number(peer_w, c.peer_path)?;
-        let ours_s = number(ours_b, c.ours_path)?;
-        if let Some((peer_count, ours_count)) = c.check {
-            let (p, o) = (number(peer_w, peer_count)?, number(ours_b, ours_count)?);
+    for row in &chosen {
+        let ours_v = number(&ours, row.ours)?;
+        let peer_v = row
+            .peer
+            .map(|at| number(&peer["workloads"], at))
+            .transpose()?;
+        let floor_v = row.floor.map(|at| number(&ours, at)).transpose()?;
+        if let Some((peer_at, ours_at)) = row.check {
+            let (p, o) = (
+                number(&peer["workloads"], peer_at)?,
+                number(&ours, ours_at)?,
+            );
             if p != o {
                 return Err(format!(
                     "{}: the peer counted {p} and we counted {o}; not the same work",
-                    c.label
+                    row.label
                 ));
             }
         }
-        let ratio = peer_s / ours_s;
+        let ratio = peer_v.map(|p| p / ours_v);
+        let floor_share = floor_v.map(|f| f / ours_v);
+        let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| fmt_value(row.ours.1, v));
         println!(
-            "{:<60} {:>10.2}ms {:>10.2}ms {:>7.1}x",
-            c.label,
-            peer_s * 1e3,
-            ours_s * 1e3,
-            ratio
+            "{:<58} {:>12} {:>12} {:>9} {:>9}",
+            row.label,
+            show(peer_v),
+            fmt_value(row.ours.1, ours_v),
+            ratio.map_or("-".to_owned(), |r| format!("{r:.1}x")),
+            floor_share.map_or("-".to_owned(), |f| format!("{f:.2}")),
         );
-        rows.push(json!({"figure": c.label, "peer_s": peer_s, "ours_s": ours_s, "ratio": ratio}));
+        rows.push(json!({"figure": row.label, "peer": peer_v, "ours": ours_v, "ratio": ratio, "floor_over_ours": floor_share}));
     }
     let report = json!({"rows": rows, "peer": peer, "ours": ours});
     let path = out_dir.join("report.json");
@@ -101,15 +237,28 @@ pub(crate) fn run(root: &Path, only: &[String]) -> Result<(), String> {
         serde_json::to_string_pretty(&report).unwrap_or_default(),
     )
     .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    println!("\nfull report: {}", path.display());
+    println!(
+        "\nratio = peer / ours (above 1: we are faster or smaller); floor = floor / ours (1 is the physical limit)"
+    );
+    println!("full report: {}", path.display());
     Ok(())
 }
 
-fn number(value: &Value, path: &[&str]) -> Result<f64, String> {
+fn fmt_value(path: &[&str], value: f64) -> String {
+    if path.iter().any(|p| p.ends_with("kib")) {
+        format!("{value:.0}")
+    } else if value < 1e-3 {
+        format!("{:.2}us", value * 1e6)
+    } else {
+        format!("{:.2}ms", value * 1e3)
+    }
+}
+
+fn number(report: &Value, (workload, path): At) -> Result<f64, String> {
     path.iter()
-        .try_fold(value, |v, key| v.get(key))
+        .try_fold(&report[workload], |v, key| v.get(key))
         .and_then(Value::as_f64)
-        .ok_or_else(|| format!("the report has no number at {}", path.join(".")))
+        .ok_or_else(|| format!("the report has no number at {workload}.{}", path.join(".")))
 }
 
 fn target_dir(root: &Path) -> PathBuf {
@@ -166,11 +315,11 @@ fn run_peer(root: &Path, workloads: &[&str], out_dir: &Path) -> Result<Value, St
 }
 
 /// Runs one of our bench binaries; it prints one JSON object on stdout.
-fn run_ours(root: &Path, package: &str, bench: &str) -> Result<Value, String> {
-    println!("==> ours: cargo bench -p {package} --bench {bench}");
+fn run_ours(root: &Path, package: &str, bench: &str, only: &str) -> Result<Value, String> {
+    println!("==> ours: cargo bench -p {package} --bench {bench} -- --only {only}");
     let output = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
         .args([
-            "bench", "--quiet", "--locked", "-p", package, "--bench", bench,
+            "bench", "--quiet", "--locked", "-p", package, "--bench", bench, "--", "--only", only,
         ])
         .current_dir(root)
         .stderr(std::process::Stdio::inherit())

@@ -4,7 +4,7 @@
 //!
 //! | layer | may depend on (workspace crates) | external rule |
 //! | --- | --- | --- |
-//! | `port` | ports | no runtime, HTTP client or database driver, whatever features are on, except a runtime behind a feature listed in `adapter-features` |
+//! | `port` | ports | no runtime, HTTP client or database driver, whatever features are on, except a runtime behind a feature listed in `adapter-features`; tokio's executor-free `sync` primitives are not a runtime |
 //! | `policy` | ports, policies | never a backend; with `pure = true` also no runtime, HTTP or database |
 //! | `backend` | ports | free (that is why it is a crate of its own) |
 //! | `app` | anything | free |
@@ -15,6 +15,9 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
+
+/// tokio features that need no executor: the primitives a port may use.
+const TOKIO_PRIMITIVES: &[&str] = &["sync"];
 
 /// Async runtimes and executors.
 const RUNTIMES: &[&str] = &[
@@ -228,7 +231,11 @@ pub(crate) struct ExternalTrees {
 pub(crate) fn external_violations(krate: &Crate, trees: &ExternalTrees) -> Vec<String> {
     let mut problems = Vec::new();
     let mut flag = |tree: &[String], banned: &[&str], what: &str, when: &str| {
-        for name in tree.iter().filter(|n| banned.contains(&n.as_str())) {
+        for entry in tree {
+            let (name, features) = entry.split_once(' ').unwrap_or((entry.as_str(), ""));
+            if !banned.contains(&name) || is_tokio_primitives(name, features) {
+                continue;
+            }
             let problem = format!(
                 "{} `{}` pulls in {what} `{name}` {when}",
                 krate.layer, krate.name
@@ -260,6 +267,15 @@ pub(crate) fn external_violations(krate: &Crate, trees: &ExternalTrees) -> Vec<S
     problems
 }
 
+/// tokio with nothing but executor-free primitives enabled.
+fn is_tokio_primitives(name: &str, features: &str) -> bool {
+    name == "tokio"
+        && features
+            .split(',')
+            .filter(|f| !f.is_empty())
+            .all(|f| TOKIO_PRIMITIVES.contains(&f))
+}
+
 fn features_arg(krate: &Crate) -> Vec<String> {
     let features: Vec<&str> = krate
         .features
@@ -279,7 +295,7 @@ fn tree(root: &Path, package: &str, feature_args: &[String]) -> Result<Vec<Strin
     let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
         .args([
             "tree", "--locked", "-p", package, "-e", "normal", "--prefix", "none", "--format",
-            "{p}",
+            "{p}|{f}",
         ])
         .args(feature_args)
         .current_dir(root)
@@ -293,8 +309,12 @@ fn tree(root: &Path, package: &str, feature_args: &[String]) -> Result<Vec<Strin
     }
     let mut names: Vec<String> = String::from_utf8_lossy(&output.stdout)
         .lines()
-        .filter_map(|line| line.split_whitespace().next())
-        .map(str::to_owned)
+        .filter_map(|line| {
+            // "tokio v1.54.1|sync,time" -> "tokio sync,time"
+            let (package, features) = line.split_once('|')?;
+            let name = package.split_whitespace().next()?;
+            Some(format!("{name} {features}"))
+        })
         .collect();
     names.sort();
     names.dedup();
@@ -318,7 +338,15 @@ mod tests {
     }
 
     fn names(list: &[&str]) -> Vec<String> {
-        list.iter().map(|n| (*n).to_owned()).collect()
+        list.iter()
+            .map(|n| {
+                if n.contains(' ') {
+                    (*n).to_owned()
+                } else {
+                    format!("{n} default")
+                }
+            })
+            .collect()
     }
 
     #[test]
@@ -358,6 +386,23 @@ mod tests {
         };
         let problems = external_violations(&port, &leaky);
         assert_eq!(problems.len(), 4, "{problems:?}");
+    }
+
+    #[test]
+    fn tokio_sync_primitives_are_not_a_runtime() {
+        let port = krate("session-store", "port", &[]);
+        let sync_only = ExternalTrees {
+            default: names(&["tokio sync"]),
+            without_adapters: names(&["tokio sync"]),
+            all: names(&["tokio sync"]),
+        };
+        assert!(external_violations(&port, &sync_only).is_empty());
+        let executor = ExternalTrees {
+            default: names(&["tokio sync,rt"]),
+            without_adapters: names(&["tokio sync"]),
+            all: names(&["tokio sync,rt"]),
+        };
+        assert_eq!(external_violations(&port, &executor).len(), 1);
     }
 
     #[test]

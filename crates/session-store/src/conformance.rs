@@ -331,19 +331,23 @@ pub async fn list_and_delete(store: impl SessionStore) {
     assert_eq!(store.list().await.unwrap().len(), 2);
 }
 
-/// Flush keeps everything and the revision it returns is the one to write at next.
+/// Flush keeps everything and the revision it returns is the one to write at next; after a
+/// flush even `updated_at` (which a backend may record lazily) is current.
 pub async fn flush_keeps_everything(store: impl SessionStore) {
     let k = key("cli:flush");
     let mut session = Session::new(k.clone(), at(0));
     let mut revision = None;
     for i in 0..30 {
-        session.add_message(message(i), at(1));
-        session.metadata_mut().insert("turn".into(), json!(i));
+        session.add_message(message(i), at(i as u32 + 1));
+        if i % 3 == 0 {
+            session.metadata_mut().insert("turn".into(), json!(i));
+        }
         revision = store.save_changes(&mut session, revision).await.unwrap();
         if i % 7 == 0 {
             revision = Some(store.flush(&k, revision.unwrap()).await.unwrap());
         }
     }
+    revision = Some(store.flush(&k, revision.unwrap()).await.unwrap());
     let loaded = store.load(&k).await.unwrap().unwrap();
     assert_eq!(loaded.session, session);
     assert_eq!(Some(loaded.revision), revision);

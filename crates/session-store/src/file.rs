@@ -108,6 +108,11 @@ struct FileState {
     line1_current: bool,
     /// Bytes of superseded metadata and provider-state records after line 1.
     dead_bytes: u64,
+    /// The metadata `meta_line` records, when known.
+    recorded: Option<SessionMeta>,
+    /// A newer `updated_at` not worth a record of its own (the only change since
+    /// `recorded`): written into line 1 at flush.
+    pending_updated_at: Option<NaiveDateTime>,
 }
 
 /// Sessions as JSONL files in one directory.
@@ -395,6 +400,8 @@ impl FileSessionStore {
                     line1_capacity: parsed.line1_capacity,
                     line1_current: parsed.line1_current,
                     dead_bytes: parsed.dead_bytes,
+                    recorded: parsed.meta,
+                    pending_updated_at: None,
                 },
             );
         }
@@ -436,8 +443,13 @@ impl FileSessionStore {
         key: &SessionKey,
         path: &Path,
         locked: &mut Locked,
+        pending_updated_at: Option<NaiveDateTime>,
     ) -> Result<Revision, SessionError> {
-        let loaded = self.read_locked(key, path, locked)?;
+        let mut loaded = self.read_locked(key, path, locked)?;
+        if let Some(updated_at) = pending_updated_at {
+            let newest = loaded.session.meta().updated_at.max(updated_at);
+            loaded.session.touch(newest);
+        }
         let content = render_session(&loaded.session);
         let revision = self.install(path, content.bytes.as_bytes(), false)?;
         self.remember(
@@ -506,6 +518,7 @@ fn conflict(key: &SessionKey, expected: Option<Revision>, found: Option<Revision
 /// A session file's text and what a [`FileState`] needs to know about it.
 struct Rendered {
     bytes: String,
+    meta: SessionMeta,
     meta_line: String,
     line1_capacity: usize,
     provider_state: Option<Value>,
@@ -521,6 +534,8 @@ impl Rendered {
             line1_capacity: self.line1_capacity,
             line1_current: true,
             dead_bytes: 0,
+            recorded: Some(self.meta),
+            pending_updated_at: None,
         }
     }
 }
@@ -545,6 +560,7 @@ fn render(key: &SessionKey, meta: &SessionMeta, messages: &[StoredMessage]) -> R
         bytes,
         meta_line,
         provider_state: meta.provider_state.clone(),
+        meta: meta.clone(),
     }
 }
 
@@ -611,6 +627,7 @@ fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
     // Sizes of metadata and provider-state records after line 1, newline included.
     let mut appended_meta: Vec<u64> = Vec::new();
     let mut state_records: Vec<u64> = Vec::new();
+    let mut latest_update: Option<NaiveDateTime> = None;
     let mut offset = 0;
     let mut line_no = 0;
     while offset < bytes.len() {
@@ -666,7 +683,11 @@ fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
                 }
                 parsed.meta_line = text;
                 parsed.recorded_key = record.get("key").and_then(Value::as_str).map(str::to_owned);
-                parsed.meta = Some(read_meta(&record, now, &mut parsed.repairs));
+                let meta = read_meta(&record, now, &mut parsed.repairs);
+                if record.get("updated_at").is_some_and(Value::is_string) {
+                    latest_update = latest_update.max(Some(meta.updated_at));
+                }
+                parsed.meta = Some(meta);
             }
             Some("provider_state") => {
                 state_records.push(line.len() as u64 + 1);
@@ -684,6 +705,10 @@ fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
     }
     if let Some(meta) = parsed.meta.as_mut() {
         meta.provider_state = provider_state;
+        // updated_at only grows; line 1 may carry a newer one than the last record.
+        if let Some(latest) = latest_update {
+            meta.updated_at = meta.updated_at.max(latest);
+        }
         if meta.last_consolidated > parsed.messages.len() {
             parsed.repairs.push(Repair::PointerReset {
                 found: meta.last_consolidated.to_string(),
@@ -893,8 +918,19 @@ impl SessionStore for FileSessionStore {
                 out.push('\n');
                 state.provider_state = meta.provider_state.clone();
             }
-            let line = metadata_line(key, meta);
-            if line != state.meta_line {
+            let only_time_changed = state.recorded.as_ref().is_some_and(|recorded| {
+                SessionMeta {
+                    updated_at: recorded.updated_at,
+                    ..meta.clone()
+                } == *recorded
+            });
+            if only_time_changed {
+                // Not worth a record per message: line 1 gets it at flush.
+                let recorded = state.recorded.as_ref().map(|r| r.updated_at);
+                state.pending_updated_at =
+                    (Some(meta.updated_at) != recorded).then_some(meta.updated_at);
+            } else {
+                let line = metadata_line(key, meta);
                 // The previous appended record is superseded; line 1 is only made stale.
                 if !state.line1_current {
                     state.dead_bytes += state.meta_line.len() as u64 + 1;
@@ -903,6 +939,8 @@ impl SessionStore for FileSessionStore {
                 out.push('\n');
                 state.meta_line = line;
                 state.line1_current = false;
+                state.recorded = Some(meta.clone());
+                state.pending_updated_at = None;
             }
         }
         locked
@@ -1021,19 +1059,40 @@ impl SessionStore for FileSessionStore {
             return Err(conflict(key, Some(expected), Some(found)));
         }
         let mut state = self.state_locked(key, &path, &mut locked, expected)?;
+        // Line 1 should say what the last record says, with the newest updated_at.
+        let current_line = match (&state.recorded, state.pending_updated_at) {
+            (Some(recorded), Some(updated_at)) => Some(metadata_line(
+                key,
+                &SessionMeta {
+                    updated_at,
+                    ..recorded.clone()
+                },
+            )),
+            _ => None,
+        };
+        let line1_stale = !state.line1_current || current_line.is_some();
+        let line1_text = current_line.unwrap_or_else(|| state.meta_line.clone());
         let wasteful =
             state.dead_bytes >= COMPACT_MIN_DEAD_BYTES && state.dead_bytes * 2 >= found.offset;
-        let outgrown = !state.line1_current && state.meta_line.len() > state.line1_capacity;
+        let outgrown = line1_stale && line1_text.len() > state.line1_capacity;
         if wasteful || outgrown {
-            return self.compact_locked(key, &path, &mut locked);
+            return self.compact_locked(key, &path, &mut locked, state.pending_updated_at);
         }
-        if !state.line1_current {
-            let line1 = format!("{:<width$}", state.meta_line, width = state.line1_capacity);
+        if line1_stale {
+            let line1 = format!("{:<width$}", line1_text, width = state.line1_capacity);
             write_at_start(&locked.file, line1.as_bytes())
                 .map_err(|e| SessionError::io("update line 1 of", &path, e))?;
+            if !state.line1_current {
+                // The appended record now only mirrors line 1: it counts as dead weight.
+                state.dead_bytes += state.meta_line.len() as u64 + 1;
+            }
             state.line1_current = true;
-            // The appended record now only mirrors line 1: it counts as dead weight.
-            state.dead_bytes += state.meta_line.len() as u64 + 1;
+            if let (Some(recorded), Some(updated_at)) =
+                (state.recorded.as_mut(), state.pending_updated_at.take())
+            {
+                recorded.updated_at = updated_at;
+                state.meta_line = line1_text;
+            }
         }
         if self.options.durability != Durability::None {
             locked

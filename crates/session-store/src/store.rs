@@ -147,7 +147,9 @@ pub struct SessionInfo {
 ///   messages.
 /// - **Pointer**: a write whose `last_consolidated` would pass the session's message count
 ///   fails with [`SessionError::InvalidPointer`].
-/// - **Metadata**: the last written metadata wins.
+/// - **Metadata**: the last written metadata wins. A backend may record a change of
+///   `updated_at` alone lazily (the file backend writes it at [`SessionStore::flush`], not
+///   with every message); everything else is recorded by the write that carries it.
 #[async_trait]
 pub trait SessionStore: Send + Sync {
     /// Reads a session, repairing what can be repaired (reported in [`Loaded::repairs`]).

@@ -63,13 +63,21 @@ async fn saving_one_message_appends_one_line() {
     let k = key("cli:append");
     let mut session = Session::new(k.clone(), at(0));
     session.add_message(u("first"), at(0));
-    let mut revision = store.save_changes(&mut session, None).await.unwrap();
+    let mut revision = store
+        .save_changes(&mut session, None)
+        .await
+        .unwrap()
+        .unwrap();
     let path = store.path_of(&k);
     let before = fs::read(&path).unwrap();
-    // Messages stamped with the creation time leave the metadata unchanged: one line each.
+    // Each message moves updated_at, which is not worth a record: one line per message.
     for i in 0..5 {
-        session.add_message(u(&format!("next {i}")).with("timestamp", "t"), at(0));
-        revision = store.save_changes(&mut session, revision).await.unwrap();
+        session.add_message(u(&format!("next {i}")), at(i + 1));
+        revision = store
+            .save_changes(&mut session, Some(revision))
+            .await
+            .unwrap()
+            .unwrap();
     }
     let after = fs::read(&path).unwrap();
     assert_eq!(
@@ -80,6 +88,15 @@ async fn saving_one_message_appends_one_line() {
     let added = String::from_utf8(after[before.len()..].to_vec()).unwrap();
     assert_eq!(added.lines().count(), 5);
     assert!(added.starts_with(r#"{"role": "user", "content": "next 0""#));
+
+    // The turn ends: line 1 takes the newest updated_at in place, and a reload sees it.
+    let flushed = store.flush(&k, revision).await.unwrap();
+    assert_eq!(flushed, revision);
+    assert_eq!(fs::read(&path).unwrap().len(), after.len());
+    let line1: Value = serde_json::from_str(&lines(&path)[0]).unwrap();
+    assert_eq!(line1["updated_at"], "2026-03-04T05:06:05");
+    let loaded = store.load(&k).await.unwrap().unwrap();
+    assert_eq!(loaded.session, session);
 }
 
 #[tokio::test]

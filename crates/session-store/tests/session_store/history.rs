@@ -312,7 +312,7 @@ fn case_73_74_cli_apps_and_runtime_context() {
     let plain = u("please use @drawio").with("cli_apps", apps.clone());
     let crumb = "\n[CLI App Attachment: @drawio; tool=run_cli_app; entry_point=cli-anything-drawio; skill=skills/cli-app-drawio/SKILL.md]";
     assert_eq!(
-        all(&[plain.clone()]),
+        all(std::slice::from_ref(&plain)),
         [format!("please use @drawio{crumb}")]
     );
     let public = HistoryOptions {
@@ -330,7 +330,10 @@ fn case_73_74_cli_apps_and_runtime_context() {
             json!({"version": 1, "sources": [], "suffix": format!("RUNTIME{crumb}")}),
         )
         .with("cli_apps", apps);
-    assert_eq!(all(&[stored.clone()]), [format!("hi\n\nRUNTIME{crumb}")]);
+    assert_eq!(
+        all(std::slice::from_ref(&stored)),
+        [format!("hi\n\nRUNTIME{crumb}")]
+    );
     assert_eq!(contents(&history(&[stored], 0, public)), ["hi"]);
 }
 
