@@ -53,8 +53,6 @@ use crate::store::{Append, Loaded, Repair, Revision, SessionInfo, SessionStore};
 
 /// Superseded records below this many bytes are never worth a compaction.
 const COMPACT_MIN_DEAD_BYTES: u64 = 64 * 1024;
-const METADATA_PREFIX: &[u8] = br#"{"_type": "metadata""#;
-const PROVIDER_STATE_PREFIX: &[u8] = br#"{"_type": "provider_state""#;
 
 /// When session writes reach stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -641,17 +639,32 @@ fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let record = std::str::from_utf8(line)
+        // Records nanobot-ai and we write start with their `_type`; everything else is a
+        // message, validated now and decoded when first read.
+        let decoded = std::str::from_utf8(line)
             .map_err(|_| "not UTF-8".to_owned())
             .and_then(|text| {
-                serde_json::from_str::<Value>(text).map_err(|e| format!("not JSON ({e})"))
-            })
-            .and_then(|value| match value {
-                Value::Object(map) => Ok(map),
-                other => Err(format!("a JSON {} where a record belongs", kind(&other))),
+                if is_typed_record(text) {
+                    serde_json::from_str::<Value>(text)
+                        .map_err(|e| format!("not JSON ({e})"))
+                        .and_then(|value| match value {
+                            Value::Object(map) => Ok(Line::Record(map)),
+                            other => Err(format!("a JSON {} where a record belongs", kind(&other))),
+                        })
+                } else {
+                    StoredMessage::from_json_text(text).map(Line::Message)
+                }
             });
-        let record = match record {
-            Ok(record) => record,
+        let record = match decoded {
+            Ok(Line::Message(message)) => {
+                if !terminated {
+                    parsed.unterminated = true;
+                }
+                first_record = false;
+                parsed.messages.push(message);
+                continue;
+            }
+            Ok(Line::Record(record)) => record,
             Err(_) if !terminated => {
                 parsed.torn = Some(start);
                 break;
@@ -717,6 +730,23 @@ fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
         }
     }
     parsed
+}
+
+/// One decoded line of a session file.
+enum Line {
+    Message(StoredMessage),
+    Record(Map<String, Value>),
+}
+
+/// Whether a line is a typed record (`{"_type": ...`), which is decoded at once.
+fn is_typed_record(text: &str) -> bool {
+    is_typed_record_bytes(text.as_bytes())
+}
+
+fn is_typed_record_bytes(line: &[u8]) -> bool {
+    line.trim_ascii_start()
+        .strip_prefix(b"{")
+        .is_some_and(|rest| rest.trim_ascii_start().starts_with(b"\"_type\""))
 }
 
 fn kind(value: &Value) -> &'static str {
@@ -1130,34 +1160,36 @@ fn list_row(
     let mut messages = 0usize;
     let mut preview = info::PreviewScan::default();
     for line in bytes.split(|&b| b == b'\n') {
-        let trimmed = line.trim_ascii_start();
-        if trimmed.is_empty() {
-            continue;
-        }
-        if trimmed.starts_with(METADATA_PREFIX) {
-            last_meta = Some(line);
-            continue;
-        }
-        if trimmed.starts_with(PROVIDER_STATE_PREFIX) {
-            continue;
-        }
-        // Records are decoded only while the preview is open, or when a hand-written
-        // record may format `_type` differently; the rest are counted.
-        let odd_type = trimmed.windows(8).any(|w| w == b"\"_type\":");
-        if preview.is_done() && !odd_type {
-            messages += 1;
-            continue;
-        }
-        let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(line) else {
+        let Some(&first) = line.iter().find(|b| !b.is_ascii_whitespace()) else {
             continue;
         };
-        match record.get("_type").and_then(Value::as_str) {
-            Some("metadata") => last_meta = Some(line),
-            Some("provider_state") => {}
-            _ => {
-                messages += 1;
-                preview.offer(&StoredMessage::from_map(record));
+        // Typed records start with their `_type`; a line that is not an object (corrupt, or
+        // a torn tail) is no message.
+        if first != b'{' {
+            continue;
+        }
+        let typed = is_typed_record_bytes(line);
+        if typed {
+            match serde_json::from_slice::<Map<String, Value>>(line) {
+                Ok(record) if record.get("_type").and_then(Value::as_str) == Some("metadata") => {
+                    last_meta = Some(line)
+                }
+                Ok(record)
+                    if record.get("_type").and_then(Value::as_str) == Some("provider_state") => {}
+                Ok(record) => {
+                    messages += 1;
+                    preview.offer(&StoredMessage::from_map(record));
+                }
+                Err(_) => {}
             }
+            continue;
+        }
+        messages += 1;
+        // Messages are decoded only while the preview is still open.
+        if !preview.is_done()
+            && let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(line)
+        {
+            preview.offer(&StoredMessage::from_map(record));
         }
     }
     let mut repairs = Vec::new();

@@ -108,15 +108,19 @@ pub fn get_history(
     slice = &slice[align_to_user(slice)..];
 
     let kept = without_orphans(slice);
-    let fingerprint = fingerprint(counter);
-    let mut out: Vec<(Map<String, Value>, &StoredMessage)> = kept
-        .into_iter()
-        .filter_map(|m| project(m, options.include_runtime_context).map(|p| (p, m)))
-        .collect();
-
-    if options.max_tokens > 0 && !out.is_empty() {
-        out = trim_to_budget(out, options, counter, fingerprint);
+    let include = options.include_runtime_context;
+    if options.max_tokens == 0 {
+        return kept
+            .into_iter()
+            .filter_map(|m| project(m, include))
+            .collect();
     }
+    let start = budget_start(&kept, options, counter);
+    let mut out: Vec<(Map<String, Value>, &StoredMessage)> = kept[start..]
+        .iter()
+        .filter_map(|m| project_cached(m, include).map(|p| (p, *m)))
+        .collect();
+    drop_unanswerable_results(&mut out);
     out.into_iter().map(|(projected, _)| projected).collect()
 }
 
@@ -423,57 +427,92 @@ fn fingerprint(counter: &dyn TokenCounter) -> u64 {
     hasher.finish()
 }
 
-/// The estimate of a projected message, cached on the stored one (model replay only: the
-/// public view projects differently).
-fn tokens(
-    projected: &Map<String, Value>,
-    stored: &StoredMessage,
-    cacheable: bool,
+/// Marks a message the projection drops, in the token cache.
+const NOT_REPLAYED: u32 = u32::MAX;
+
+/// The estimate of a message's projection, or `None` when it is not replayed; cached on the
+/// stored message for model replay (the public view projects differently).
+fn cost(
+    message: &StoredMessage,
+    include: bool,
     counter: &dyn TokenCounter,
     fingerprint: u64,
-) -> usize {
-    if cacheable && let Some(tokens) = stored.cached_tokens(fingerprint) {
-        return tokens as usize;
+) -> Option<usize> {
+    if include && let Some(tokens) = message.cached_tokens(fingerprint) {
+        return (tokens != NOT_REPLAYED).then_some(tokens as usize);
     }
-    let tokens = estimate_json_message_tokens(counter, projected);
-    if cacheable {
-        stored.cache_tokens(fingerprint, u32::try_from(tokens).unwrap_or(u32::MAX));
+    let tokens = if include {
+        message
+            .cached_projection(|| project(message, true))
+            .as_ref()
+            .map(|p| estimate_json_message_tokens(counter, p))
+    } else {
+        project(message, false).map(|p| estimate_json_message_tokens(counter, &p))
+    };
+    if include {
+        let cached = tokens.map_or(NOT_REPLAYED, |t| {
+            u32::try_from(t).unwrap_or(NOT_REPLAYED - 1)
+        });
+        message.cache_tokens(fingerprint, cached);
     }
     tokens
 }
 
-/// Step 6: keep the newest messages within the budget, then start at a user turn.
-fn trim_to_budget<'a>(
-    out: Vec<(Map<String, Value>, &'a StoredMessage)>,
+/// The projection, from the message's cache for model replay (filled by the budget walk).
+fn project_cached(message: &StoredMessage, include: bool) -> Option<Map<String, Value>> {
+    if include {
+        message.cached_projection(|| project(message, true)).clone()
+    } else {
+        project(message, false)
+    }
+}
+
+/// A user turn that replay keeps.
+fn is_replayed_user(message: &StoredMessage) -> bool {
+    is_user(message) && !message.flag("_command")
+}
+
+/// Step 6: where the newest messages within the budget begin, moved to a user turn. Only
+/// the messages it walks over are projected (and only once: counts are cached).
+fn budget_start(
+    kept: &[&StoredMessage],
     options: &HistoryOptions,
     counter: &dyn TokenCounter,
-    fingerprint: u64,
-) -> Vec<(Map<String, Value>, &'a StoredMessage)> {
-    let cacheable = options.include_runtime_context;
+) -> usize {
+    let fingerprint = fingerprint(counter);
+    let include = options.include_runtime_context;
     let mut total = 0usize;
-    let mut first_kept = out.len();
-    for (i, (projected, stored)) in out.iter().enumerate().rev() {
-        let cost = tokens(projected, stored, cacheable, counter, fingerprint);
-        if first_kept < out.len() && total + cost > options.max_tokens {
+    let mut first_kept = kept.len();
+    for (i, message) in kept.iter().enumerate().rev() {
+        let Some(tokens) = cost(message, include, counter, fingerprint) else {
+            continue;
+        };
+        if first_kept < kept.len() && total + tokens > options.max_tokens {
             break;
         }
-        total += cost;
+        total += tokens;
         first_kept = i;
     }
-    let is_user = |entry: &(Map<String, Value>, &StoredMessage)| entry.0["role"] == "user";
-    let start = match out[first_kept..].iter().position(is_user) {
+    if first_kept == kept.len() {
+        return kept.len();
+    }
+    let start = match kept[first_kept..].iter().position(|m| is_replayed_user(m)) {
         Some(offset) => first_kept + offset,
-        None => out.iter().rposition(is_user).unwrap_or(first_kept),
+        None => kept
+            .iter()
+            .rposition(|m| is_replayed_user(m))
+            .unwrap_or(first_kept),
     };
     // Keep the proactive delivery the user was answering, as replay without a budget does.
-    let start = if start > 0 && out[start - 1].1.flag("_channel_delivery") && is_user(&out[start]) {
+    if start > 0 && is_replayed_user(kept[start]) && kept[start - 1].flag("_channel_delivery") {
         start - 1
     } else {
         start
-    };
-    let mut kept: Vec<_> = out.into_iter().skip(start).collect();
-    // Trimming cannot create orphans (results follow their calls), but a cut between a call
-    // and its results can leave results whose call is gone: drop those.
+    }
+}
+
+/// After a cut, results whose call was cut away cannot be answered: drop them.
+fn drop_unanswerable_results(kept: &mut Vec<(Map<String, Value>, &StoredMessage)>) {
     let mut declared: HashSet<String> = HashSet::new();
     kept.retain(|(projected, _)| match projected["role"].as_str() {
         Some("assistant") => {
@@ -489,5 +528,4 @@ fn trim_to_budget<'a>(
         },
         _ => true,
     });
-    kept
 }

@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 
 use llm_port::Role;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// One stored message: `role`, `content`, `timestamp` and every other field a writer set
@@ -12,11 +13,18 @@ use serde_json::{Map, Value};
 /// do not know), kept in their order, so a file from nanobot-ai loses nothing when we write
 /// it back.
 ///
-/// It also caches its token estimate for replay, so a long session is counted once.
+/// A message read from a file keeps its line as it was (already checked to be a JSON
+/// object) and is decoded only when a field is first read: loading a long session costs one
+/// validation pass, and writing it back reproduces the original bytes. It also caches its
+/// token estimate for replay, so a long session is counted once.
 pub struct StoredMessage {
-    fields: Map<String, Value>,
+    /// The record as read, until a change makes it stale.
+    raw: Option<Box<RawValue>>,
+    fields: OnceLock<Map<String, Value>>,
     /// (encoding fingerprint, tokens) of the replay projection.
     tokens: OnceLock<(u64, u32)>,
+    /// The replay projection (`None`: not replayed), once computed under a token budget.
+    projection: OnceLock<Option<Map<String, Value>>>,
 }
 
 impl StoredMessage {
@@ -49,9 +57,27 @@ impl StoredMessage {
     /// kept, and skipped by replay).
     pub fn from_map(fields: Map<String, Value>) -> Self {
         StoredMessage {
-            fields,
+            raw: None,
+            fields: OnceLock::from(fields),
             tokens: OnceLock::new(),
+            projection: OnceLock::new(),
         }
+    }
+
+    /// A message from the text of one JSON object, kept verbatim and decoded on first use.
+    /// Refused (with serde_json's reason) unless the text is a JSON object.
+    pub fn from_json_text(text: &str) -> Result<Self, String> {
+        if !text.trim_start().starts_with('{') {
+            return Err("not a JSON object".to_owned());
+        }
+        let raw =
+            serde_json::from_str::<Box<RawValue>>(text).map_err(|e| format!("not JSON ({e})"))?;
+        Ok(StoredMessage {
+            raw: Some(raw),
+            fields: OnceLock::new(),
+            tokens: OnceLock::new(),
+            projection: OnceLock::new(),
+        })
     }
 
     /// A message from an llm-port message (what a model answered, or a tool result).
@@ -71,38 +97,49 @@ impl StoredMessage {
 
     /// Sets a field, replacing an existing one in place.
     pub fn insert(&mut self, key: &str, value: impl Into<Value>) {
-        self.fields.insert(key.to_owned(), value.into());
-        self.tokens = OnceLock::new();
+        let mut fields = std::mem::take(self).into_fields();
+        fields.insert(key.to_owned(), value.into());
+        *self = Self::from_map(fields);
     }
 
     /// The role, if the record has a string one.
     pub fn role(&self) -> Option<&str> {
-        self.fields.get("role").and_then(Value::as_str)
+        self.fields().get("role").and_then(Value::as_str)
     }
 
     /// The content, if present.
     pub fn content(&self) -> Option<&Value> {
-        self.fields.get("content")
+        self.fields().get("content")
     }
 
     /// A field.
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.fields.get(key)
+        self.fields().get(key)
     }
 
     /// Whether the field is present and truthy in Python's sense.
     pub fn flag(&self, key: &str) -> bool {
-        self.fields.get(key).is_some_and(truthy)
+        self.get(key).is_some_and(truthy)
     }
 
-    /// All fields.
+    /// All fields (decoding the record on first use).
     pub fn fields(&self) -> &Map<String, Value> {
-        &self.fields
+        self.fields.get_or_init(|| match &self.raw {
+            // The text was checked to be a JSON object when it was read.
+            Some(raw) => serde_json::from_str(raw.get()).unwrap_or_default(),
+            None => Map::new(),
+        })
     }
 
     /// All fields, owned.
-    pub fn into_fields(self) -> Map<String, Value> {
-        self.fields
+    pub fn into_fields(mut self) -> Map<String, Value> {
+        self.fields();
+        self.fields.take().unwrap_or_default()
+    }
+
+    /// The record's JSON text as read, if it is unchanged since.
+    pub fn raw_json(&self) -> Option<&str> {
+        self.raw.as_deref().map(RawValue::get)
     }
 
     pub(crate) fn cached_tokens(&self, fingerprint: u64) -> Option<u32> {
@@ -114,6 +151,20 @@ impl StoredMessage {
 
     pub(crate) fn cache_tokens(&self, fingerprint: u64, tokens: u32) {
         let _ = self.tokens.set((fingerprint, tokens));
+    }
+
+    /// The model-replay projection, computed once by `project`.
+    pub(crate) fn cached_projection(
+        &self,
+        project: impl FnOnce() -> Option<Map<String, Value>>,
+    ) -> &Option<Map<String, Value>> {
+        self.projection.get_or_init(project)
+    }
+}
+
+impl Default for StoredMessage {
+    fn default() -> Self {
+        Self::from_map(Map::new())
     }
 }
 
@@ -132,27 +183,37 @@ pub(crate) fn truthy(value: &Value) -> bool {
 impl Clone for StoredMessage {
     fn clone(&self) -> Self {
         StoredMessage {
+            raw: self.raw.clone(),
             fields: self.fields.clone(),
             tokens: self.tokens.clone(),
+            projection: self.projection.clone(),
         }
     }
 }
 
 impl PartialEq for StoredMessage {
     fn eq(&self, other: &Self) -> bool {
-        self.fields == other.fields
+        match (self.raw_json(), other.raw_json()) {
+            (Some(a), Some(b)) if a == b => true,
+            _ => self.fields() == other.fields(),
+        }
     }
 }
 
 impl fmt::Debug for StoredMessage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.fields, f)
+        fmt::Debug::fmt(self.fields(), f)
     }
 }
 
 impl Serialize for StoredMessage {
+    /// Writes the record as read when it is unchanged (byte for byte with serde_json), its
+    /// fields otherwise.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.fields.serialize(serializer)
+        match &self.raw {
+            Some(raw) => raw.serialize(serializer),
+            None => self.fields().serialize(serializer),
+        }
     }
 }
 
