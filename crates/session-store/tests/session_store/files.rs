@@ -708,3 +708,82 @@ print(json.dumps(out))
     );
     assert_eq!(loaded.session.last_consolidated(), 1);
 }
+
+/// The writer half of `a_killed_writer_leaves_a_consistent_file`: runs only when the parent
+/// test starts it with `SESSION_STORE_CRASH_DIR`, appending until it is killed and printing
+/// each count it saved.
+#[tokio::test]
+async fn crash_writer_child() {
+    let Ok(dir) = std::env::var("SESSION_STORE_CRASH_DIR") else {
+        return;
+    };
+    let store = file_store(std::path::Path::new(&dir));
+    let k = key("cli:crash");
+    let mut session = Session::new(k.clone(), at(0));
+    let mut revision = None;
+    let big = "x".repeat(256 * 1024);
+    for i in 0.. {
+        session.add_message(u(&format!("{i} {big}")), at(1));
+        if i % 5 == 0 {
+            session.metadata_mut().insert("turn".into(), json!(i));
+        }
+        revision = store.save_changes(&mut session, revision).await.unwrap();
+        if i % 7 == 0 {
+            revision = Some(store.flush(&k, revision.unwrap()).await.unwrap());
+        }
+        println!("saved {}", i + 1);
+    }
+}
+
+#[tokio::test]
+async fn a_killed_writer_leaves_a_consistent_file() {
+    use std::io::BufRead;
+    let dir = TempDir::new("crash");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "files::crash_writer_child", "--nocapture"])
+        .env("SESSION_STORE_CRASH_DIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut saved = 0usize;
+    for line in std::io::BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        if let Some(count) = line.strip_prefix("saved ") {
+            saved = count.parse().unwrap();
+            if saved >= 40 {
+                child.kill().unwrap();
+                break;
+            }
+        }
+    }
+    child.wait().unwrap();
+    assert!(saved >= 40, "the writer never got going");
+
+    let store = file_store(dir.path());
+    let k = key("cli:crash");
+    let loaded = store.load(&k).await.unwrap().unwrap();
+    let count = loaded.session.messages().len();
+    assert!(
+        count >= saved && count <= saved + 1,
+        "saved {saved}, found {count}"
+    );
+    for (i, message) in loaded.session.messages().iter().enumerate() {
+        let text = message.content().unwrap().as_str().unwrap();
+        assert!(
+            text.starts_with(&format!("{i} ")) && text.len() > 256 * 1024,
+            "message {i} is whole"
+        );
+    }
+    // The file is consistent: it can be appended to and reloaded without further repair.
+    let mut session = loaded.session;
+    session.add_message(a("after the crash"), at(2));
+    store
+        .save_changes(&mut session, Some(loaded.revision))
+        .await
+        .unwrap();
+    let again = store.load(&k).await.unwrap().unwrap();
+    assert!(again.repairs.is_empty(), "{:?}", again.repairs);
+    assert_eq!(again.session.messages().len(), count + 1);
+}
