@@ -161,7 +161,7 @@ pub fn estimate_json_message_tokens(
     }
     payload.push_non_empty(message.get("name").and_then(Value::as_str));
     payload.push_non_empty(message.get("tool_call_id").and_then(Value::as_str));
-    if let Some(calls) = message.get("tool_calls").filter(|c| is_truthy(c)) {
+    if let Some(calls) = message.get("tool_calls").filter(|c| python_truthy(c)) {
         payload.push_json(calls);
     }
     payload.push_non_empty(message.get("reasoning_content").and_then(Value::as_str));
@@ -220,7 +220,7 @@ pub fn estimate_json_prompt_tokens(
             }
             _ => {}
         }
-        if let Some(calls) = message.get("tool_calls").filter(|c| is_truthy(c)) {
+        if let Some(calls) = message.get("tool_calls").filter(|c| python_truthy(c)) {
             payload.push_json(calls);
         }
         payload.push_non_empty(message.get("reasoning_content").and_then(Value::as_str));
@@ -249,8 +249,9 @@ fn json_text_part(part: &Value) -> Option<&str> {
     (part.get("type")? == "text").then(|| part.get("text").and_then(Value::as_str).unwrap_or(""))
 }
 
-/// Python truthiness of a JSON value.
-fn is_truthy(value: &Value) -> bool {
+/// Python truthiness of a JSON value (`null`, `false`, `0`, `""`, `[]` and `{}` are false):
+/// nanobot-ai's records are read with Python's rules, so ours must agree.
+pub fn python_truthy(value: &Value) -> bool {
     match value {
         Value::Null => false,
         Value::Bool(b) => *b,

@@ -4,6 +4,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+use crate::key::SessionKey;
 use crate::store::Revision;
 
 /// Why a session operation failed.
@@ -76,6 +77,40 @@ impl SessionError {
             action,
             path: path.into(),
             source,
+        }
+    }
+
+    /// Refuses a consolidation pointer past `messages`.
+    pub(crate) fn check_pointer(
+        key: &SessionKey,
+        pointer: usize,
+        messages: usize,
+    ) -> Result<(), Self> {
+        if pointer > messages {
+            Err(SessionError::InvalidPointer {
+                key: key.to_string(),
+                pointer,
+                messages,
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A write expected `expected` and found `found`; no error when they agree.
+    pub(crate) fn check_revision(
+        key: &SessionKey,
+        expected: Option<Revision>,
+        found: Option<Revision>,
+    ) -> Result<(), Self> {
+        if expected == found {
+            Ok(())
+        } else {
+            Err(SessionError::Conflict {
+                key: key.to_string(),
+                expected,
+                found,
+            })
         }
     }
 

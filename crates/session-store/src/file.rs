@@ -301,6 +301,28 @@ impl FileSessionStore {
         result
     }
 
+    /// Creates the file of a new session whole, or fails with a conflict if it exists.
+    fn create(
+        &self,
+        key: &SessionKey,
+        path: &Path,
+        content: Rendered,
+        messages: usize,
+    ) -> Result<Revision, SessionError> {
+        let revision = self
+            .install(path, content.bytes.as_bytes(), true)
+            .map_err(|e| match e {
+                SessionError::Io { source, .. }
+                    if source.kind() == io::ErrorKind::AlreadyExists =>
+                {
+                    conflict(key, None, None)
+                }
+                other => other,
+            })?;
+        self.remember(key, content.state(revision, messages));
+        Ok(revision)
+    }
+
     /// Keeps damaged bytes beside the session file.
     fn keep_aside(
         &self,
@@ -882,35 +904,16 @@ impl SessionStore for FileSessionStore {
                 .meta
                 .cloned()
                 .unwrap_or_else(|| SessionMeta::new(now));
-            if meta.last_consolidated > append.messages.len() {
-                return Err(SessionError::InvalidPointer {
-                    key: key.to_string(),
-                    pointer: meta.last_consolidated,
-                    messages: append.messages.len(),
-                });
-            }
+            SessionError::check_pointer(key, meta.last_consolidated, append.messages.len())?;
             let content = render(key, &meta, append.messages);
-            let revision = self
-                .install(&path, content.bytes.as_bytes(), true)
-                .map_err(|e| match e {
-                    SessionError::Io { source, .. }
-                        if source.kind() == io::ErrorKind::AlreadyExists =>
-                    {
-                        conflict(key, None, None)
-                    }
-                    other => other,
-                })?;
-            self.remember(key, content.state(revision, append.messages.len()));
-            return Ok(revision);
+            return self.create(key, &path, content, append.messages.len());
         };
 
         let Some(mut locked) = self.open_locked(&path)? else {
             return Err(conflict(key, Some(expected), None));
         };
         let found = revision_of(&locked.file, &path)?;
-        if found != expected {
-            return Err(conflict(key, Some(expected), Some(found)));
-        }
+        SessionError::check_revision(key, Some(expected), Some(found))?;
         let mut state = self.state_locked(key, &path, &mut locked, expected)?;
         let count = state.messages + append.messages.len();
         let mut out = String::with_capacity(append.messages.len() * 512 + 512);
@@ -921,14 +924,8 @@ impl SessionStore for FileSessionStore {
             (None, true) => Some(SessionMeta::new(self.now())),
             (None, false) => None,
         };
-        if let Some(meta) = &meta
-            && meta.last_consolidated > count
-        {
-            return Err(SessionError::InvalidPointer {
-                key: key.to_string(),
-                pointer: meta.last_consolidated,
-                messages: count,
-            });
+        if let Some(meta) = &meta {
+            SessionError::check_pointer(key, meta.last_consolidated, count)?;
         }
         if empty_file && let Some(meta) = &meta {
             state.meta_line = metadata_line(key, meta);
@@ -1004,26 +1001,13 @@ impl SessionStore for FileSessionStore {
         let messages = session.messages().len();
         let Some(expected) = expected else {
             let _namespace = self.lock_namespace()?;
-            let revision = self
-                .install(&path, content.bytes.as_bytes(), true)
-                .map_err(|e| match e {
-                    SessionError::Io { source, .. }
-                        if source.kind() == io::ErrorKind::AlreadyExists =>
-                    {
-                        conflict(key, None, None)
-                    }
-                    other => other,
-                })?;
-            self.remember(key, content.state(revision, messages));
-            return Ok(revision);
+            return self.create(key, &path, content, messages);
         };
         let Some(locked) = self.open_locked(&path)? else {
             return Err(conflict(key, Some(expected), None));
         };
         let found = revision_of(&locked.file, &path)?;
-        if found != expected {
-            return Err(conflict(key, Some(expected), Some(found)));
-        }
+        SessionError::check_revision(key, Some(expected), Some(found))?;
         let revision = self.install(&path, content.bytes.as_bytes(), false)?;
         drop(locked);
         self.remember(key, content.state(revision, messages));
@@ -1085,9 +1069,7 @@ impl SessionStore for FileSessionStore {
             return Err(conflict(key, Some(expected), None));
         };
         let found = revision_of(&locked.file, &path)?;
-        if found != expected {
-            return Err(conflict(key, Some(expected), Some(found)));
-        }
+        SessionError::check_revision(key, Some(expected), Some(found))?;
         let mut state = self.state_locked(key, &path, &mut locked, expected)?;
         // Line 1 should say what the last record says, with the newest updated_at.
         let current_line = match (&state.recorded, state.pending_updated_at) {

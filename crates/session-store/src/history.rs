@@ -17,10 +17,10 @@ use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use llm_port::TokenCounter;
-use llm_port::tokens::estimate_json_message_tokens;
+use llm_port::tokens::{estimate_json_message_tokens, python_truthy as truthy};
 use serde_json::{Map, Value};
 
-use crate::message::{StoredMessage, truthy};
+use crate::message::StoredMessage;
 
 /// The raw tail always replayed after compaction, extended to the user turn that began it.
 pub const MIN_REPLAY_MESSAGES: usize = 8;

@@ -32,22 +32,6 @@ impl MemorySessionStore {
     }
 }
 
-fn check(
-    key: &SessionKey,
-    expected: Option<Revision>,
-    found: Option<Revision>,
-) -> Result<(), SessionError> {
-    if expected == found {
-        Ok(())
-    } else {
-        Err(SessionError::Conflict {
-            key: key.to_string(),
-            expected,
-            found,
-        })
-    }
-}
-
 #[async_trait]
 impl SessionStore for MemorySessionStore {
     async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, SessionError> {
@@ -71,7 +55,7 @@ impl SessionStore for MemorySessionStore {
             0
         };
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        check(key, expected, sessions.get(key).map(|(_, r)| *r))?;
+        SessionError::check_revision(key, expected, sessions.get(key).map(|(_, r)| *r))?;
         let (mut session, revision) = match sessions.remove(key) {
             Some(entry) => entry,
             None => {
@@ -85,14 +69,9 @@ impl SessionStore for MemorySessionStore {
             .meta
             .cloned()
             .unwrap_or_else(|| session.meta().clone());
-        if meta.last_consolidated > count {
-            let pointer = meta.last_consolidated;
+        if let Err(error) = SessionError::check_pointer(key, meta.last_consolidated, count) {
             sessions.insert(key.clone(), (session, revision));
-            return Err(SessionError::InvalidPointer {
-                key: key.to_string(),
-                pointer,
-                messages: count,
-            });
+            return Err(error);
         }
         let mut messages = session.messages().to_vec();
         messages.extend(append.messages.iter().cloned());
@@ -112,7 +91,7 @@ impl SessionStore for MemorySessionStore {
     ) -> Result<Revision, SessionError> {
         let epoch = self.next_epoch();
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        check(
+        SessionError::check_revision(
             session.key(),
             expected,
             sessions.get(session.key()).map(|(_, r)| *r),

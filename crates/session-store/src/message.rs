@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::OnceLock;
 
 use llm_port::Role;
+use llm_port::tokens::python_truthy;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -119,7 +120,7 @@ impl StoredMessage {
 
     /// Whether the field is present and truthy in Python's sense.
     pub fn flag(&self, key: &str) -> bool {
-        self.get(key).is_some_and(truthy)
+        self.get(key).is_some_and(python_truthy)
     }
 
     /// All fields (decoding the record on first use).
@@ -165,18 +166,6 @@ impl StoredMessage {
 impl Default for StoredMessage {
     fn default() -> Self {
         Self::from_map(Map::new())
-    }
-}
-
-/// Python truthiness of a JSON value.
-pub(crate) fn truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
     }
 }
 

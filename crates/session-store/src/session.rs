@@ -127,13 +127,7 @@ impl Session {
 
     /// Moves the consolidation pointer; refused past the last message.
     pub fn set_last_consolidated(&mut self, pointer: usize) -> Result<(), SessionError> {
-        if pointer > self.messages.len() {
-            return Err(SessionError::InvalidPointer {
-                key: self.key.to_string(),
-                pointer,
-                messages: self.messages.len(),
-            });
-        }
+        SessionError::check_pointer(&self.key, pointer, self.messages.len())?;
         self.meta.last_consolidated = pointer;
         Ok(())
     }
