@@ -251,6 +251,21 @@ fn project(message: &StoredMessage, include_runtime_context: bool) -> Option<Map
     Some(out)
 }
 
+/// nanobot's `public_history_message`: a copy without the runtime-context marker and with
+/// the exact model-only text it records cut off the content.
+pub(crate) fn public_copy(message: &StoredMessage) -> StoredMessage {
+    let content = message
+        .get("content")
+        .cloned()
+        .map(|c| without_runtime_context(message, c));
+    let mut fields = message.fields().clone();
+    fields.shift_remove("_runtime_context");
+    if let Some(content) = content {
+        fields.insert("content".into(), content);
+    }
+    StoredMessage::from_map(fields)
+}
+
 /// nanobot's `public_history_message` for the content: cut the exact runtime-context suffix
 /// or trailing blocks its marker records.
 fn without_runtime_context(message: &StoredMessage, content: Value) -> Value {

@@ -19,11 +19,11 @@ pub use error::SessionError;
 pub use file::{Durability, FileSessionStore, FileStoreOptions};
 pub use history::{HistoryOptions, MIN_REPLAY_MESSAGES, get_history, replay_token_budget};
 pub use key::{MAX_KEY_BYTES, SessionKey};
-pub use manager::{DEFAULT_CACHE_CAPACITY, SessionHandle, SessionManager};
+pub use manager::{DEFAULT_CACHE_CAPACITY, DeleteObserver, SessionHandle, SessionManager};
 pub use memory::MemorySessionStore;
 pub use message::StoredMessage;
 pub use session::{
-    LAST_SUMMARY_KEY, PendingWrite, Session, SessionMeta, local_naive, parse_isoformat,
+    LAST_SUMMARY_KEY, PendingWrite, Retention, Session, SessionMeta, local_naive, parse_isoformat,
     python_isoformat,
 };
 pub use store::{Append, Loaded, Repair, Revision, SessionInfo, SessionStore, SessionStoreExt};

@@ -24,6 +24,8 @@ pub const DEFAULT_CACHE_CAPACITY: usize = 128;
 /// manager returns this same handle for its key.
 pub struct SessionHandle {
     key: SessionKey,
+    /// False for a transient session (a temporary chat): never written.
+    persist: bool,
     state: Mutex<HandleState>,
     /// Serializes writes of this session within the process.
     write: tokio::sync::Mutex<()>,
@@ -53,6 +55,11 @@ impl SessionHandle {
     /// The session's key.
     pub fn key(&self) -> &SessionKey {
         &self.key
+    }
+
+    /// Whether saves write this session (false for a transient one).
+    pub fn is_persistent(&self) -> bool {
+        self.persist
     }
 
     /// Reads the session.
@@ -163,6 +170,23 @@ impl Cache {
     }
 }
 
+/// Called with the key of every deleted session (e.g. to drop per-session state a bot keeps
+/// elsewhere).
+pub type DeleteObserver = Box<dyn Fn(&SessionKey) + Send + Sync>;
+
+/// Metadata a fork does not inherit: it describes the source's live state, not its history.
+const FORK_VOLATILE_METADATA: [&str; 9] = [
+    "goal_state",
+    "pending_user_turn",
+    "pending_user_followups",
+    "runtime_checkpoint",
+    "session_handle",
+    "webui_recovery",
+    "thread_goal",
+    "title",
+    "title_user_edited",
+];
+
 /// Sessions over any [`SessionStore`]: cache, then store, then new.
 pub struct SessionManager {
     store: Arc<dyn SessionStore>,
@@ -170,6 +194,7 @@ pub struct SessionManager {
     counter: Arc<dyn TokenCounter>,
     capacity: usize,
     cache: Mutex<Cache>,
+    on_delete: Mutex<Option<DeleteObserver>>,
 }
 
 impl std::fmt::Debug for SessionManager {
@@ -194,7 +219,14 @@ impl SessionManager {
             counter,
             capacity: DEFAULT_CACHE_CAPACITY,
             cache: Mutex::new(Cache::default()),
+            on_delete: Mutex::new(None),
         }
+    }
+
+    /// Calls `observer` with the key of every session [`SessionManager::delete`] is asked to
+    /// delete, whether or not it existed.
+    pub fn set_delete_observer(&self, observer: DeleteObserver) {
+        *self.on_delete.lock().unwrap_or_else(|p| p.into_inner()) = Some(observer);
     }
 
     /// Keeps at most `capacity` sessions strongly cached (sessions still held elsewhere stay
@@ -219,7 +251,18 @@ impl SessionManager {
         revision: Option<Revision>,
         repairs: Vec<Repair>,
     ) -> Arc<SessionHandle> {
+        self.new_handle(session, revision, repairs, true)
+    }
+
+    fn new_handle(
+        &self,
+        session: Session,
+        revision: Option<Revision>,
+        repairs: Vec<Repair>,
+        persist: bool,
+    ) -> Arc<SessionHandle> {
         Arc::new(SessionHandle {
+            persist,
             key: session.key().clone(),
             state: Mutex::new(HandleState {
                 session,
@@ -263,10 +306,83 @@ impl SessionManager {
         Ok(handle)
     }
 
+    /// A temporary session for `key` that is never written (nanobot's transient WebUI chat):
+    /// the cached transient session if there is one, else a new empty one, which replaces
+    /// any cached persistent session of that key without loading its history.
+    pub fn get_or_create_transient(&self, key: &SessionKey) -> Arc<SessionHandle> {
+        let mut cache = self.cache();
+        if let Some(existing) = cache.get(key, self.capacity).filter(|h| !h.persist) {
+            return existing;
+        }
+        let now = local_naive(self.clock.now());
+        let handle = self.new_handle(Session::new(key.clone(), now), None, Vec::new(), false);
+        cache.remember(Arc::clone(&handle), self.capacity);
+        handle
+    }
+
+    /// Copies the conversation of `source` before its user turn number `before_user` (0 for
+    /// the first) into a new session `target`, written at once: the branch a user starts by
+    /// editing an earlier message. `before_user` equal to the number of user turns copies
+    /// everything; larger, or a missing source, gives `None`. Copies carry no model-only
+    /// runtime context; metadata about the source's live state (title, goals, handles) is
+    /// not inherited; the pointer and summary are kept only if they still describe the copy.
+    /// An existing `target` is replaced.
+    pub async fn fork(
+        &self,
+        source: &SessionKey,
+        target: &SessionKey,
+        before_user: usize,
+    ) -> Result<Option<Arc<SessionHandle>>, SessionError> {
+        let source = match self.get_cached(source) {
+            Some(handle) => handle.snapshot(),
+            None => match self.store.load(source).await? {
+                Some(loaded) => loaded.session,
+                None => return Ok(None),
+            },
+        };
+        let mut users = 0;
+        let mut copied = Vec::new();
+        for message in source.messages() {
+            if message.role() == Some("user") {
+                if users == before_user {
+                    break;
+                }
+                users += 1;
+            }
+            copied.push(crate::history::public_copy(message));
+        }
+        if users < before_user {
+            return Ok(None);
+        }
+        let now = local_naive(self.clock.now());
+        let mut fork = Session::new(target.clone(), now);
+        let mut metadata = source.meta().metadata.clone();
+        for key in FORK_VOLATILE_METADATA {
+            metadata.shift_remove(key);
+        }
+        let pointer = source.last_consolidated();
+        if pointer > copied.len() {
+            metadata.shift_remove(crate::session::LAST_SUMMARY_KEY);
+        }
+        *fork.metadata_mut() = metadata;
+        let count = copied.len();
+        fork.replace_messages(copied, now);
+        fork.set_last_consolidated(if pointer > count { 0 } else { pointer })?;
+        let existing = self.store.load(target).await?.map(|l| l.revision);
+        self.invalidate(target);
+        let handle = self.handle(fork, existing, Vec::new());
+        self.end_turn(&handle).await?;
+        self.cache().remember(Arc::clone(&handle), self.capacity);
+        Ok(Some(handle))
+    }
+
     /// Writes what changed in the session. On a conflict with another writer, the stored
     /// version is reloaded, this copy's new messages and metadata changes are applied on top
     /// and the write is tried once more, so neither writer loses messages.
     pub async fn save(&self, handle: &SessionHandle) -> Result<(), SessionError> {
+        if !handle.persist {
+            return Ok(());
+        }
         let _writing = handle.write.lock().await;
         match self.write_pending(handle).await {
             Err(SessionError::Conflict { .. }) if !handle.read(|s| s.needs_rewrite) => {
@@ -309,6 +425,9 @@ impl SessionManager {
     /// Saves, then makes the session durable and tidy ([`SessionStore::flush`]): call it
     /// when a turn ends and when a session goes idle.
     pub async fn end_turn(&self, handle: &SessionHandle) -> Result<(), SessionError> {
+        if !handle.persist {
+            return Ok(());
+        }
         self.save(handle).await?;
         let _writing = handle.write.lock().await;
         let Some(expected) = handle.revision() else {
@@ -357,6 +476,15 @@ impl SessionManager {
     /// Deletes the session from the store and the cache; whether it existed.
     pub async fn delete(&self, key: &SessionKey) -> Result<bool, SessionError> {
         self.invalidate(key);
-        self.store.delete(key).await
+        let deleted = self.store.delete(key).await;
+        if let Some(observer) = self
+            .on_delete
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            observer(key);
+        }
+        deleted
     }
 }

@@ -103,6 +103,18 @@ impl StoredMessage {
         *self = Self::from_map(fields);
     }
 
+    /// Sets a field right after `content` (where nanobot-ai puts `timestamp`), or at the
+    /// end when there is no content.
+    pub fn insert_after_content(&mut self, key: &str, value: impl Into<Value>) {
+        let mut fields = std::mem::take(self).into_fields();
+        let at = fields
+            .keys()
+            .position(|k| k == "content")
+            .map_or(fields.len(), |i| i + 1);
+        fields.shift_insert(at, key.to_owned(), value.into());
+        *self = Self::from_map(fields);
+    }
+
     /// The role, if the record has a string one.
     pub fn role(&self) -> Option<&str> {
         self.fields().get("role").and_then(Value::as_str)

@@ -137,11 +137,11 @@ impl Session {
         self.meta.provider_state = state;
     }
 
-    /// Appends a message, stamping `timestamp` with `now` unless it has one, and bumps
-    /// `updated_at`.
+    /// Appends a message, stamping `timestamp` (after `role` and `content`, as nanobot-ai
+    /// orders them) with `now` unless it has one, and bumps `updated_at`.
     pub fn add_message(&mut self, mut message: StoredMessage, now: NaiveDateTime) {
         if message.get("timestamp").is_none() {
-            message.insert("timestamp", python_isoformat(now));
+            message.insert_after_content("timestamp", python_isoformat(now));
         }
         self.messages.push(message);
         self.meta.updated_at = now;
@@ -166,6 +166,91 @@ impl Session {
         }
         self.meta.updated_at = now;
         self.needs_rewrite = true;
+    }
+
+    /// Keeps the most recent `max_messages` messages, dropping older ones (nanobot's
+    /// `retain_recent_legal_suffix`, used by heartbeat-style bots to bound a session).
+    ///
+    /// The kept part starts at a user turn when it contains one (a proactive delivery just
+    /// before it stays) and never starts with a tool result whose call was dropped. With
+    /// `extend_to_user` the window first grows back to the user turn that began it. When the
+    /// newest `max_messages` hold no user turn, the kept part starts at the latest user turn
+    /// and runs to the end: unlike nanobot-ai, which then drops the newest messages, the
+    /// newest are always kept. The pointer follows the kept messages.
+    pub fn retain_recent(
+        &mut self,
+        max_messages: usize,
+        extend_to_user: bool,
+        now: NaiveDateTime,
+    ) -> Retention {
+        let len = self.messages.len();
+        let pointer = self.meta.last_consolidated.min(len);
+        if max_messages == 0 {
+            let dropped = std::mem::take(&mut self.messages);
+            self.meta.last_consolidated = 0;
+            self.meta.provider_state = None;
+            self.meta.updated_at = now;
+            self.needs_rewrite = true;
+            return Retention {
+                already_consolidated: pointer,
+                dropped,
+            };
+        }
+        if len <= max_messages {
+            return Retention {
+                dropped: Vec::new(),
+                already_consolidated: 0,
+            };
+        }
+        let is_user = |m: &StoredMessage| m.role() == Some("user");
+        let with_delivery = |i: usize, messages: &[StoredMessage]| {
+            if i > 0 && messages[i - 1].flag("_channel_delivery") {
+                i - 1
+            } else {
+                i
+            }
+        };
+        let mut start = len - max_messages;
+        if extend_to_user && let Some(user) = self.messages[..=start].iter().rposition(is_user) {
+            start = with_delivery(user, &self.messages);
+        }
+        match self.messages[start..].iter().position(is_user) {
+            Some(offset) => start = with_delivery(start + offset, &self.messages),
+            None => {
+                if let Some(user) = self.messages[..start].iter().rposition(is_user) {
+                    start = with_delivery(user, &self.messages);
+                }
+            }
+        }
+        // Results whose call is not kept cannot lead the kept part.
+        let declared: std::collections::HashSet<String> = self.messages[start..]
+            .iter()
+            .filter(|m| m.role() == Some("assistant"))
+            .filter_map(|m| m.get("tool_calls").and_then(Value::as_array))
+            .flatten()
+            .filter_map(|c| c.get("id").and_then(Value::as_str).map(str::to_owned))
+            .collect();
+        while start < len
+            && self.messages[start].role() == Some("tool")
+            && self.messages[start]
+                .get("tool_call_id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| !id.is_empty() && !declared.contains(id))
+        {
+            start += 1;
+        }
+        let kept = self.messages.split_off(start);
+        let dropped = std::mem::replace(&mut self.messages, kept);
+        self.meta.last_consolidated = pointer.saturating_sub(start);
+        if !dropped.is_empty() {
+            self.meta.provider_state = None;
+            self.needs_rewrite = true;
+        }
+        self.meta.updated_at = now;
+        Retention {
+            already_consolidated: pointer.min(start),
+            dropped,
+        }
     }
 
     /// Sets `updated_at`.
@@ -242,6 +327,15 @@ impl Session {
         stored.meta.updated_at = stored.meta.updated_at.max(self.meta.updated_at);
         stored
     }
+}
+
+/// What [`Session::retain_recent`] removed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retention {
+    /// The removed messages, oldest first.
+    pub dropped: Vec<StoredMessage>,
+    /// How many of them were already archived (before the pointer).
+    pub already_consolidated: usize,
 }
 
 /// An owned snapshot of what a save writes (see [`Session::pending_write`]).

@@ -787,3 +787,111 @@ async fn a_killed_writer_leaves_a_consistent_file() {
     assert!(again.repairs.is_empty(), "{:?}", again.repairs);
     assert_eq!(again.session.messages().len(), count + 1);
 }
+
+#[tokio::test]
+async fn case_98_99_100_listing_titles_and_previews() {
+    let dir = TempDir::new("previews");
+    let file = file_store(dir.path());
+    let memory = session_store::MemorySessionStore::new();
+    let stores: [&dyn SessionStore; 2] = [&file, &memory];
+    for store in stores {
+        let mut trace = Session::new(key("c:trace"), at(0));
+        for i in 0..220 {
+            trace.add_message(a(&format!("assistant trace {i}")), at(1));
+        }
+        trace.add_message(u("late user"), at(1));
+        store.save_changes(&mut trace, None).await.unwrap();
+
+        let mut chinese = Session::new(key("c:zh"), at(0));
+        chinese.add_message(u("帮我总结一下这份报告"), at(2));
+        chinese.add_message(a("可以"), at(2));
+        chinese
+            .metadata_mut()
+            .insert("title".into(), json!("自动生成标题"));
+        store.save_changes(&mut chinese, None).await.unwrap();
+
+        let mut long = Session::new(key("c:long"), at(0));
+        long.add_message(u(&"word ".repeat(100)), at(3));
+        long.metadata_mut()
+            .insert("title".into(), json!("<think> The user said hi"));
+        store.save_changes(&mut long, None).await.unwrap();
+
+        let mut edited = Session::new(key("c:edited"), at(0));
+        edited.add_message(u("hello"), at(4));
+        edited
+            .metadata_mut()
+            .insert("title".into(), json!("<think> kept"));
+        edited
+            .metadata_mut()
+            .insert("title_user_edited".into(), json!(true));
+        store.save_changes(&mut edited, None).await.unwrap();
+
+        let rows = store.list().await.unwrap();
+        let row = |k: &str| rows.iter().find(|r| r.key.as_str() == k).unwrap().clone();
+        assert_eq!(row("c:trace").preview, "assistant trace 0");
+        assert_eq!(row("c:trace").message_count, 221);
+        assert_eq!(row("c:zh").preview, "帮我总结一下这份报告");
+        assert_eq!(row("c:zh").title.as_deref(), Some("自动生成标题"));
+        let long = row("c:long");
+        assert_eq!(long.preview.chars().count(), 120);
+        assert!(long.preview.ends_with('…'));
+        assert_eq!(long.title.as_deref(), Some(""));
+        assert_eq!(row("c:edited").title.as_deref(), Some("<think> kept"));
+    }
+}
+
+#[tokio::test]
+async fn case_92_moved_and_symlinked_workspaces_keep_their_sessions() {
+    let root = TempDir::new("moved");
+    let sessions_root = root.path().join("state");
+    let workspace = root.path().join("ws");
+    let store =
+        FileSessionStore::open_nanobot(&workspace, &sessions_root, FileStoreOptions::default())
+            .unwrap();
+    let k = key("cli:moved");
+    let mut session = Session::new(k.clone(), at(0));
+    session.add_message(u("before the move"), at(1));
+    store.save_changes(&mut session, None).await.unwrap();
+    let namespace = store.dir().to_owned();
+
+    let moved = root.path().join("ws-renamed");
+    fs::rename(&workspace, &moved).unwrap();
+    let after = FileSessionStore::open_nanobot(&moved, &sessions_root, FileStoreOptions::default())
+        .unwrap();
+    assert_eq!(after.dir(), namespace);
+    assert_eq!(
+        after
+            .load(&k)
+            .await
+            .unwrap()
+            .unwrap()
+            .session
+            .messages()
+            .len(),
+        1
+    );
+    let marker = fs::read_to_string(namespace.join(".workspace")).unwrap();
+    assert_eq!(
+        marker.trim_end(),
+        fs::canonicalize(&moved).unwrap().to_str().unwrap()
+    );
+
+    #[cfg(unix)]
+    {
+        let link = root.path().join("ws-link");
+        std::os::unix::fs::symlink(&moved, &link).unwrap();
+        let via_link =
+            FileSessionStore::open_nanobot(&link, &sessions_root, FileStoreOptions::default())
+                .unwrap();
+        assert_eq!(via_link.dir(), namespace);
+    }
+
+    let other = FileSessionStore::open_nanobot(
+        &root.path().join("another"),
+        &sessions_root,
+        FileStoreOptions::default(),
+    )
+    .unwrap();
+    assert_ne!(other.dir(), namespace);
+    assert!(other.load(&k).await.unwrap().is_none());
+}

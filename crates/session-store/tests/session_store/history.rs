@@ -384,3 +384,97 @@ fn replay_budget_follows_nanobot() {
     assert_eq!(replay_token_budget(4096, 8192), 2048);
     assert_eq!(replay_token_budget(100, 0), 128);
 }
+
+fn users(n: usize) -> Vec<StoredMessage> {
+    (0..n).map(|i| u(&format!("msg{i}"))).collect()
+}
+
+fn session_of(messages: Vec<StoredMessage>, pointer: usize) -> session_store::Session {
+    let mut session =
+        session_store::Session::new(crate::support::key("c:retain"), crate::support::at(0));
+    session.replace_messages(messages, crate::support::at(0));
+    session.set_last_consolidated(pointer).unwrap();
+    session
+}
+
+#[test]
+fn case_76_77_retention() {
+    let mut session = session_of(users(10), 7);
+    let result = session.retain_recent(4, false, crate::support::at(1));
+    let kept: Vec<&str> = session
+        .messages()
+        .iter()
+        .map(|m| m.content().unwrap().as_str().unwrap())
+        .collect();
+    assert_eq!(kept, ["msg6", "msg7", "msg8", "msg9"]);
+    assert_eq!(session.last_consolidated(), 1);
+    assert_eq!((result.dropped.len(), result.already_consolidated), (6, 6));
+
+    let mut session = session_of(users(5), 3);
+    session.set_provider_state(Some(json!({"kind": "k"})));
+    let result = session.retain_recent(0, false, crate::support::at(1));
+    assert!(session.messages().is_empty());
+    assert_eq!(session.last_consolidated(), 0);
+    assert_eq!((result.dropped.len(), result.already_consolidated), (5, 3));
+    assert!(session.meta().provider_state.is_none());
+
+    let mut small = session_of(users(3), 0);
+    small.set_provider_state(Some(json!({"kind": "k"})));
+    assert!(
+        small
+            .retain_recent(4, false, crate::support::at(1))
+            .dropped
+            .is_empty()
+    );
+    assert!(small.meta().provider_state.is_some());
+}
+
+#[test]
+fn case_78_79_retention_keeps_whole_turns_and_the_newest_messages() {
+    let mut messages = vec![u("old")];
+    messages.extend(tt("o", 0));
+    messages.push(u("keep"));
+    messages.extend(tt("k", 0));
+    messages.push(a("done"));
+    let mut session = session_of(messages, 0);
+    session.retain_recent(4, false, crate::support::at(1));
+    let history = get_history(
+        session.messages(),
+        0,
+        &HistoryOptions::default(),
+        &Cl100kBase,
+    );
+    assert_eq!(history.first().unwrap()["content"], "keep");
+    assert_eq!(
+        history.last().unwrap()["content"],
+        "done",
+        "the newest message is kept"
+    );
+    assert!(!has_orphans(&history));
+
+    // A deliberate departure (case 79): nanobot keeps [u9, a0, a1, a2] and drops a3..a9.
+    let mut messages = users(10);
+    messages.extend((0..10).map(|i| a(&format!("a{i}"))));
+    let mut session = session_of(messages, 12);
+    let result = session.retain_recent(4, false, crate::support::at(1));
+    let kept: Vec<&str> = session
+        .messages()
+        .iter()
+        .map(|m| m.content().unwrap().as_str().unwrap())
+        .collect();
+    assert_eq!(kept.first(), Some(&"msg9"));
+    assert_eq!(kept.last(), Some(&"a9"));
+    assert_eq!(session.last_consolidated(), 3);
+    assert_eq!(result.already_consolidated, 9);
+
+    // A delivery just before the kept user turn stays (case 80).
+    let delivery = a("reminder").with("_channel_delivery", true);
+    let mut session = session_of(vec![u("setup"), delivery, u("ok"), a("great")], 0);
+    session.retain_recent(3, false, crate::support::at(1));
+    let kept: Vec<&str> = session
+        .messages()
+        .iter()
+        .map(|m| m.content().unwrap().as_str().unwrap())
+        .collect();
+    assert_eq!(kept, ["reminder", "ok", "great"]);
+}

@@ -210,3 +210,193 @@ async fn concurrent_tasks_on_one_session_lose_nothing() {
     let fresh = self::manager(Arc::new(file_store(dir.path())));
     assert_eq!(fresh.get_or_create(&k).await.unwrap().message_count(), 100);
 }
+
+#[tokio::test]
+async fn case_4_timestamp_follows_role_and_content() {
+    let manager = manager(Arc::new(MemorySessionStore::new()));
+    let handle = manager.get_or_create(&key("c:order")).await.unwrap();
+    handle.add_message(u("hi").with("media", json!(["/m/a.png"])));
+    handle.add_message(u("sdk").with("timestamp", "2023/05/30 (Tue) 17:27"));
+    handle.read(|s| {
+        let keys: Vec<&str> = s.messages()[0]
+            .fields()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, ["role", "content", "timestamp", "media"]);
+        let stamp = s.messages()[0].get("timestamp").unwrap().as_str().unwrap();
+        assert!(session_store::parse_isoformat(stamp).is_some(), "{stamp}");
+        assert_eq!(
+            s.messages()[1].get("timestamp").unwrap(),
+            "2023/05/30 (Tue) 17:27"
+        );
+    });
+}
+
+#[tokio::test]
+async fn case_39_transient_sessions_are_never_written() {
+    let dir = TempDir::new("transient");
+    let manager = manager(Arc::new(file_store(dir.path())));
+    let k = key("websocket:tmp");
+    let persistent = manager.get_or_create(&k).await.unwrap();
+    persistent.add_message(u("kept"));
+    manager.save(&persistent).await.unwrap();
+
+    let transient = manager.get_or_create_transient(&k);
+    assert!(!transient.is_persistent());
+    assert_eq!(transient.message_count(), 0, "no history is loaded");
+    transient.add_message(u("secret"));
+    manager.end_turn(&transient).await.unwrap();
+    assert!(Arc::ptr_eq(&manager.get_cached(&k).unwrap(), &transient));
+    assert!(Arc::ptr_eq(
+        &manager.get_or_create_transient(&k),
+        &transient
+    ));
+    let on_disk =
+        std::fs::read_to_string(dir.path().join(format!("{}.jsonl", k.storage_stem()))).unwrap();
+    assert!(!on_disk.contains("secret"));
+    manager.invalidate(&k);
+    assert!(manager.get_cached(&k).is_none());
+    assert_eq!(manager.get_or_create(&k).await.unwrap().message_count(), 1);
+}
+
+#[tokio::test]
+async fn case_40_delete_tells_the_observer() {
+    let manager = manager(Arc::new(MemorySessionStore::new()));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    manager.set_delete_observer(Box::new(move |k| log.lock().unwrap().push(k.to_string())));
+    let handle = manager.get_or_create(&key("c:gone")).await.unwrap();
+    handle.add_message(u("x"));
+    manager.save(&handle).await.unwrap();
+    assert!(manager.delete(&key("c:gone")).await.unwrap());
+    assert!(!manager.delete(&key("c:never")).await.unwrap());
+    assert_eq!(*seen.lock().unwrap(), ["c:gone", "c:never"]);
+}
+
+fn texts(handle: &session_store::SessionHandle) -> Vec<String> {
+    handle.read(|s| {
+        s.messages()
+            .iter()
+            .map(|m| m.content().unwrap().as_str().unwrap_or("").to_owned())
+            .collect()
+    })
+}
+
+#[tokio::test]
+async fn case_45_46_47_fork_before_a_user_turn() {
+    let dir = TempDir::new("fork");
+    let manager = manager(Arc::new(file_store(dir.path())));
+    let source = manager.get_or_create(&key("c:src")).await.unwrap();
+    for text in ["u1", "a1", "u2", "a2", "u3"] {
+        let message = if text.starts_with('u') {
+            u(text)
+        } else {
+            a(text)
+        };
+        source.add_message(message);
+    }
+    source.update(|s| {
+        for (k, v) in [
+            ("webui", json!({"pinned": true})),
+            ("title", json!("T")),
+            ("goal_state", json!({})),
+        ] {
+            s.metadata_mut().insert(k.into(), v);
+        }
+        s.metadata_mut()
+            .insert("_last_summary".into(), json!({"text": "s"}));
+        s.set_last_consolidated(4).unwrap();
+        s.set_provider_state(Some(json!({"kind": "k"})));
+    });
+    manager.save(&source).await.unwrap();
+
+    let fork = manager
+        .fork(&key("c:src"), &key("c:fork"), 1)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(texts(&fork), ["u1", "a1"]);
+    fork.read(|s| {
+        assert_eq!(
+            s.meta().metadata,
+            *json!({"webui": {"pinned": true}}).as_object().unwrap()
+        );
+        assert_eq!(
+            s.last_consolidated(),
+            0,
+            "the pointer passed the copy: reset, summary dropped"
+        );
+        assert!(s.meta().provider_state.is_none());
+    });
+    // Persisted at once.
+    let fresh = self::manager(Arc::new(file_store(dir.path())));
+    assert_eq!(
+        texts(&fresh.get_or_create(&key("c:fork")).await.unwrap()),
+        ["u1", "a1"]
+    );
+
+    assert_eq!(
+        texts(
+            &manager
+                .fork(&key("c:src"), &key("c:all"), 3)
+                .await
+                .unwrap()
+                .unwrap()
+        )
+        .len(),
+        5
+    );
+    assert!(
+        manager
+            .fork(&key("c:src"), &key("c:x"), 4)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        manager
+            .fork(&key("c:missing"), &key("c:x"), 0)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        manager
+            .fork(&key("c:src"), &key("c:none"), 0)
+            .await
+            .unwrap()
+            .unwrap()
+            .message_count()
+            == 0
+    );
+
+    // A pointer that still fits is kept with its summary.
+    source.update(|s| s.set_last_consolidated(2).unwrap());
+    let kept = manager
+        .fork(&key("c:src"), &key("c:kept"), 1)
+        .await
+        .unwrap()
+        .unwrap();
+    kept.read(|s| {
+        assert_eq!(s.last_consolidated(), 2);
+        assert!(s.meta().metadata.contains_key("_last_summary"));
+    });
+
+    // Runtime context is not copied.
+    let ctx = manager.get_or_create(&key("c:ctx")).await.unwrap();
+    ctx.add_message(u("hi\n\nRUNTIME").with(
+        "_runtime_context",
+        json!({"version": 1, "sources": [], "suffix": "RUNTIME"}),
+    ));
+    ctx.add_message(u("next"));
+    let copy = manager
+        .fork(&key("c:ctx"), &key("c:ctx2"), 1)
+        .await
+        .unwrap()
+        .unwrap();
+    copy.read(|s| {
+        assert_eq!(s.messages()[0].content().unwrap(), "hi");
+        assert!(s.messages()[0].get("_runtime_context").is_none());
+    });
+}
