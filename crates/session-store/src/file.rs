@@ -650,9 +650,12 @@ fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
     let mut latest_update: Option<NaiveDateTime> = None;
     let mut offset = 0;
     let mut line_no = 0;
+    // One SIMD pass validates the whole file; lines are then slices of it. A file that is
+    // not valid UTF-8 throughout is checked line by line, to find the damaged ones.
+    let whole = simdutf8::basic::from_utf8(bytes).ok();
     while offset < bytes.len() {
         line_no += 1;
-        let (line, next, terminated) = match bytes[offset..].iter().position(|&b| b == b'\n') {
+        let (line, next, terminated) = match memchr::memchr(b'\n', &bytes[offset..]) {
             Some(end) => (&bytes[offset..offset + end], offset + end + 1, true),
             None => (&bytes[offset..], bytes.len(), false),
         };
@@ -663,20 +666,22 @@ fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
         }
         // Records nanobot-ai and we write start with their `_type`; everything else is a
         // message, validated now and decoded when first read.
-        let decoded = std::str::from_utf8(line)
-            .map_err(|_| "not UTF-8".to_owned())
-            .and_then(|text| {
-                if is_typed_record(text) {
-                    serde_json::from_str::<Value>(text)
-                        .map_err(|e| format!("not JSON ({e})"))
-                        .and_then(|value| match value {
-                            Value::Object(map) => Ok(Line::Record(map)),
-                            other => Err(format!("a JSON {} where a record belongs", kind(&other))),
-                        })
-                } else {
-                    StoredMessage::from_json_text(text).map(Line::Message)
-                }
-            });
+        let text = match whole {
+            Some(text) => Ok(&text[start..start + line.len()]),
+            None => std::str::from_utf8(line),
+        };
+        let decoded = text.map_err(|_| "not UTF-8".to_owned()).and_then(|text| {
+            if is_typed_record(text) {
+                serde_json::from_str::<Value>(text)
+                    .map_err(|e| format!("not JSON ({e})"))
+                    .and_then(|value| match value {
+                        Value::Object(map) => Ok(Line::Record(map)),
+                        other => Err(format!("a JSON {} where a record belongs", kind(&other))),
+                    })
+            } else {
+                StoredMessage::from_json_text(text).map(Line::Message)
+            }
+        });
         let record = match decoded {
             Ok(Line::Message(message)) => {
                 if !terminated {

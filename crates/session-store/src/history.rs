@@ -15,12 +15,13 @@
 
 use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
 
 use llm_port::TokenCounter;
-use llm_port::tokens::{estimate_json_message_tokens, python_truthy as truthy};
+use llm_port::tokens::estimate_json_message_tokens;
 use serde_json::{Map, Value};
 
-use crate::message::StoredMessage;
+use crate::message::{Speaker, StoredMessage};
 
 /// The raw tail always replayed after compaction, extended to the user turn that began it.
 pub const MIN_REPLAY_MESSAGES: usize = 8;
@@ -33,6 +34,11 @@ const REPLAYED_FIELDS: [&str; 5] = [
     "reasoning_content",
     "thinking_blocks",
 ];
+
+/// One replayed message: `role`, `content` and the provider fields (`tool_calls`,
+/// `tool_call_id`, `name`, `reasoning_content`, `thinking_blocks`). Shared, because the
+/// projection of each stored message is computed once and reused by later calls.
+pub type Replayed = Arc<Map<String, Value>>;
 
 /// How much history to return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,7 +94,7 @@ pub fn get_history(
     last_consolidated: usize,
     options: &HistoryOptions,
     counter: &dyn TokenCounter,
-) -> Vec<Map<String, Value>> {
+) -> Vec<Replayed> {
     let pointer = last_consolidated.min(messages.len());
     let mut start = pointer;
     if pointer > 0 {
@@ -109,27 +115,33 @@ pub fn get_history(
 
     let kept = without_orphans(slice);
     let include = options.include_runtime_context;
-    if options.max_tokens == 0 {
-        return kept
-            .into_iter()
-            .filter_map(|m| project(m, include))
-            .collect();
-    }
-    let start = budget_start(&kept, options, counter);
-    let mut out: Vec<(Map<String, Value>, &StoredMessage)> = kept[start..]
+    let start = if options.max_tokens == 0 {
+        0
+    } else {
+        budget_start(&kept, options, counter)
+    };
+    let mut out: Vec<(Replayed, &StoredMessage)> = kept[start..]
         .iter()
         .filter_map(|m| project_cached(m, include).map(|p| (p, *m)))
         .collect();
-    drop_unanswerable_results(&mut out);
+    if start > 0 {
+        drop_unanswerable_results(&mut out);
+    }
     out.into_iter().map(|(projected, _)| projected).collect()
 }
 
 fn role(message: &StoredMessage) -> Option<&str> {
-    message.role()
+    match message.shape().speaker {
+        Speaker::User => Some("user"),
+        Speaker::Assistant => Some("assistant"),
+        Speaker::Tool => Some("tool"),
+        Speaker::System => Some("system"),
+        Speaker::Other => None,
+    }
 }
 
 fn is_user(message: &StoredMessage) -> bool {
-    role(message) == Some("user")
+    message.shape().speaker == Speaker::User
 }
 
 /// nanobot's `recent_message_start_index`.
@@ -143,7 +155,7 @@ fn recent_start(messages: &[StoredMessage], n: usize, extend_to_user: bool) -> u
     }
     match messages[..start].iter().rposition(is_user) {
         None => start,
-        Some(user) if user > 0 && messages[user - 1].flag("_channel_delivery") => user - 1,
+        Some(user) if user > 0 && messages[user - 1].shape().delivery => user - 1,
         Some(user) => user,
     }
 }
@@ -151,19 +163,9 @@ fn recent_start(messages: &[StoredMessage], n: usize, extend_to_user: bool) -> u
 /// Index of the first user message (or the delivery just before it); 0 without users.
 fn align_to_user(messages: &[StoredMessage]) -> usize {
     match messages.iter().position(is_user) {
-        Some(user) if user > 0 && messages[user - 1].flag("_channel_delivery") => user - 1,
+        Some(user) if user > 0 && messages[user - 1].shape().delivery => user - 1,
         Some(user) => user,
         None => 0,
-    }
-}
-
-/// The id of a tool call entry, as nanobot compares them (string form of a truthy id).
-fn call_id(call: &Value) -> Option<String> {
-    match call.get("id")? {
-        Value::String(id) if !id.is_empty() => Some(id.clone()),
-        Value::Number(n) if n.as_f64() != Some(0.0) => Some(n.to_string()),
-        Value::Bool(true) => Some("True".to_owned()),
-        _ => None,
     }
 }
 
@@ -171,25 +173,17 @@ fn call_id(call: &Value) -> Option<String> {
 /// assistant message declared. nanobot drops everything before an orphan too; we drop
 /// only the orphan.
 fn without_orphans(messages: &[StoredMessage]) -> Vec<&StoredMessage> {
-    let mut declared: HashSet<String> = HashSet::new();
+    let mut declared: HashSet<&str> = HashSet::new();
     let mut kept = Vec::with_capacity(messages.len());
     for message in messages {
-        match role(message) {
-            Some("assistant") => {
-                if let Some(Value::Array(calls)) = message.get("tool_calls") {
-                    declared.extend(calls.iter().filter_map(call_id));
-                }
-            }
-            Some("tool") => {
-                let id = message.get("tool_call_id").filter(|v| truthy(v));
-                if let Some(id) = id {
-                    let id = match id {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    };
-                    if !declared.contains(&id) {
-                        continue;
-                    }
+        let shape = message.shape();
+        match shape.speaker {
+            Speaker::Assistant => declared.extend(shape.declares.iter().map(String::as_str)),
+            Speaker::Tool => {
+                if let Some(id) = &shape.answers
+                    && !declared.contains(id.as_str())
+                {
+                    continue;
                 }
             }
             _ => {}
@@ -201,7 +195,7 @@ fn without_orphans(messages: &[StoredMessage]) -> Vec<&StoredMessage> {
 
 /// One message as the model sees it, or `None` when it is not replayed.
 fn project(message: &StoredMessage, include_runtime_context: bool) -> Option<Map<String, Value>> {
-    if message.flag("_command") {
+    if message.shape().command {
         return None;
     }
     let role = match role(message) {
@@ -458,7 +452,7 @@ fn cost(
     }
     let tokens = if include {
         message
-            .cached_projection(|| project(message, true))
+            .cached_projection(|| project(message, true).map(Arc::new))
             .as_ref()
             .map(|p| estimate_json_message_tokens(counter, p))
     } else {
@@ -473,18 +467,22 @@ fn cost(
     tokens
 }
 
-/// The projection, from the message's cache for model replay (filled by the budget walk).
-fn project_cached(message: &StoredMessage, include: bool) -> Option<Map<String, Value>> {
+/// The projection, from the message's cache for model replay (the public view projects
+/// differently and is not cached).
+fn project_cached(message: &StoredMessage, include: bool) -> Option<Replayed> {
     if include {
-        message.cached_projection(|| project(message, true)).clone()
+        message
+            .cached_projection(|| project(message, true).map(Arc::new))
+            .clone()
     } else {
-        project(message, false)
+        project(message, false).map(Arc::new)
     }
 }
 
 /// A user turn that replay keeps.
 fn is_replayed_user(message: &StoredMessage) -> bool {
-    is_user(message) && !message.flag("_command")
+    let shape = message.shape();
+    shape.speaker == Speaker::User && !shape.command
 }
 
 /// Step 6: where the newest messages within the budget begin, moved to a user turn. Only
@@ -519,7 +517,7 @@ fn budget_start(
             .unwrap_or(first_kept),
     };
     // Keep the proactive delivery the user was answering, as replay without a budget does.
-    if start > 0 && is_replayed_user(kept[start]) && kept[start - 1].flag("_channel_delivery") {
+    if start > 0 && is_replayed_user(kept[start]) && kept[start - 1].shape().delivery {
         start - 1
     } else {
         start
@@ -527,20 +525,20 @@ fn budget_start(
 }
 
 /// After a cut, results whose call was cut away cannot be answered: drop them.
-fn drop_unanswerable_results(kept: &mut Vec<(Map<String, Value>, &StoredMessage)>) {
-    let mut declared: HashSet<String> = HashSet::new();
-    kept.retain(|(projected, _)| match projected["role"].as_str() {
-        Some("assistant") => {
-            if let Some(Value::Array(calls)) = projected.get("tool_calls") {
-                declared.extend(calls.iter().filter_map(call_id));
+fn drop_unanswerable_results(kept: &mut Vec<(Replayed, &StoredMessage)>) {
+    let mut declared: HashSet<&str> = HashSet::new();
+    kept.retain(|(_, stored)| {
+        let shape = stored.shape();
+        match shape.speaker {
+            Speaker::Assistant => {
+                declared.extend(shape.declares.iter().map(String::as_str));
+                true
             }
-            true
+            Speaker::Tool => shape
+                .answers
+                .as_deref()
+                .is_none_or(|id| declared.contains(id)),
+            _ => true,
         }
-        Some("tool") => match projected.get("tool_call_id").filter(|v| truthy(v)) {
-            Some(Value::String(id)) => declared.contains(id),
-            Some(other) => declared.contains(&other.to_string()),
-            None => true,
-        },
-        _ => true,
     });
 }

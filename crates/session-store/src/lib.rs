@@ -17,7 +17,9 @@ mod store;
 pub use error::SessionError;
 #[cfg(feature = "fs")]
 pub use file::{Durability, FileSessionStore, FileStoreOptions};
-pub use history::{HistoryOptions, MIN_REPLAY_MESSAGES, get_history, replay_token_budget};
+pub use history::{
+    HistoryOptions, MIN_REPLAY_MESSAGES, Replayed, get_history, replay_token_budget,
+};
 pub use key::{MAX_KEY_BYTES, SessionKey};
 pub use manager::{DEFAULT_CACHE_CAPACITY, DeleteObserver, SessionHandle, SessionManager};
 pub use memory::MemorySessionStore;

@@ -5,10 +5,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use llm_port::{Clock, TokenCounter};
-use serde_json::{Map, Value};
 
 use crate::error::SessionError;
-use crate::history::{HistoryOptions, get_history};
+use crate::history::{HistoryOptions, Replayed, get_history};
 use crate::key::SessionKey;
 use crate::message::StoredMessage;
 use crate::session::{Session, local_naive};
@@ -104,7 +103,7 @@ impl SessionHandle {
     }
 
     /// The replay for a model (see [`get_history`]); token estimates are cached per message.
-    pub fn history(&self, options: &HistoryOptions) -> Vec<Map<String, Value>> {
+    pub fn history(&self, options: &HistoryOptions) -> Vec<Replayed> {
         let state = self.lock();
         get_history(
             state.session.messages(),

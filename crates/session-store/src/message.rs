@@ -24,8 +24,77 @@ pub struct StoredMessage {
     fields: OnceLock<Map<String, Value>>,
     /// (encoding fingerprint, tokens) of the replay projection.
     tokens: OnceLock<(u64, u32)>,
-    /// The replay projection (`None`: not replayed), once computed under a token budget.
-    projection: OnceLock<Option<Map<String, Value>>>,
+    /// The model-replay projection (`None`: not replayed), computed once.
+    projection: OnceLock<Option<std::sync::Arc<Map<String, Value>>>>,
+    /// What replay asks of every message, decoded once.
+    shape: OnceLock<Shape>,
+}
+
+/// The roles replay tells apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Speaker {
+    User,
+    Assistant,
+    Tool,
+    System,
+    /// No string role, or one a provider would refuse.
+    Other,
+}
+
+/// What replay needs to know about every message, so a long history is scanned without
+/// looking fields up again.
+#[derive(Debug, Clone)]
+pub(crate) struct Shape {
+    pub(crate) speaker: Speaker,
+    /// A slash-command pair persisted for the UI only (`_command`).
+    pub(crate) command: bool,
+    /// A proactive message pushed to a channel (`_channel_delivery`).
+    pub(crate) delivery: bool,
+    /// A tool result's truthy `tool_call_id`, in string form.
+    pub(crate) answers: Option<String>,
+    /// The ids an assistant message's `tool_calls` declare.
+    pub(crate) declares: Vec<String>,
+}
+
+impl Shape {
+    fn of(fields: &Map<String, Value>) -> Shape {
+        let speaker = match fields.get("role").and_then(Value::as_str) {
+            Some("user") => Speaker::User,
+            Some("assistant") => Speaker::Assistant,
+            Some("tool") => Speaker::Tool,
+            Some("system") => Speaker::System,
+            _ => Speaker::Other,
+        };
+        let flag = |key: &str| fields.get(key).is_some_and(python_truthy);
+        let answers = match fields.get("tool_call_id") {
+            Some(Value::String(id)) if !id.is_empty() => Some(id.clone()),
+            Some(other) if python_truthy(other) => Some(other.to_string()),
+            _ => None,
+        };
+        let declares = match (speaker, fields.get("tool_calls")) {
+            (Speaker::Assistant, Some(Value::Array(calls))) => {
+                calls.iter().filter_map(call_id).collect()
+            }
+            _ => Vec::new(),
+        };
+        Shape {
+            speaker,
+            command: flag("_command"),
+            delivery: flag("_channel_delivery"),
+            answers,
+            declares,
+        }
+    }
+}
+
+/// The id of a tool call entry, as nanobot compares them (string form of a truthy id).
+pub(crate) fn call_id(call: &Value) -> Option<String> {
+    match call.get("id")? {
+        Value::String(id) if !id.is_empty() => Some(id.clone()),
+        Value::Number(n) if n.as_f64() != Some(0.0) => Some(n.to_string()),
+        Value::Bool(true) => Some("True".to_owned()),
+        _ => None,
+    }
 }
 
 impl StoredMessage {
@@ -62,6 +131,7 @@ impl StoredMessage {
             fields: OnceLock::from(fields),
             tokens: OnceLock::new(),
             projection: OnceLock::new(),
+            shape: OnceLock::new(),
         }
     }
 
@@ -78,6 +148,7 @@ impl StoredMessage {
             fields: OnceLock::new(),
             tokens: OnceLock::new(),
             projection: OnceLock::new(),
+            shape: OnceLock::new(),
         })
     }
 
@@ -166,11 +237,16 @@ impl StoredMessage {
         let _ = self.tokens.set((fingerprint, tokens));
     }
 
+    /// What replay needs to know about this message.
+    pub(crate) fn shape(&self) -> &Shape {
+        self.shape.get_or_init(|| Shape::of(self.fields()))
+    }
+
     /// The model-replay projection, computed once by `project`.
     pub(crate) fn cached_projection(
         &self,
-        project: impl FnOnce() -> Option<Map<String, Value>>,
-    ) -> &Option<Map<String, Value>> {
+        project: impl FnOnce() -> Option<std::sync::Arc<Map<String, Value>>>,
+    ) -> &Option<std::sync::Arc<Map<String, Value>>> {
         self.projection.get_or_init(project)
     }
 }
@@ -188,6 +264,7 @@ impl Clone for StoredMessage {
             fields: self.fields.clone(),
             tokens: self.tokens.clone(),
             projection: self.projection.clone(),
+            shape: self.shape.clone(),
         }
     }
 }

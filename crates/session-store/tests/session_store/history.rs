@@ -12,7 +12,7 @@ fn history(
     messages: &[StoredMessage],
     pointer: usize,
     options: HistoryOptions,
-) -> Vec<serde_json::Map<String, Value>> {
+) -> Vec<session_store::Replayed> {
     get_history(messages, pointer, &options, &Cl100kBase)
 }
 
@@ -53,7 +53,7 @@ fn case_50_message_cap() {
     assert_eq!(out[0]["role"], "user");
 }
 
-fn has_orphans(history: &[serde_json::Map<String, Value>]) -> bool {
+fn has_orphans(history: &[session_store::Replayed]) -> bool {
     let mut declared = std::collections::HashSet::new();
     for m in history {
         if let Some(Value::Array(calls)) = m.get("tool_calls") {
@@ -125,7 +125,7 @@ fn case_56_only_provider_fields_are_replayed() {
         HistoryOptions::default(),
     );
     assert_eq!(
-        out[0],
+        *out[0],
         *json!({"role": "user", "content": "hi"})
             .as_object()
             .unwrap()

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use chrono::{NaiveDate, NaiveDateTime};
 use llm_port::{Cl100kBase, Clock, TokenCounter};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use session_store::{FileSessionStore, FileStoreOptions, SessionKey, StoredMessage};
 
 pub(crate) fn at(second: u32) -> NaiveDateTime {
@@ -48,7 +48,7 @@ pub(crate) fn tt(prefix: &str, i: usize) -> Vec<StoredMessage> {
     out
 }
 
-pub(crate) fn contents(history: &[Map<String, Value>]) -> Vec<String> {
+pub(crate) fn contents(history: &[session_store::Replayed]) -> Vec<String> {
     history
         .iter()
         .map(|m| match &m["content"] {
