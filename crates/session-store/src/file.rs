@@ -46,6 +46,7 @@ use serde_json::{Map, Value};
 use crate::error::SessionError;
 use crate::info;
 use crate::key::SessionKey;
+use crate::listing::{ListingIndex, Stamp};
 use crate::memory::sort_listing;
 use crate::message::StoredMessage;
 use crate::session::{Session, SessionMeta, local_naive, parse_isoformat, python_isoformat};
@@ -120,6 +121,7 @@ pub struct FileSessionStore {
     /// nanobot-ai's `.session-files.lock`, in its layout.
     namespace_lock: Option<PathBuf>,
     states: Mutex<HashMap<SessionKey, FileState>>,
+    listing: Mutex<ListingIndex>,
 }
 
 impl std::fmt::Debug for FileSessionStore {
@@ -142,6 +144,7 @@ impl FileSessionStore {
             options,
             namespace_lock: None,
             states: Mutex::new(HashMap::new()),
+            listing: Mutex::new(ListingIndex::default()),
         })
     }
 
@@ -1022,28 +1025,49 @@ impl SessionStore for FileSessionStore {
     async fn list(&self) -> Result<Vec<SessionInfo>, SessionError> {
         let entries =
             fs::read_dir(&self.dir).map_err(|e| SessionError::io("list", &self.dir, e))?;
+        let mut index = self.listing.lock().unwrap_or_else(|p| p.into_inner());
+        index.load_once(&self.dir);
         let mut rows = Vec::new();
+        let mut present = std::collections::HashSet::new();
         let now = self.now();
         for entry in entries {
             let entry = entry.map_err(|e| SessionError::io("list", &self.dir, e))?;
             let name = entry.file_name();
-            let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
+            let Some(file) = name.to_str() else {
+                continue;
+            };
+            let Some(stem) = file.strip_suffix(".jsonl") else {
                 continue;
             };
             let canonical = SessionKey::from_storage_stem(stem);
             if canonical.is_none() && !SessionKey::is_hashed_stem(stem) {
                 continue;
             }
+            let stamp = match entry.metadata() {
+                Ok(metadata) => Stamp::of(&metadata),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(SessionError::io("inspect", entry.path(), e)),
+            };
+            present.insert(file.to_owned());
+            if let Some(row) = index.fresh(file, stamp) {
+                rows.push(row);
+                continue;
+            }
             let path = entry.path();
+            let read_at = std::time::SystemTime::now();
             let bytes = match fs::read(&path) {
                 Ok(bytes) => bytes,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(SessionError::io("read", &path, e)),
             };
             if let Some(row) = list_row(&bytes, canonical, now) {
+                // The stamp taken before reading: a change during the read is seen next time.
+                index.record(file.to_owned(), stamp, read_at, &row);
                 rows.push(row);
             }
         }
+        index.retain(&present);
+        index.save(&self.dir);
         sort_listing(&mut rows);
         Ok(rows)
     }

@@ -895,3 +895,62 @@ async fn case_92_moved_and_symlinked_workspaces_keep_their_sessions() {
     assert_ne!(other.dir(), namespace);
     assert!(other.load(&k).await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn the_listing_index_never_serves_a_stale_row() {
+    let dir = TempDir::new("listing");
+    let store = file_store(dir.path());
+    let k = key("cli:listed");
+    let mut session = Session::new(k.clone(), at(0));
+    session.add_message(u("first question"), at(1));
+    let mut revision = store
+        .save_changes(&mut session, None)
+        .await
+        .unwrap()
+        .unwrap();
+    let row =
+        |rows: Vec<session_store::SessionInfo>| rows.into_iter().find(|r| r.key == k).unwrap();
+    assert_eq!(row(store.list().await.unwrap()).message_count, 1);
+    assert!(dir.path().join(".listing-index.json").exists());
+
+    // An append changes the size.
+    session.add_message(a("an answer"), at(2));
+    revision = store
+        .save_changes(&mut session, Some(revision))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row(store.list().await.unwrap()).message_count, 2);
+
+    // A flush rewrites line 1 in place: same size, new updated_at.
+    session.add_message(u("again"), at(30));
+    revision = store
+        .save_changes(&mut session, Some(revision))
+        .await
+        .unwrap()
+        .unwrap();
+    let before = row(store.list().await.unwrap()).updated_at;
+    store.flush(&k, revision).await.unwrap();
+    let listed = row(store.list().await.unwrap());
+    assert_eq!((listed.message_count, listed.updated_at), (3, at(30)));
+    assert!(listed.updated_at >= before);
+
+    // Another store (another process) reads the index and agrees; a damaged index is rebuilt.
+    let other = file_store(dir.path());
+    assert_eq!(row(other.list().await.unwrap()).message_count, 3);
+    fs::write(dir.path().join(".listing-index.json"), "{ not json").unwrap();
+    let third = file_store(dir.path());
+    assert_eq!(row(third.list().await.unwrap()).message_count, 3);
+
+    // A session written by someone else (nanobot-ai rewrites whole files) is picked up.
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    let path = store.path_of(&k);
+    let text = fs::read_to_string(&path)
+        .unwrap()
+        .replace("first question", "edited elsewhere");
+    fs::write(&path, text).unwrap();
+    assert_eq!(row(third.list().await.unwrap()).preview, "edited elsewhere");
+
+    assert!(store.delete(&k).await.unwrap());
+    assert!(store.list().await.unwrap().is_empty());
+}
