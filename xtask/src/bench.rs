@@ -76,6 +76,14 @@ const ROWS: &[Row] = &[
         check: Some((("cold_load", &["n"]), ("cold_load", &["n"]))),
     },
     Row {
+        label: "W2 open for replay, 10,000 messages archived (vs full load)",
+        ours_bench: SESSIONS,
+        ours: ("cold_load", &["replay_open_archived_s", "median"]),
+        peer: Some(("cold_load", &["load_s", "median"])),
+        floor: None,
+        check: None,
+    },
+    Row {
         label: "W2 peak RSS of the load worker (KiB, lower is better)",
         ours_bench: SESSIONS,
         ours: ("cold_load", &["peak_rss_after_load_kib"]),

@@ -30,7 +30,7 @@ use llm_port::{Cl100kBase, SystemClock};
 use serde_json::{Map, Value, json};
 use session_store::{
     Durability, FileSessionStore, FileStoreOptions, HistoryOptions, SessionKey, SessionManager,
-    StoredMessage, get_history,
+    SessionStore, StoredMessage, get_history,
 };
 
 #[derive(Debug, Clone)]
@@ -269,6 +269,16 @@ fn write_load_session(p: &Params) -> TempDir {
             handle.add_message(spec);
         }
         manager.end_turn(&handle).await.unwrap();
+        // The same session, archived up to its end (as after an idle compaction).
+        let archived = SessionKey::new("bench:archived").unwrap();
+        let handle = manager.get_or_create(&archived).await.unwrap();
+        for spec in specs(SEED, p.load_n) {
+            handle.add_message(spec);
+        }
+        handle
+            .update(|s| s.set_last_consolidated(p.load_n))
+            .unwrap();
+        manager.end_turn(&handle).await.unwrap();
     });
     dir
 }
@@ -291,6 +301,21 @@ fn cold_load(p: &Params, dir: &Path) -> Value {
         assert_eq!(count, p.load_n);
     }
     let peak_after_load = peak_rss_kib();
+    // Opening for replay a long session whose past is archived (the pointer at the end, as
+    // after an idle compaction): only the metadata and the live tail are read.
+    let archived = SessionKey::new("bench:archived").unwrap();
+    let (mut replay_open, mut tail_len) = (Vec::new(), 0);
+    for _ in 0..p.reps {
+        let store = FileSessionStore::open(dir, FileStoreOptions::default()).unwrap();
+        let t = Instant::now();
+        let view = rt
+            .block_on(store.open_for_replay(&archived))
+            .unwrap()
+            .unwrap();
+        replay_open.push(t.elapsed().as_secs_f64());
+        assert_eq!(view.message_count, p.load_n);
+        tail_len = view.tail.len();
+    }
     // The floor: serde_json's typed parse of every message line, same bytes.
     let bytes = std::fs::read(&path).unwrap();
     let mut typed = Vec::new();
@@ -308,6 +333,8 @@ fn cold_load(p: &Params, dir: &Path) -> Value {
         "n": p.load_n, "file_bytes": bytes.len(),
         "manager_ctor_s": summarize(ctor),
         "load_s": summarize(load),
+        "replay_open_archived_s": summarize(replay_open),
+        "replay_open_tail_messages": tail_len,
         "serde_json_typed_parse_s": summarize(typed),
         "baseline_rss_kib": baseline,
         "peak_rss_after_load_kib": peak_after_load,

@@ -353,6 +353,41 @@ pub async fn flush_keeps_everything(store: impl SessionStore) {
     assert_eq!(Some(loaded.revision), revision);
 }
 
+/// A replay view gives the same history as the whole session, and names its size.
+pub async fn replay_view(store: impl SessionStore) {
+    let k = key("cli:view");
+    let mut session = Session::new(k.clone(), at(0));
+    for i in 0..40 {
+        session.add_message(message(i), at(1));
+    }
+    session.set_last_consolidated(36).unwrap();
+    let revision = store
+        .save_changes(&mut session, None)
+        .await
+        .unwrap()
+        .unwrap();
+    store.flush(&k, revision).await.unwrap();
+    let view = store.open_for_replay(&k).await.unwrap().unwrap();
+    assert_eq!(view.message_count, 40);
+    let counter = llm_port::Utf8Bytes;
+    for options in [
+        crate::HistoryOptions::default(),
+        crate::HistoryOptions::with_token_budget(60),
+    ] {
+        assert_eq!(
+            view.history(&options, &counter),
+            crate::get_history(session.messages(), 36, &options, &counter)
+        );
+    }
+    assert!(
+        store
+            .open_for_replay(&key("nobody:0"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
 /// Polls every future in turn until all are done (no runtime needed).
 async fn join_all<F: std::future::Future<Output = ()>>(futures: Vec<F>) {
     let mut futures: Vec<Option<std::pin::Pin<Box<F>>>> =
@@ -387,7 +422,7 @@ macro_rules! session_store_conformance {
             use super::*;
             $crate::session_store_conformance!(@case $make, unknown_key, round_trip, ordering,
                 conflict_detection, pointer_bounds, rewrite_and_metadata, concurrent_appends,
-                list_and_delete, flush_keeps_everything);
+                list_and_delete, flush_keeps_everything, replay_view);
         }
     };
     (@case $make:expr, $($case:ident),*) => {$(

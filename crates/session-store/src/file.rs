@@ -49,6 +49,7 @@ use crate::key::SessionKey;
 use crate::listing::{ListingIndex, Stamp};
 use crate::memory::sort_listing;
 use crate::message::StoredMessage;
+use crate::replay::{ReplayView, replay_floor};
 use crate::session::{Session, SessionMeta, local_naive, parse_isoformat, python_isoformat};
 use crate::store::{Append, Loaded, Repair, Revision, SessionInfo, SessionStore};
 
@@ -112,7 +113,20 @@ struct FileState {
     /// A newer `updated_at` not worth a record of its own (the only change since
     /// `recorded`): written into line 1 at flush.
     pending_updated_at: Option<NaiveDateTime>,
+    /// The (messages, bytes) mark line 1 carries, if any (see [`TailMark`]).
+    line1_mark: Option<TailMark>,
 }
+
+/// What line 1 records about the file for [`FileSessionStore::open_for_replay`]: at `bytes`
+/// bytes the file held `messages` messages. nanobot-ai ignores the field (and drops it when
+/// it rewrites a file, which makes us read the whole file again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TailMark {
+    messages: usize,
+    bytes: u64,
+}
+
+const TAIL_MARK_FIELD: &str = "_nanobot_rs";
 
 /// Sessions as JSONL files in one directory.
 pub struct FileSessionStore {
@@ -418,13 +432,19 @@ impl FileSessionStore {
                 FileState {
                     revision,
                     messages: session.messages().len(),
-                    meta_line: parsed.meta_line,
+                    // Line 1 is rewritten from this canonical text (our mark is added then).
+                    meta_line: parsed
+                        .meta
+                        .as_ref()
+                        .map(|m| metadata_line(key, m))
+                        .unwrap_or_default(),
                     provider_state: session.meta().provider_state.clone(),
                     line1_capacity: parsed.line1_capacity,
                     line1_current: parsed.line1_current,
                     dead_bytes: parsed.dead_bytes,
                     recorded: parsed.meta,
                     pending_updated_at: None,
+                    line1_mark: parsed.line1_mark,
                 },
             );
         }
@@ -459,6 +479,181 @@ impl FileSessionStore {
             .ok_or_else(|| SessionError::Backend {
                 message: format!("lost track of session {key} while reading it"),
             })
+    }
+
+    /// The replay view of a locked file from its line 1, what was appended since line 1's
+    /// mark, and as many older lines as replay needs, read backwards. `None` when the file
+    /// does not allow it (no mark: written by nanobot-ai or damaged), and the caller loads it
+    /// whole.
+    #[cfg(unix)]
+    fn read_tail(
+        &self,
+        key: &SessionKey,
+        path: &Path,
+        locked: &Locked,
+    ) -> Result<Option<ReplayView>, SessionError> {
+        use std::os::unix::fs::FileExt;
+        const CHUNK: u64 = 64 * 1024;
+        let revision = revision_of(&locked.file, path)?;
+        let len = revision.offset;
+        let read = |from: u64, to: u64| -> Result<Vec<u8>, SessionError> {
+            let mut buf = vec![0u8; usize::try_from(to - from).unwrap_or(0)];
+            locked
+                .file
+                .read_exact_at(&mut buf, from)
+                .map_err(|e| SessionError::io("read", path, e))?;
+            Ok(buf)
+        };
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default();
+        if SessionKey::is_hashed_stem(stem) {
+            return Ok(None);
+        }
+        let head = read(0, len.min(CHUNK))?;
+        let Some(end1) = memchr::memchr(b'\n', &head) else {
+            return Ok(None);
+        };
+        let Ok(line1) = serde_json::from_slice::<Map<String, Value>>(&head[..end1]) else {
+            return Ok(None);
+        };
+        let Some(mark) = read_mark(&line1).filter(|m| {
+            line1.get("_type") == Some(&json_str("metadata"))
+                && m.bytes <= len
+                && m.bytes > end1 as u64
+        }) else {
+            return Ok(None);
+        };
+        let now = self.now();
+        let mut ignored = Vec::new();
+        let mut meta = read_meta(&line1, now, &mut ignored);
+        let mut latest_update = meta.updated_at;
+        // Line 2 may hold the provider state.
+        let body_start = end1 as u64 + 1;
+        let rest = &head[end1 + 1..];
+        if let Some(end2) = memchr::memchr(b'\n', rest)
+            && is_typed_record_bytes(&rest[..end2])
+            && let Ok(record) = serde_json::from_slice::<Map<String, Value>>(&rest[..end2])
+            && record.get("_type") == Some(&json_str("provider_state"))
+        {
+            meta.provider_state = record.get("state").filter(|s| s.is_object()).cloned();
+        }
+
+        // What was appended since the mark: new messages and newer records.
+        let since = read(mark.bytes, len)?;
+        let mut newer = Vec::new();
+        for line in since.split(|&b| b == b'\n') {
+            let Ok(text) = std::str::from_utf8(line) else {
+                return Ok(None);
+            };
+            if text.trim().is_empty() {
+                continue;
+            }
+            if is_typed_record(text) {
+                let Ok(record) = serde_json::from_str::<Map<String, Value>>(text) else {
+                    return Ok(None);
+                };
+                match record.get("_type").and_then(Value::as_str) {
+                    Some("metadata") => {
+                        let state = meta.provider_state.take();
+                        meta = read_meta(&record, now, &mut ignored);
+                        meta.provider_state = state;
+                        latest_update = latest_update.max(meta.updated_at);
+                    }
+                    Some("provider_state") => {
+                        meta.provider_state =
+                            record.get("state").filter(|s| s.is_object()).cloned();
+                    }
+                    _ => newer.push(StoredMessage::from_map(record)),
+                }
+                continue;
+            }
+            match StoredMessage::from_json_text(text) {
+                Ok(message) => newer.push(message),
+                // A torn last line is not a message; anything else needs the full loader.
+                Err(_) if std::ptr::eq(line.as_ptr_range().end, since.as_ptr_range().end) => {}
+                Err(_) => return Ok(None),
+            }
+        }
+        meta.updated_at = meta.updated_at.max(latest_update);
+        let total = mark.messages + newer.len();
+        if meta.last_consolidated > total {
+            meta.last_consolidated = 0;
+        }
+        let floor = replay_floor(total, meta.last_consolidated);
+
+        // Older messages, newest first, until the tail reaches the floor and a user turn at
+        // or below it (with the message before that turn).
+        let mut older: Vec<StoredMessage> = Vec::new();
+        let mut index = mark.messages;
+        let mut user_below_floor: Option<usize> = None;
+        let mut pos = mark.bytes;
+        let mut carry: Vec<u8> = Vec::new();
+        let satisfied = |index: usize, user: Option<usize>| {
+            index == 0 || (index <= floor && user.is_some_and(|u| index < u))
+        };
+        while !satisfied(index, user_below_floor) && pos > body_start {
+            let from = pos.saturating_sub(CHUNK).max(body_start);
+            let mut chunk = read(from, pos)?;
+            chunk.extend_from_slice(&carry);
+            let (partial, complete) = if from > body_start {
+                match memchr::memchr(b'\n', &chunk) {
+                    Some(cut) => chunk.split_at(cut + 1),
+                    None => (&chunk[..], &chunk[chunk.len()..]),
+                }
+            } else {
+                (&chunk[..0], &chunk[..])
+            };
+            for line in complete.rsplit(|&b| b == b'\n') {
+                if satisfied(index, user_below_floor) {
+                    break;
+                }
+                if line.iter().all(u8::is_ascii_whitespace) || is_typed_record_bytes(line) {
+                    continue;
+                }
+                let Ok(message) = std::str::from_utf8(line)
+                    .map_err(|_| ())
+                    .and_then(|t| StoredMessage::from_json_text(t).map_err(|_| ()))
+                else {
+                    return Ok(None);
+                };
+                let Some(i) = index.checked_sub(1) else {
+                    return Ok(None);
+                };
+                index = i;
+                if i <= floor && user_below_floor.is_none() && message.role() == Some("user") {
+                    user_below_floor = Some(i);
+                }
+                older.push(message);
+            }
+            carry = partial.to_vec();
+            pos = from;
+        }
+        if pos <= body_start && index != 0 && !satisfied(index, user_below_floor) {
+            // The file does not hold what its mark says.
+            return Ok(None);
+        }
+        older.reverse();
+        older.extend(newer);
+        Ok(Some(ReplayView {
+            key: key.clone(),
+            meta,
+            message_count: total,
+            tail_start: index,
+            tail: older,
+            revision,
+        }))
+    }
+
+    #[cfg(not(unix))]
+    fn read_tail(
+        &self,
+        _key: &SessionKey,
+        _path: &Path,
+        _locked: &Locked,
+    ) -> Result<Option<ReplayView>, SessionError> {
+        Ok(None)
     }
 
     fn compact_locked(
@@ -542,6 +737,7 @@ fn conflict(key: &SessionKey, expected: Option<Revision>, found: Option<Revision
 struct Rendered {
     bytes: String,
     meta: SessionMeta,
+    mark: TailMark,
     meta_line: String,
     line1_capacity: usize,
     provider_state: Option<Value>,
@@ -559,32 +755,68 @@ impl Rendered {
             dead_bytes: 0,
             recorded: Some(self.meta),
             pending_updated_at: None,
+            line1_mark: Some(self.mark),
         }
     }
 }
 
-/// The whole file of a session: padded metadata line, provider state, messages.
+/// The whole file of a session: padded metadata line (with its tail mark), provider state,
+/// messages.
 fn render(key: &SessionKey, meta: &SessionMeta, messages: &[StoredMessage]) -> Rendered {
     let meta_line = metadata_line(key, meta);
-    let line1 = padded(&meta_line);
-    let mut bytes = String::with_capacity(line1.len() + 1 + messages.len() * 256);
-    bytes.push_str(&line1);
-    bytes.push('\n');
+    let mut body = String::with_capacity(messages.len() * 256);
     if let Some(state) = &meta.provider_state {
-        bytes.push_str(&provider_state_line(Some(state)));
-        bytes.push('\n');
+        body.push_str(&provider_state_line(Some(state)));
+        body.push('\n');
     }
     for message in messages {
-        bytes.push_str(&to_python_json(message));
-        bytes.push('\n');
+        body.push_str(&to_python_json(message));
+        body.push('\n');
     }
+    // Line 1's width must be known before the mark that names the file's length: size it
+    // for the widest mark, then pad the real one to that width.
+    let widest = TailMark {
+        messages: usize::MAX,
+        bytes: u64::MAX,
+    };
+    let capacity = padded(&with_mark(&meta_line, widest)).len();
+    let mark = TailMark {
+        messages: messages.len(),
+        bytes: (capacity + 1 + body.len()) as u64,
+    };
+    let line1 = format!("{:<capacity$}", with_mark(&meta_line, mark));
+    let mut bytes = String::with_capacity(capacity + 1 + body.len());
+    bytes.push_str(&line1);
+    bytes.push('\n');
+    bytes.push_str(&body);
     Rendered {
-        line1_capacity: line1.len(),
+        line1_capacity: capacity,
         bytes,
         meta_line,
         provider_state: meta.provider_state.clone(),
         meta: meta.clone(),
+        mark,
     }
+}
+
+/// A metadata line with the tail mark added as its last field.
+fn with_mark(meta_line: &str, mark: TailMark) -> String {
+    let Some(open) = meta_line.strip_suffix('}') else {
+        return meta_line.to_owned();
+    };
+    format!(
+        r#"{open}, "{TAIL_MARK_FIELD}": {{"messages": {}, "bytes": {}}}}}"#,
+        mark.messages, mark.bytes
+    )
+}
+
+/// The tail mark of a decoded line 1.
+fn read_mark(record: &Map<String, Value>) -> Option<TailMark> {
+    let mark = record.get(TAIL_MARK_FIELD)?;
+    Some(TailMark {
+        messages: usize::try_from(mark.get("messages")?.as_u64()?).ok()?,
+        bytes: mark.get("bytes")?.as_u64()?,
+    })
 }
 
 fn render_session(session: &Session) -> Rendered {
@@ -632,6 +864,7 @@ struct Parsed {
     meta_line: String,
     line1_capacity: usize,
     line1_current: bool,
+    line1_mark: Option<TailMark>,
     dead_bytes: u64,
     repairs: Vec<Repair>,
     /// (line number, reason, raw bytes)
@@ -720,6 +953,7 @@ fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
                     .to_owned();
                 if is_first {
                     parsed.line1_capacity = line.len();
+                    parsed.line1_mark = read_mark(&record);
                     line1_text = Some(text.clone());
                 } else {
                     appended_meta.push(line.len() as u64 + 1);
@@ -739,7 +973,7 @@ fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
             _ => parsed.messages.push(StoredMessage::from_map(record)),
         }
     }
-    parsed.line1_current = line1_text.as_deref() == Some(parsed.meta_line.as_str());
+    parsed.line1_current = line1_text.is_some() && appended_meta.is_empty();
     let superseded = |sizes: &[u64]| sizes.iter().rev().skip(1).sum::<u64>();
     parsed.dead_bytes = superseded(&appended_meta) + superseded(&state_records);
     if parsed.line1_current && !appended_meta.is_empty() {
@@ -760,6 +994,10 @@ fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
         }
     }
     parsed
+}
+
+fn json_str(text: &str) -> Value {
+    Value::String(text.to_owned())
 }
 
 /// One decoded line of a session file.
@@ -1092,6 +1330,21 @@ impl SessionStore for FileSessionStore {
         Ok(existed)
     }
 
+    async fn open_for_replay(&self, key: &SessionKey) -> Result<Option<ReplayView>, SessionError> {
+        let path = self.path_of(key);
+        let Some(mut locked) = self.open_locked(&path)? else {
+            return Ok(None);
+        };
+        if let Some(view) = self.read_tail(key, &path, &locked)? {
+            return Ok(Some(view));
+        }
+        let loaded = self.read_locked(key, &path, &mut locked)?;
+        Ok(Some(ReplayView::of_session(
+            loaded.session,
+            loaded.revision,
+        )))
+    }
+
     async fn flush(&self, key: &SessionKey, expected: Revision) -> Result<Revision, SessionError> {
         let path = self.path_of(key);
         let Some(mut locked) = self.open_locked(&path)? else {
@@ -1111,16 +1364,22 @@ impl SessionStore for FileSessionStore {
             )),
             _ => None,
         };
-        let line1_stale = !state.line1_current || current_line.is_some();
+        let mark = TailMark {
+            messages: state.messages,
+            bytes: found.offset,
+        };
+        let line1_stale =
+            !state.line1_current || current_line.is_some() || state.line1_mark != Some(mark);
         let line1_text = current_line.unwrap_or_else(|| state.meta_line.clone());
+        let marked = with_mark(&line1_text, mark);
         let wasteful =
             state.dead_bytes >= COMPACT_MIN_DEAD_BYTES && state.dead_bytes * 2 >= found.offset;
-        let outgrown = line1_stale && line1_text.len() > state.line1_capacity;
+        let outgrown = line1_stale && marked.len() > state.line1_capacity;
         if wasteful || outgrown {
             return self.compact_locked(key, &path, &mut locked, state.pending_updated_at);
         }
         if line1_stale {
-            let line1 = format!("{:<width$}", line1_text, width = state.line1_capacity);
+            let line1 = format!("{:<width$}", marked, width = state.line1_capacity);
             write_at_start(&locked.file, line1.as_bytes())
                 .map_err(|e| SessionError::io("update line 1 of", &path, e))?;
             if !state.line1_current {
@@ -1128,6 +1387,7 @@ impl SessionStore for FileSessionStore {
                 state.dead_bytes += state.meta_line.len() as u64 + 1;
             }
             state.line1_current = true;
+            state.line1_mark = Some(mark);
             if let (Some(recorded), Some(updated_at)) =
                 (state.recorded.as_mut(), state.pending_updated_at.take())
             {

@@ -13,6 +13,7 @@ mod listing;
 mod manager;
 mod memory;
 mod message;
+mod replay;
 mod session;
 mod store;
 
@@ -26,6 +27,7 @@ pub use key::{MAX_KEY_BYTES, SessionKey};
 pub use manager::{DEFAULT_CACHE_CAPACITY, DeleteObserver, SessionHandle, SessionManager};
 pub use memory::MemorySessionStore;
 pub use message::StoredMessage;
+pub use replay::ReplayView;
 pub use session::{
     LAST_SUMMARY_KEY, PendingWrite, Retention, Session, SessionMeta, local_naive, parse_isoformat,
     python_isoformat,

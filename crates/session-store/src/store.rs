@@ -8,6 +8,7 @@ use chrono::NaiveDateTime;
 use crate::error::SessionError;
 use crate::key::SessionKey;
 use crate::message::StoredMessage;
+use crate::replay::ReplayView;
 use crate::session::{Session, SessionMeta};
 
 /// A version of a stored session, returned by every write and checked by the next one.
@@ -178,6 +179,17 @@ pub trait SessionStore: Send + Sync {
     /// Removes a session; whether there was one.
     async fn delete(&self, key: &SessionKey) -> Result<bool, SessionError>;
 
+    /// Opens a session to replay it: its metadata and the tail of messages replay can use
+    /// ([`ReplayView`]). A backend that can read a session's end without its beginning
+    /// does (the file backend reads the metadata and the live tail only); the default loads
+    /// the whole session. Read-only: nothing is repaired.
+    async fn open_for_replay(&self, key: &SessionKey) -> Result<Option<ReplayView>, SessionError> {
+        Ok(self
+            .load(key)
+            .await?
+            .map(|loaded| ReplayView::of_session(loaded.session, loaded.revision)))
+    }
+
     /// Makes the session at `expected` durable and tidy: synced to stable storage and, for
     /// the file backend, line 1 made current for nanobot-ai's readers and dead records
     /// compacted away. Called at turn end, when a session goes idle and at shutdown.
@@ -238,6 +250,12 @@ macro_rules! forward_session_store {
             }
             async fn delete(&self, key: &SessionKey) -> Result<bool, SessionError> {
                 (**self).delete(key).await
+            }
+            async fn open_for_replay(
+                &self,
+                key: &SessionKey,
+            ) -> Result<Option<ReplayView>, SessionError> {
+                (**self).open_for_replay(key).await
             }
             async fn flush(
                 &self,

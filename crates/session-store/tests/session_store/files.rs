@@ -37,7 +37,7 @@ async fn format_is_nanobots_line_for_line() {
     assert_eq!(lines.len(), 3);
     assert_eq!(
         lines[0].trim_end(),
-        r#"{"_type": "metadata", "key": "test:1", "created_at": "2026-03-04T05:06:01", "updated_at": "2026-03-04T05:06:03", "metadata": {"title": "T"}, "last_archived": 0, "last_consolidated": 0}"#
+        r#"{"_type": "metadata", "key": "test:1", "created_at": "2026-03-04T05:06:01", "updated_at": "2026-03-04T05:06:03", "metadata": {"title": "T"}, "last_archived": 0, "last_consolidated": 0, "_nanobot_rs": {"messages": 2, "bytes": 733}}"#
     );
     assert_eq!(
         lines[1],
@@ -953,4 +953,100 @@ async fn the_listing_index_never_serves_a_stale_row() {
 
     assert!(store.delete(&k).await.unwrap());
     assert!(store.list().await.unwrap().is_empty());
+}
+
+/// Replay from the tail gives exactly the whole session's replay, whatever the pointer and
+/// however the file got its shape (flushed, appended since, nanobot-ai's own format).
+#[tokio::test]
+async fn open_for_replay_matches_the_full_replay() {
+    use session_store::HistoryOptions;
+    let dir = TempDir::new("replay");
+    let store = file_store(dir.path());
+    let counter = llm_port::Cl100kBase;
+    let stream = bench_workload::message_stream(7, 400);
+    let options = [
+        HistoryOptions::default(),
+        HistoryOptions::with_token_budget(3_000),
+        HistoryOptions {
+            max_messages: 5,
+            extend_to_user: true,
+            ..HistoryOptions::default()
+        },
+    ];
+    for (case, pointer) in [0usize, 1, 150, 390, 396, 400].into_iter().enumerate() {
+        let k = key(&format!("cli:replay-{case}"));
+        let mut session = Session::new(k.clone(), at(0));
+        for (i, spec) in stream.iter().enumerate() {
+            let mut message =
+                session_store::StoredMessage::from_map(spec.as_object().cloned().unwrap());
+            if i % 37 == 5 {
+                message = message.with("_channel_delivery", true);
+            }
+            session.add_message(message, at(1));
+        }
+        session.set_last_consolidated(pointer).unwrap();
+        let mut revision = store
+            .save_changes(&mut session, None)
+            .await
+            .unwrap()
+            .unwrap();
+        revision = store.flush(&k, revision).await.unwrap();
+        // Appended since the flush: more messages and a metadata record.
+        for i in 0..12 {
+            session.add_message(
+                if i % 3 == 0 {
+                    u(&format!("late {i}"))
+                } else {
+                    a(&format!("reply {i}"))
+                },
+                at(2),
+            );
+        }
+        session
+            .metadata_mut()
+            .insert("title".into(), json!("later"));
+        store
+            .save_changes(&mut session, Some(revision))
+            .await
+            .unwrap();
+
+        let view = store.open_for_replay(&k).await.unwrap().unwrap();
+        assert_eq!(view.message_count, session.messages().len());
+        assert_eq!(view.meta.metadata["title"], "later");
+        assert_eq!(view.meta.last_consolidated, pointer);
+        for option in &options {
+            let full = session_store::get_history(session.messages(), pointer, option, &counter);
+            assert_eq!(
+                view.history(option, &counter),
+                full,
+                "case {case}, {option:?}"
+            );
+        }
+        if pointer >= 390 {
+            assert!(
+                view.tail_start > 300,
+                "only the live tail is read: {}",
+                view.tail_start
+            );
+        }
+    }
+
+    // A file nanobot-ai wrote has no mark: the view falls back to the whole file.
+    let k = key("telegram:1");
+    let text = format!(
+        "{}\n{}\n{}\n",
+        json!({"_type": "metadata", "key": "telegram:1", "metadata": {}, "last_consolidated": 1}),
+        json!({"role": "user", "content": "one"}),
+        json!({"role": "assistant", "content": "two"}),
+    );
+    fs::write(store.path_of(&k), text).unwrap();
+    let view = store.open_for_replay(&k).await.unwrap().unwrap();
+    assert_eq!((view.tail_start, view.message_count), (0, 2));
+    assert!(
+        store
+            .open_for_replay(&key("nobody:1"))
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
