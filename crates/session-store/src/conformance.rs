@@ -181,9 +181,39 @@ pub async fn pointer_bounds(store: impl SessionStore) {
             .last_consolidated(),
         2
     );
-    store.save_changes(&mut session, revision).await.unwrap();
+    let revision = store.save_changes(&mut session, revision).await.unwrap();
     let loaded = store.load(&k).await.unwrap().unwrap();
     assert_eq!(loaded.session.last_consolidated(), 4);
+    // Monotonic: an append cannot move the pointer back; a rewrite (clear) can.
+    let mut meta = session.meta().clone();
+    meta.last_consolidated = 2;
+    let error = store
+        .append(
+            &k,
+            revision,
+            Append {
+                messages: &[],
+                meta: Some(&meta),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, SessionError::PointerMovedBack { from: 4, to: 2, .. }),
+        "{error}"
+    );
+    session.clear(at(5));
+    store.save_changes(&mut session, revision).await.unwrap();
+    assert_eq!(
+        store
+            .load(&k)
+            .await
+            .unwrap()
+            .unwrap()
+            .session
+            .last_consolidated(),
+        0
+    );
 }
 
 /// A rewrite replaces the whole session atomically; metadata's last write wins.

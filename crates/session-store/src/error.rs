@@ -28,8 +28,7 @@ pub enum SessionError {
         /// The revision found (`None`: there is no session).
         found: Option<Revision>,
     },
-    /// A write would move the consolidation pointer past the end of the messages or
-    /// backwards without a rewrite.
+    /// A write would move the consolidation pointer past the end of the messages.
     InvalidPointer {
         /// The session.
         key: String,
@@ -37,6 +36,16 @@ pub enum SessionError {
         pointer: usize,
         /// The number of messages the session would have.
         messages: usize,
+    },
+    /// An append would move the consolidation pointer backwards. Archived messages stay
+    /// archived; only a rewrite (clear, retention, replacement) may lower the pointer.
+    PointerMovedBack {
+        /// The session.
+        key: String,
+        /// The stored pointer.
+        from: usize,
+        /// The pointer asked for.
+        to: usize,
     },
     /// A hashed file name belongs to another key (a hash collision or a hand-edited file).
     KeyMismatch {
@@ -86,6 +95,23 @@ impl SessionError {
         pointer: usize,
         messages: usize,
     ) -> Result<(), Self> {
+        Self::check_append_pointer(key, None, pointer, messages)
+    }
+
+    /// Refuses an appended pointer past `messages` or below the stored one.
+    pub(crate) fn check_append_pointer(
+        key: &SessionKey,
+        stored: Option<usize>,
+        pointer: usize,
+        messages: usize,
+    ) -> Result<(), Self> {
+        if let Some(from) = stored.filter(|&from| pointer < from) {
+            return Err(SessionError::PointerMovedBack {
+                key: key.to_string(),
+                from,
+                to: pointer,
+            });
+        }
         if pointer > messages {
             Err(SessionError::InvalidPointer {
                 key: key.to_string(),
@@ -139,6 +165,11 @@ impl fmt::Display for SessionError {
                 f,
                 "session {key:?}: the consolidation pointer {pointer} is past its {messages} \
                  messages"
+            ),
+            SessionError::PointerMovedBack { key, from, to } => write!(
+                f,
+                "session {key:?}: the consolidation pointer cannot move back from {from} to {to} \
+                 by appending; archived messages stay archived"
             ),
             SessionError::KeyMismatch { key, found, path } => write!(
                 f,

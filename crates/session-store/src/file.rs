@@ -1171,7 +1171,8 @@ impl SessionStore for FileSessionStore {
             (None, false) => None,
         };
         if let Some(meta) = &meta {
-            SessionError::check_pointer(key, meta.last_consolidated, count)?;
+            let stored = state.recorded.as_ref().map(|r| r.last_consolidated);
+            SessionError::check_append_pointer(key, stored, meta.last_consolidated, count)?;
         }
         if empty_file && let Some(meta) = &meta {
             state.meta_line = metadata_line(key, meta);

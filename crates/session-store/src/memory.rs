@@ -69,7 +69,10 @@ impl SessionStore for MemorySessionStore {
             .meta
             .cloned()
             .unwrap_or_else(|| session.meta().clone());
-        if let Err(error) = SessionError::check_pointer(key, meta.last_consolidated, count) {
+        let stored = Some(session.meta().last_consolidated).filter(|_| expected.is_some());
+        if let Err(error) =
+            SessionError::check_append_pointer(key, stored, meta.last_consolidated, count)
+        {
             sessions.insert(key.clone(), (session, revision));
             return Err(error);
         }

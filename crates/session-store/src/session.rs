@@ -304,9 +304,10 @@ impl Session {
     }
 
     /// Takes over a newer stored version after a conflict, keeping this copy's unsaved
-    /// messages (appended after the stored ones, in their order) and its metadata changes
-    /// (keys it changed since its last save win). Returns the merged session; it needs a
-    /// save.
+    /// messages (appended after the stored ones, in their order), its metadata changes
+    /// (keys it changed since its last save win) and its archiving progress over the
+    /// messages both share (the higher pointer wins). Returns the merged session; it needs
+    /// a save.
     pub fn merged_onto(&self, mut stored: Session) -> Session {
         for message in self.unsaved_messages() {
             stored.messages.push(message.clone());
@@ -325,6 +326,9 @@ impl Session {
             }
         }
         stored.meta.updated_at = stored.meta.updated_at.max(self.meta.updated_at);
+        // Archiving only moves forward: keep this copy's progress over the shared prefix.
+        let ours = self.meta.last_consolidated.min(self.persisted_messages);
+        stored.meta.last_consolidated = stored.meta.last_consolidated.max(ours);
         stored
     }
 }

@@ -400,3 +400,27 @@ async fn case_45_46_47_fork_before_a_user_turn() {
         assert!(s.messages()[0].get("_runtime_context").is_none());
     });
 }
+
+#[tokio::test]
+async fn a_merge_keeps_the_higher_pointer_over_shared_messages() {
+    let dir = TempDir::new("merge-pointer");
+    let one = manager(Arc::new(file_store(dir.path())));
+    let two = manager(Arc::new(file_store(dir.path())));
+    let k = key("cli:merge");
+    let first = one.get_or_create(&k).await.unwrap();
+    for i in 0..6 {
+        first.add_message(u(&format!("m{i}")));
+    }
+    one.save(&first).await.unwrap();
+    let second = two.get_or_create(&k).await.unwrap();
+    second.add_message(u("from two"));
+    two.save(&second).await.unwrap();
+    // `one` archived four messages meanwhile; its save merges onto two's version.
+    first.update(|s| s.set_last_consolidated(4)).unwrap();
+    first.add_message(a("from one"));
+    one.save(&first).await.unwrap();
+    let fresh = manager(Arc::new(file_store(dir.path())));
+    let all = fresh.get_or_create(&k).await.unwrap();
+    assert_eq!(all.message_count(), 8);
+    assert_eq!(all.last_consolidated(), 4);
+}
