@@ -1,7 +1,8 @@
 //! `cargo xtask <command>`: the one entry point for the checks CI runs.
 //!
-//! - `ci`: formatting, the dependency-direction check, clippy, the tests (nextest where it
-//!   is installed, plus doc tests) and the docs, each failing on any warning.
+//! - `ci`: formatting, the dependency-direction check, clippy (all features, and libraries
+//!   without their defaults), the tests (nextest where it is installed, plus doc tests) and
+//!   the docs, each failing on any warning.
 //! - `deps`: only the dependency-direction check.
 //! - `bench [workload ...]`: the Python peer and our benchmarks in one job, as ratios.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -59,6 +60,22 @@ fn ci(root: &Path) -> Result<(), String> {
             "--workspace",
             "--all-targets",
             "--all-features",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
+    // Optional features must not rot: every library also builds without its defaults.
+    step(
+        root,
+        "clippy without default features",
+        &[
+            "clippy",
+            "--workspace",
+            "--lib",
+            "--no-default-features",
             "--locked",
             "--",
             "-D",

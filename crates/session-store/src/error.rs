@@ -81,6 +81,7 @@ pub enum SessionError {
 }
 
 impl SessionError {
+    #[cfg_attr(not(feature = "fs"), allow(dead_code))]
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         SessionError::Io {
             action,

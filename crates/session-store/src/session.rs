@@ -271,6 +271,7 @@ impl Session {
     }
 
     /// Records that the store now holds everything.
+    #[cfg_attr(not(feature = "fs"), allow(dead_code))]
     pub(crate) fn mark_persisted(&mut self) {
         self.persisted_messages = self.messages.len();
         self.persisted_meta = Some(self.meta.clone());
