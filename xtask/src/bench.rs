@@ -30,6 +30,7 @@ struct Row {
 
 const SESSIONS: (&str, &str) = ("session-store", "sessions");
 const TOKENS: (&str, &str) = ("llm-port", "token_count");
+const JOURNAL: (&str, &str) = ("memory-store", "journal");
 
 const ROWS: &[Row] = &[
     Row {
@@ -122,6 +123,47 @@ const ROWS: &[Row] = &[
         check: Some((("list_sessions", &["count"]), ("list_sessions", &["count"]))),
     },
     Row {
+        label: "W7 journal append, per append at 10,000 entries (last 100)",
+        ours_bench: JOURNAL,
+        ours: ("history_append_n10000", &["per_append_at_n_s", "median"]),
+        peer: Some(("history_append_n10000", &["per_append_at_n_s", "median"])),
+        floor: None,
+        check: None,
+    },
+    Row {
+        label: "W7 journal flat cost: first 100 appends / last 100 of 10,000",
+        ours_bench: JOURNAL,
+        ours: ("history_append_n10000", &["per_append_at_n_s", "median"]),
+        peer: None,
+        floor: Some((
+            "history_append_n10000",
+            &["per_append_first_window_s", "median"],
+        )),
+        check: None,
+    },
+    Row {
+        label: "W7 whole 10,000-entry journal loop (peer: about 2 minutes)",
+        ours_bench: JOURNAL,
+        ours: ("history_append_n10000", &["total_s", "median"]),
+        peer: None,
+        floor: None,
+        check: None,
+    },
+    Row {
+        label: "W7 read all 10,000 unprocessed entries",
+        ours_bench: JOURNAL,
+        ours: (
+            "history_append_n10000",
+            &["read_unprocessed_all_s", "median"],
+        ),
+        peer: Some((
+            "history_append_n10000",
+            &["read_unprocessed_all_s", "median"],
+        )),
+        floor: None,
+        check: None,
+    },
+    Row {
         label: "W5 estimate_message_tokens over 10,000 messages (cl100k)",
         ours_bench: TOKENS,
         ours: ("token_estimate", &["per_message_cl100k", "median_s"]),
@@ -142,6 +184,8 @@ const ROWS: &[Row] = &[
 fn peer_workload(name: &str) -> &str {
     if name.starts_with("append_save") {
         "append_save"
+    } else if name.starts_with("history_append") {
+        "history_append"
     } else {
         name
     }

@@ -1,0 +1,69 @@
+//! The memory store's one error type.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// Why a memory operation failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum MemoryError {
+    /// The storage could not be read or written.
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// A cursor the caller gave cannot be: Dream's cursor past the last entry ever written.
+    InvalidCursor {
+        /// The cursor asked for.
+        cursor: u64,
+        /// The latest cursor allocated.
+        latest: u64,
+    },
+    /// A backend-specific failure (e.g. a database error), with its description.
+    Backend {
+        /// What happened.
+        message: String,
+    },
+}
+
+impl MemoryError {
+    #[cfg_attr(not(feature = "fs"), allow(dead_code))]
+    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        MemoryError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+impl fmt::Display for MemoryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemoryError::Io {
+                action,
+                path,
+                source,
+            } => write!(f, "could not {action} {}: {source}", path.display()),
+            MemoryError::InvalidCursor { cursor, latest } => write!(
+                f,
+                "cursor {cursor} is past the latest journal entry ({latest}); nothing was changed"
+            ),
+            MemoryError::Backend { message } => write!(f, "memory backend failed: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for MemoryError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            MemoryError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,605 @@
+//! The embedded default: nanobot-ai's journal files under `<workspace>/memory/`.
+//!
+//! - `history.jsonl`: one entry per line, `{"cursor", "timestamp", "content",
+//!   "session_key"}` written as Python's `json.dumps` writes them.
+//! - `.cursor`: the latest cursor allocated; `.dream_cursor`: Dream's read position.
+//!
+//! Differences from nanobot-ai, on purpose: appends take an advisory lock (`.history.lock`)
+//! so two processes never share a cursor; the journal is parsed once at open and then only
+//! what other writers appended is read, so an append costs O(entry); a torn last line is cut
+//! and a line that is not a JSON object is moved out of the file, both kept byte for byte in
+//! `history.jsonl.damaged` and reported ([`FileJournal::repairs`]); compaction rewrites
+//! atomically under the same lock.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use llm_port::tokens::to_python_json;
+use llm_port::{Clock, SystemClock};
+use serde_json::{Map, Value};
+
+use crate::entry::{JournalEntry, NewEntry};
+use crate::error::MemoryError;
+use crate::journal::{Compaction, HistoryJournal, compaction_start};
+use crate::memory::stamp;
+
+const HISTORY: &str = "history.jsonl";
+const COUNTER: &str = ".cursor";
+const DREAM_CURSOR: &str = ".dream_cursor";
+const LOCK: &str = ".history.lock";
+const SIDECAR: &str = "history.jsonl.damaged";
+
+/// Damage found in the journal, and what was done about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JournalRepair {
+    /// The last line was cut mid-write; it was removed and kept in the sidecar.
+    TornTail {
+        /// Bytes removed.
+        bytes: usize,
+    },
+    /// A line that is not a JSON object was moved to the sidecar.
+    CorruptLine {
+        /// Its line number (1-based) in the file as found.
+        line: usize,
+    },
+    /// A JSON object that is not a valid entry (no cursor, wrong types) stays in the file
+    /// but is not read, as nanobot-ai does.
+    InvalidEntry {
+        /// Its line number (1-based).
+        line: usize,
+        /// Which rule it breaks.
+        reason: String,
+    },
+}
+
+/// Whether journal writes are synced to stable storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JournalDurability {
+    /// Never fsync appends (nanobot-ai's behaviour); rewrites are always synced.
+    #[default]
+    None,
+    /// fsync every append (the entries of one append share one fsync).
+    Always,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The history file opened for appending, and the identity it was opened at.
+    appender: Option<(File, u64)>,
+    /// `.cursor`, kept open: cursors only grow, so each new value overwrites the old one.
+    counter: Option<File>,
+    entries: Vec<JournalEntry>,
+    /// The highest cursor ever seen or allocated.
+    latest: u64,
+    /// The history file as last read: identity and length.
+    seen: Option<(u64, u64)>,
+    repairs: Vec<JournalRepair>,
+}
+
+/// The journal in `<workspace>/memory/`.
+pub struct FileJournal {
+    dir: PathBuf,
+    clock: Arc<dyn Clock>,
+    durability: JournalDurability,
+    state: Mutex<State>,
+    /// The cross-process lock file, kept open: each operation locks and unlocks it.
+    lock: File,
+}
+
+/// Holds the cross-process lock until dropped.
+struct Held<'a>(&'a File);
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
+impl std::fmt::Debug for FileJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileJournal")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FileJournal {
+    /// Opens (creating `memory/` if needed) the journal of `workspace`, repairing what a
+    /// crash or a hand edit left.
+    pub fn open(workspace: &Path) -> Result<Self, MemoryError> {
+        Self::open_with(
+            workspace,
+            Arc::new(SystemClock),
+            JournalDurability::default(),
+        )
+    }
+
+    /// [`FileJournal::open`] with a clock for timestamps and a durability policy.
+    pub fn open_with(
+        workspace: &Path,
+        clock: Arc<dyn Clock>,
+        durability: JournalDurability,
+    ) -> Result<Self, MemoryError> {
+        let dir = workspace.join("memory");
+        fs::create_dir_all(&dir).map_err(|e| MemoryError::io("create", &dir, e))?;
+        let lock_path = dir.join(LOCK);
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| MemoryError::io("open", &lock_path, e))?;
+        let journal = FileJournal {
+            dir,
+            clock,
+            durability,
+            state: Mutex::new(State::default()),
+            lock,
+        };
+        {
+            let mut state = journal.state();
+            let _held = journal.hold()?;
+            journal.refresh(&mut state)?;
+        }
+        Ok(journal)
+    }
+
+    /// What opening and later reads repaired.
+    pub fn repairs(&self) -> Vec<JournalRepair> {
+        self.state().repairs.clone()
+    }
+
+    /// The directory holding the journal files (`<workspace>/memory`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes the cross-process lock every operation holds (after the in-process one).
+    fn hold(&self) -> Result<Held<'_>, MemoryError> {
+        self.lock
+            .lock()
+            .map_err(|e| MemoryError::io("lock", self.path(LOCK), e))?;
+        Ok(Held(&self.lock))
+    }
+
+    /// Brings `state` up to date with the file: nothing when it did not change, the new
+    /// lines when another writer appended, everything (with repairs) otherwise.
+    fn refresh(&self, state: &mut State) -> Result<(), MemoryError> {
+        let path = self.path(HISTORY);
+        let current = match fs::metadata(&path) {
+            Ok(meta) => Some((identity(&meta), meta.len())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(MemoryError::io("inspect", &path, e)),
+        };
+        if current == state.seen && current.is_some() {
+            return Ok(());
+        }
+        let counter = read_number(&self.path(COUNTER))?.unwrap_or(0);
+        let Some((id, len)) = current else {
+            state.entries.clear();
+            state.latest = state.latest.max(counter);
+            state.seen = None;
+            return Ok(());
+        };
+        let grown =
+            matches!(state.seen, Some((seen_id, seen_len)) if seen_id == id && seen_len < len);
+        let from = if grown {
+            state.seen.map_or(0, |(_, l)| l)
+        } else {
+            0
+        };
+        if !grown {
+            state.entries.clear();
+        }
+        let mut file = File::open(&path).map_err(|e| MemoryError::io("open", &path, e))?;
+        let mut bytes = Vec::new();
+        if from > 0 {
+            use std::io::{Seek, SeekFrom};
+            file.seek(SeekFrom::Start(from))
+                .map_err(|e| MemoryError::io("read", &path, e))?;
+        }
+        file.read_to_end(&mut bytes)
+            .map_err(|e| MemoryError::io("read", &path, e))?;
+
+        let parsed = parse(&bytes, 0);
+        if grown && !parsed.corrupt.is_empty() {
+            // Damage in what another writer appended: repair the whole file in one pass.
+            state.seen = None;
+            state.entries.clear();
+            return self.refresh(state);
+        }
+        state.entries.extend(parsed.entries);
+        state.repairs.extend(parsed.repairs);
+        let mut aside: Vec<(String, Vec<u8>)> = parsed
+            .corrupt
+            .iter()
+            .map(|(line, raw)| (format!("line {line}"), raw.clone()))
+            .collect();
+        if let Some(torn) = parsed.torn {
+            aside.push(("torn last line".into(), bytes[torn..].to_vec()));
+        }
+        self.keep_aside(&aside)?;
+        if !parsed.corrupt.is_empty() {
+            // Rewrite without the damaged lines (kept in the sidecar now).
+            let keep = parsed.kept_lines.iter().map(|range| &bytes[range.clone()]);
+            self.rewrite(keep)?;
+        } else if let Some(torn) = parsed.torn {
+            let file = OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(|e| MemoryError::io("open", &path, e))?;
+            file.set_len(from + torn as u64)
+                .map_err(|e| MemoryError::io("cut the torn line of", &path, e))?;
+        } else if parsed.unterminated {
+            let mut file = OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .map_err(|e| MemoryError::io("open", &path, e))?;
+            file.write_all(b"\n")
+                .map_err(|e| MemoryError::io("finish the last line of", &path, e))?;
+        }
+        let scan_max = state.entries.iter().map(|e| e.cursor).max().unwrap_or(0);
+        state.latest = state
+            .latest
+            .max(counter)
+            .max(scan_max)
+            .max(parsed.max_object_cursor);
+        let meta = fs::metadata(&path).map_err(|e| MemoryError::io("inspect", &path, e))?;
+        state.seen = Some((identity(&meta), meta.len()));
+        Ok(())
+    }
+
+    fn keep_aside(&self, pieces: &[(String, Vec<u8>)]) -> Result<(), MemoryError> {
+        if pieces.is_empty() {
+            return Ok(());
+        }
+        let path = self.path(SIDECAR);
+        let mut out = Vec::new();
+        for (label, bytes) in pieces {
+            out.extend_from_slice(
+                format!(
+                    "### nanobot-rs repair {}: {label}\n",
+                    stamp(self.clock.as_ref())
+                )
+                .as_bytes(),
+            );
+            out.extend_from_slice(bytes);
+            out.push(b'\n');
+        }
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| MemoryError::io("open", &path, e))?;
+        file.write_all(&out)
+            .map_err(|e| MemoryError::io("write", &path, e))?;
+        file.sync_all()
+            .map_err(|e| MemoryError::io("sync", &path, e))
+    }
+
+    /// Replaces `history.jsonl` with `lines` atomically (temporary file, fsync, rename,
+    /// directory fsync).
+    fn rewrite<'a>(&self, lines: impl Iterator<Item = &'a [u8]>) -> Result<(), MemoryError> {
+        let path = self.path(HISTORY);
+        let temp = self.path(&format!("{HISTORY}.tmp"));
+        let result = (|| {
+            let mut file = File::create(&temp).map_err(|e| MemoryError::io("create", &temp, e))?;
+            let mut out = Vec::new();
+            for line in lines {
+                out.extend_from_slice(line);
+                out.push(b'\n');
+            }
+            file.write_all(&out)
+                .map_err(|e| MemoryError::io("write", &temp, e))?;
+            file.sync_all()
+                .map_err(|e| MemoryError::io("sync", &temp, e))?;
+            fs::rename(&temp, &path).map_err(|e| MemoryError::io("replace", &path, e))?;
+            match File::open(&self.dir).and_then(|d| d.sync_all()) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::InvalidInput => Ok(()),
+                Err(e) => Err(MemoryError::io("sync", &self.dir, e)),
+            }
+        })();
+        let _ = fs::remove_file(&temp);
+        result
+    }
+
+    /// Records the latest cursor in `.cursor` (nanobot-ai's counter). The file stays open;
+    /// a value never has fewer digits than the one before, so writing it at offset 0
+    /// replaces it.
+    fn write_counter(&self, state: &mut State) -> Result<(), MemoryError> {
+        let path = self.path(COUNTER);
+        let digits = state.latest.to_string();
+        if state.counter.is_none() {
+            let file = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .map_err(|e| MemoryError::io("open", &path, e))?;
+            // Whatever was there (a smaller value, or garbage) goes.
+            file.set_len(0)
+                .map_err(|e| MemoryError::io("write", &path, e))?;
+            state.counter = Some(file);
+        }
+        let Some(file) = state.counter.as_ref() else {
+            return Ok(());
+        };
+        write_at_start(file, digits.as_bytes()).map_err(|e| MemoryError::io("write", &path, e))
+    }
+
+    /// Replaces a small number file atomically (temporary file, fsync, rename).
+    fn write_number_atomic(&self, name: &str, value: u64) -> Result<(), MemoryError> {
+        let path = self.path(name);
+        let temp = self.path(&format!("{name}.tmp"));
+        let result = fs::write(&temp, value.to_string())
+            .and_then(|()| File::open(&temp).and_then(|f| f.sync_all()))
+            .and_then(|()| fs::rename(&temp, &path))
+            .map_err(|e| MemoryError::io("write", &path, e));
+        let _ = fs::remove_file(&temp);
+        result
+    }
+}
+
+#[cfg(unix)]
+fn write_at_start(file: &File, bytes: &[u8]) -> io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, bytes, 0)
+}
+
+#[cfg(not(unix))]
+fn write_at_start(file: &File, bytes: &[u8]) -> io::Result<()> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = file;
+    file.seek(SeekFrom::Start(0))?;
+    file.write_all(bytes)
+}
+
+#[cfg(unix)]
+fn identity(meta: &fs::Metadata) -> u64 {
+    std::os::unix::fs::MetadataExt::ino(meta)
+}
+
+#[cfg(not(unix))]
+fn identity(_meta: &fs::Metadata) -> u64 {
+    0
+}
+
+/// A non-negative integer file (`.cursor`, `.dream_cursor`); `None` when missing or not a
+/// non-negative integer.
+fn read_number(path: &Path) -> Result<Option<u64>, MemoryError> {
+    match fs::read_to_string(path) {
+        Ok(text) => Ok(text.trim().parse::<u64>().ok()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => Ok(None),
+        Err(e) => Err(MemoryError::io("read", path, e)),
+    }
+}
+
+#[derive(Debug, Default)]
+struct Parsed {
+    entries: Vec<JournalEntry>,
+    repairs: Vec<JournalRepair>,
+    /// (line number, raw bytes) of lines that are not JSON objects.
+    corrupt: Vec<(usize, Vec<u8>)>,
+    /// Byte ranges of every line to keep (objects, valid or not).
+    kept_lines: Vec<std::ops::Range<usize>>,
+    torn: Option<usize>,
+    unterminated: bool,
+    /// The highest non-negative integer cursor of any object, valid entry or not.
+    max_object_cursor: u64,
+}
+
+fn parse(bytes: &[u8], lines_before: usize) -> Parsed {
+    let mut parsed = Parsed::default();
+    let mut offset = 0;
+    // Line numbers count from the start of what is parsed.
+    let mut line_no = lines_before;
+    while offset < bytes.len() {
+        line_no += 1;
+        let (end, next, terminated) = match memchr::memchr(b'\n', &bytes[offset..]) {
+            Some(at) => (offset + at, offset + at + 1, true),
+            None => (bytes.len(), bytes.len(), false),
+        };
+        let line = &bytes[offset..end];
+        let start = offset;
+        offset = next;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let record = std::str::from_utf8(line)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(text.trim()).ok());
+        let Some(Value::Object(record)) = record else {
+            if terminated {
+                parsed
+                    .repairs
+                    .push(JournalRepair::CorruptLine { line: line_no });
+                parsed.corrupt.push((line_no, line.to_vec()));
+            } else {
+                parsed
+                    .repairs
+                    .push(JournalRepair::TornTail { bytes: line.len() });
+                parsed.torn = Some(start);
+            }
+            continue;
+        };
+        parsed.unterminated |= !terminated;
+        parsed.kept_lines.push(start..end);
+        if let Some(cursor) = record.get("cursor").and_then(Value::as_u64) {
+            parsed.max_object_cursor = parsed.max_object_cursor.max(cursor);
+        }
+        match JournalEntry::from_json(record) {
+            Ok(entry) => parsed.entries.push(entry),
+            Err(reason) => parsed.repairs.push(JournalRepair::InvalidEntry {
+                line: line_no,
+                reason,
+            }),
+        }
+    }
+    parsed
+}
+
+fn entry_line(entry: &JournalEntry) -> String {
+    to_python_json(&Value::Object(entry.to_json()))
+}
+
+#[async_trait]
+impl HistoryJournal for FileJournal {
+    async fn append(&self, entries: &[NewEntry<'_>]) -> Result<Vec<u64>, MemoryError> {
+        let mut state = self.state();
+        let _held = self.hold()?;
+        self.refresh(&mut state)?;
+        let timestamp = stamp(self.clock.as_ref());
+        let mut out = String::new();
+        let mut written = Vec::with_capacity(entries.len());
+        for (i, entry) in entries.iter().enumerate() {
+            let entry = JournalEntry {
+                cursor: state.latest + 1 + i as u64,
+                timestamp: timestamp.clone(),
+                content: entry.content.to_owned(),
+                session_key: entry.session_key.map(str::to_owned),
+                message_range: entry.message_range,
+                extra: Map::new(),
+            };
+            out.push_str(&entry_line(&entry));
+            out.push('\n');
+            written.push(entry);
+        }
+        if written.is_empty() {
+            return Ok(Vec::new());
+        }
+        let path = self.path(HISTORY);
+        let identity_now = state.seen.map(|(id, _)| id);
+        if state.appender.as_ref().map(|(_, id)| Some(*id)) != Some(identity_now) {
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| MemoryError::io("open", &path, e))?;
+            let meta = file
+                .metadata()
+                .map_err(|e| MemoryError::io("inspect", &path, e))?;
+            state.seen = Some((identity(&meta), meta.len()));
+            state.appender = Some((file, identity(&meta)));
+        }
+        let Some((file, id)) = state.appender.as_mut() else {
+            return Err(MemoryError::Backend {
+                message: "the journal file is not open".into(),
+            });
+        };
+        let id = *id;
+        file.write_all(out.as_bytes())
+            .map_err(|e| MemoryError::io("append to", &path, e))?;
+        if self.durability == JournalDurability::Always {
+            file.sync_data()
+                .map_err(|e| MemoryError::io("sync", &path, e))?;
+        }
+        let cursors: Vec<u64> = written.iter().map(|e| e.cursor).collect();
+        state.latest = cursors.last().copied().unwrap_or(state.latest);
+        state.entries.extend(written);
+        let len = state.seen.map_or(0, |(_, len)| len) + out.len() as u64;
+        state.seen = Some((id, len));
+        self.write_counter(&mut state)?;
+        Ok(cursors)
+    }
+
+    async fn read_since(
+        &self,
+        cursor: u64,
+        limit: Option<usize>,
+    ) -> Result<Vec<JournalEntry>, MemoryError> {
+        let mut state = self.state();
+        let _held = self.hold()?;
+        self.refresh(&mut state)?;
+        Ok(state
+            .entries
+            .iter()
+            .filter(|e| e.cursor > cursor)
+            .take(limit.unwrap_or(usize::MAX))
+            .cloned()
+            .collect())
+    }
+
+    async fn read_last(&self, count: usize) -> Result<Vec<JournalEntry>, MemoryError> {
+        let mut state = self.state();
+        let _held = self.hold()?;
+        self.refresh(&mut state)?;
+        let from = state.entries.len().saturating_sub(count);
+        Ok(state.entries[from..].to_vec())
+    }
+
+    async fn latest_cursor(&self) -> Result<u64, MemoryError> {
+        let mut state = self.state();
+        let _held = self.hold()?;
+        self.refresh(&mut state)?;
+        Ok(state.latest)
+    }
+
+    async fn dream_cursor(&self) -> Result<u64, MemoryError> {
+        Ok(read_number(&self.path(DREAM_CURSOR))?.unwrap_or(0))
+    }
+
+    async fn set_dream_cursor(&self, cursor: u64) -> Result<(), MemoryError> {
+        let mut state = self.state();
+        let _held = self.hold()?;
+        self.refresh(&mut state)?;
+        if cursor > state.latest {
+            return Err(MemoryError::InvalidCursor {
+                cursor,
+                latest: state.latest,
+            });
+        }
+        self.write_number_atomic(DREAM_CURSOR, cursor)
+    }
+
+    async fn compact(&self, max_entries: usize) -> Result<Compaction, MemoryError> {
+        let mut state = self.state();
+        let _held = self.hold()?;
+        self.refresh(&mut state)?;
+        let path = self.path(HISTORY);
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Compaction::default()),
+            Err(e) => return Err(MemoryError::io("read", &path, e)),
+        };
+        // Every object line counts, valid entry or not, as in nanobot-ai.
+        let lines: Vec<&[u8]> = bytes
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+            .collect();
+        let cursors: Vec<Option<u64>> = lines
+            .iter()
+            .map(|l| {
+                serde_json::from_slice::<Map<String, Value>>(l)
+                    .ok()
+                    .and_then(|r| r.get("cursor").and_then(Value::as_u64))
+            })
+            .collect();
+        let dream = read_number(&self.path(DREAM_CURSOR))?.unwrap_or(0);
+        let start = compaction_start(&cursors, max_entries, dream);
+        let report = Compaction {
+            before: lines.len(),
+            dropped: start,
+            kept: lines.len() - start,
+        };
+        if start > 0 {
+            self.rewrite(lines[start..].iter().copied())?;
+            state.seen = None;
+            state.entries.clear();
+            self.refresh(&mut state)?;
+        }
+        Ok(report)
+    }
+}

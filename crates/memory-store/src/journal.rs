@@ -1,0 +1,130 @@
+//! The history journal port.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::entry::{JournalEntry, NewEntry};
+use crate::error::MemoryError;
+
+/// What a compaction did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Compaction {
+    /// Entries before.
+    pub before: usize,
+    /// Entries dropped (all at or below Dream's cursor).
+    pub dropped: usize,
+    /// Entries kept; more than the bound when Dream has not read them yet.
+    pub kept: usize,
+}
+
+/// The append-only journal of what conversations taught (nanobot-ai's
+/// `memory/history.jsonl`), with Dream's read position.
+///
+/// Contract, checked by the conformance suite (`conformance` feature) for every backend:
+///
+/// - **Cursors** are allocated in increasing order, starting at 1, and never reused: not
+///   after a compaction, not after a restart, not when the journal was edited by hand.
+/// - **Order**: reads return entries in the order they were appended.
+/// - **Atomicity**: an append of several entries is all or nothing, and concurrent appends
+///   (also from other processes, for backends that share storage) never get the same cursor.
+/// - **Compaction** drops the oldest entries down to a bound but never an entry after Dream's
+///   cursor.
+/// - **Dream's cursor** only names cursors that were allocated.
+#[async_trait]
+pub trait HistoryJournal: Send + Sync {
+    /// Appends entries in one write; their cursors, in order.
+    async fn append(&self, entries: &[NewEntry<'_>]) -> Result<Vec<u64>, MemoryError>;
+
+    /// Entries with a cursor above `cursor`, oldest first, at most `limit` (all when `None`).
+    async fn read_since(
+        &self,
+        cursor: u64,
+        limit: Option<usize>,
+    ) -> Result<Vec<JournalEntry>, MemoryError>;
+
+    /// The last `count` entries, oldest first.
+    async fn read_last(&self, count: usize) -> Result<Vec<JournalEntry>, MemoryError>;
+
+    /// The latest cursor allocated (0 for a new journal).
+    async fn latest_cursor(&self) -> Result<u64, MemoryError>;
+
+    /// The cursor of the last entry Dream processed (0 before its first run).
+    async fn dream_cursor(&self) -> Result<u64, MemoryError>;
+
+    /// Records that Dream processed everything up to `cursor`; refused past the latest
+    /// cursor.
+    async fn set_dream_cursor(&self, cursor: u64) -> Result<(), MemoryError>;
+
+    /// Drops the oldest entries so that at most `max_entries` remain, except entries Dream
+    /// has not read yet, which always stay. `0` disables compaction.
+    async fn compact(&self, max_entries: usize) -> Result<Compaction, MemoryError>;
+}
+
+/// Appends one entry; its cursor.
+#[async_trait]
+pub trait HistoryJournalExt: HistoryJournal {
+    /// Appends one entry and returns its cursor.
+    async fn append_one(&self, entry: NewEntry<'_>) -> Result<u64, MemoryError> {
+        let cursors = self.append(&[entry]).await?;
+        cursors
+            .first()
+            .copied()
+            .ok_or_else(|| MemoryError::Backend {
+                message: "the journal allocated no cursor for an append".into(),
+            })
+    }
+
+    /// Entries Dream has not processed yet, oldest first, at most `limit`.
+    async fn unprocessed(&self, limit: Option<usize>) -> Result<Vec<JournalEntry>, MemoryError> {
+        let cursor = self.dream_cursor().await?;
+        self.read_since(cursor, limit).await
+    }
+}
+
+impl<T: HistoryJournal + ?Sized> HistoryJournalExt for T {}
+
+macro_rules! forward_journal {
+    ($($wrapper:ty),*) => {$(
+        #[async_trait]
+        impl<T: HistoryJournal + ?Sized> HistoryJournal for $wrapper {
+            async fn append(&self, entries: &[NewEntry<'_>]) -> Result<Vec<u64>, MemoryError> {
+                (**self).append(entries).await
+            }
+            async fn read_since(&self, cursor: u64, limit: Option<usize>) -> Result<Vec<JournalEntry>, MemoryError> {
+                (**self).read_since(cursor, limit).await
+            }
+            async fn read_last(&self, count: usize) -> Result<Vec<JournalEntry>, MemoryError> {
+                (**self).read_last(count).await
+            }
+            async fn latest_cursor(&self) -> Result<u64, MemoryError> {
+                (**self).latest_cursor().await
+            }
+            async fn dream_cursor(&self) -> Result<u64, MemoryError> {
+                (**self).dream_cursor().await
+            }
+            async fn set_dream_cursor(&self, cursor: u64) -> Result<(), MemoryError> {
+                (**self).set_dream_cursor(cursor).await
+            }
+            async fn compact(&self, max_entries: usize) -> Result<Compaction, MemoryError> {
+                (**self).compact(max_entries).await
+            }
+        }
+    )*};
+}
+
+forward_journal!(Arc<T>, Box<T>);
+
+/// Where a compaction to `max_entries` starts keeping, for `cursors` in file order and
+/// Dream's cursor `dream` (nanobot-ai's rule: the bound, but never past the first entry
+/// Dream has not read).
+pub(crate) fn compaction_start(cursors: &[Option<u64>], max_entries: usize, dream: u64) -> usize {
+    if max_entries == 0 || cursors.len() <= max_entries {
+        return 0;
+    }
+    let first_unread = cursors
+        .iter()
+        .position(|c| c.is_some_and(|c| c > dream))
+        .unwrap_or(cursors.len());
+    (cursors.len() - max_entries).min(first_unread)
+}

@@ -1,0 +1,13 @@
+//! Both journals run the whole conformance suite.
+
+use memory_store::{FileJournal, MemoryJournal};
+
+use crate::support::TempDir;
+
+memory_store::journal_conformance!(memory, || async { MemoryJournal::default() });
+
+memory_store::journal_conformance!(files, || async {
+    // Leaked on purpose: the directory must outlive the journal the case receives.
+    let dir = Box::leak(Box::new(TempDir::new("conformance")));
+    FileJournal::open(dir.path()).unwrap()
+});

@@ -1,0 +1,6 @@
+//! memory-store's integration tests, one binary.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod conformance;
+mod files;
+mod support;
