@@ -290,3 +290,70 @@ async fn dream_cursor_persists_and_compaction_leaves_no_temp() {
     fs::write(dir.path().join("memory/.dream_cursor"), "garbage").unwrap();
     assert_eq!(journal.dream_cursor().await.unwrap(), 0);
 }
+
+/// nanobot-ai's own MemoryStore reads what we write and we read what it writes. Runs when
+/// `NANOBOT_PEER_PYTHON` names the Python of a nanobot-ai 0.3.5 install (`.ci/run` sets it).
+#[tokio::test]
+async fn interoperates_with_nanobot_ai() {
+    let Ok(python) = std::env::var("NANOBOT_PEER_PYTHON") else {
+        println!("skipped: NANOBOT_PEER_PYTHON is not set (nanobot-ai interop test)");
+        return;
+    };
+    let dir = TempDir::new("interop");
+    let journal = FileJournal::open(dir.path()).unwrap();
+    journal
+        .append_one(
+            NewEntry::text("- from rust 日本")
+                .from_session("telegram:1")
+                .covering(0, 4),
+        )
+        .await
+        .unwrap();
+    journal.append_one(NewEntry::text("second")).await.unwrap();
+    journal.set_dream_cursor(1).await.unwrap();
+
+    let script = r#"
+import json, os, sys
+from pathlib import Path
+ws = Path(sys.argv[1])
+os.environ["HOME"] = str(ws)
+from nanobot.agent.memory import MemoryStore
+store = MemoryStore(ws)
+seen = store.read_unprocessed_history(0)
+dream = store.get_last_dream_cursor()
+cursor = store.append_history("from python", session_key="cli:direct")
+print(json.dumps({"seen": [[e["cursor"], e["content"], e.get("session_key")] for e in seen], "dream": dream, "cursor": cursor}))
+"#;
+    let output = std::process::Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value = serde_json::from_slice(output.stdout.trim_ascii()).unwrap();
+    assert_eq!(
+        seen["seen"],
+        json!([[1, "- from rust 日本", "telegram:1"], [2, "second", null]])
+    );
+    assert_eq!(seen["dream"], 1);
+    assert_eq!(seen["cursor"], 3);
+
+    // Our open journal notices nanobot-ai's append and continues after it.
+    let read = journal.read_since(2, None).await.unwrap();
+    assert_eq!(
+        (read[0].cursor, read[0].content.as_str()),
+        (3, "from python")
+    );
+    assert_eq!(
+        journal
+            .append_one(NewEntry::text("rust again"))
+            .await
+            .unwrap(),
+        4
+    );
+}
