@@ -179,3 +179,96 @@ macro_rules! journal_conformance {
         }
     )*};
 }
+
+/// Documents: missing reads as `None`, writes replace, templates fill only what is missing.
+pub async fn documents_read_write(store: impl crate::MemoryDocuments) {
+    use crate::{Document, MemoryDocumentsExt};
+    assert_eq!(store.read(Document::Soul).await.unwrap(), None);
+    let written = store.initialize().await.unwrap();
+    assert_eq!(written, Document::ALL);
+    assert_eq!(
+        store.read(Document::User).await.unwrap().as_deref(),
+        Some(Document::User.template())
+    );
+    store
+        .write(Document::Memory, "# Memory\n- likes tea 🍵\n")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.read(Document::Memory).await.unwrap().as_deref(),
+        Some("# Memory\n- likes tea 🍵\n")
+    );
+    // Initializing again touches nothing.
+    assert!(store.initialize().await.unwrap().is_empty());
+    assert_eq!(
+        store.read(Document::Memory).await.unwrap().as_deref(),
+        Some("# Memory\n- likes tea 🍵\n")
+    );
+}
+
+/// Skills: sorted listing with front matter, read, replace, delete; hostile names refused.
+pub async fn skills(store: impl crate::MemoryDocuments) {
+    assert!(store.list_skills().await.unwrap().is_empty());
+    store
+        .write_skill(
+            "weather",
+            "---\nname: weather\ndescription: Current weather.\n---\n# Weather\n",
+        )
+        .await
+        .unwrap();
+    store.write_skill("a-first", "---\ndescription: \"Quoted: yes\"\nmetadata: {\"nanobot\": {\"emoji\": \"🦞\"}}\n---\nbody\n").await.unwrap();
+    store
+        .write_skill("no_front_matter", "just text\n")
+        .await
+        .unwrap();
+    let listed = store.list_skills().await.unwrap();
+    let names: Vec<&str> = listed.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["a-first", "no_front_matter", "weather"]);
+    assert_eq!(listed[0].description.as_deref(), Some("Quoted: yes"));
+    assert_eq!(listed[0].front_matter["metadata"]["nanobot"]["emoji"], "🦞");
+    assert_eq!(listed[1].description, None);
+    assert_eq!(listed[2].description.as_deref(), Some("Current weather."));
+    store
+        .write_skill("weather", "---\ndescription: Changed.\n---\n")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.read_skill("weather").await.unwrap().as_deref(),
+        Some("---\ndescription: Changed.\n---\n")
+    );
+    assert!(store.delete_skill("weather").await.unwrap());
+    assert!(!store.delete_skill("weather").await.unwrap());
+    assert_eq!(store.read_skill("weather").await.unwrap(), None);
+    for hostile in [
+        "",
+        "..",
+        "../x",
+        "a/b",
+        "/etc",
+        "a b",
+        "é",
+        &"x".repeat(65),
+        "a\0b",
+        "C:",
+        "skill.md",
+    ] {
+        let error = store.write_skill(hostile, "x").await.unwrap_err();
+        assert!(
+            matches!(error, MemoryError::InvalidName { .. }),
+            "{hostile:?}: {error}"
+        );
+        assert!(store.read_skill(hostile).await.is_err());
+    }
+}
+
+/// Makes one `#[tokio::test]` per document conformance case.
+#[macro_export]
+macro_rules! documents_conformance {
+    ($name:ident, $make:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::journal_conformance!(@case $make, documents_read_write, skills);
+        }
+    };
+}

@@ -24,6 +24,20 @@ pub enum MemoryError {
         /// The latest cursor allocated.
         latest: u64,
     },
+    /// A name was refused (a skill name that could leave `skills/`, say).
+    InvalidName {
+        /// An excerpt of the name.
+        name: String,
+        /// What a valid name looks like.
+        reason: String,
+    },
+    /// A file holds something that cannot be used as it is (a document that is not UTF-8).
+    InvalidFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        reason: String,
+    },
     /// A backend-specific failure (e.g. a database error), with its description.
     Backend {
         /// What happened.
@@ -54,6 +68,10 @@ impl fmt::Display for MemoryError {
                 f,
                 "cursor {cursor} is past the latest journal entry ({latest}); nothing was changed"
             ),
+            MemoryError::InvalidName { name, reason } => {
+                write!(f, "the name {name:?} is refused: {reason}")
+            }
+            MemoryError::InvalidFile { path, reason } => write!(f, "{}: {reason}", path.display()),
             MemoryError::Backend { message } => write!(f, "memory backend failed: {message}"),
         }
     }

@@ -2,16 +2,25 @@
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod documents;
 mod entry;
 mod error;
 #[cfg(feature = "fs")]
 mod file;
+#[cfg(feature = "fs")]
+mod file_documents;
 mod journal;
 mod memory;
 
+pub use documents::{
+    Document, MAX_SKILL_NAME, MemoryDocumentStore, MemoryDocuments, MemoryDocumentsExt, SkillInfo,
+    parse_front_matter, skill_info, validate_skill_name,
+};
 pub use entry::{JournalEntry, MESSAGE_RANGE_FIELD, NewEntry, TIMESTAMP_FORMAT};
 pub use error::MemoryError;
 #[cfg(feature = "fs")]
 pub use file::{FileJournal, JournalDurability, JournalRepair};
+#[cfg(feature = "fs")]
+pub use file_documents::FileDocuments;
 pub use journal::{Compaction, HistoryJournal, HistoryJournalExt};
 pub use memory::MemoryJournal;

@@ -11,3 +11,12 @@ memory_store::journal_conformance!(files, || async {
     let dir = Box::leak(Box::new(TempDir::new("conformance")));
     FileJournal::open(dir.path()).unwrap()
 });
+
+memory_store::documents_conformance!(memory_documents, || async {
+    memory_store::MemoryDocumentStore::new()
+});
+
+memory_store::documents_conformance!(file_documents, || async {
+    let dir = Box::leak(Box::new(TempDir::new("documents")));
+    memory_store::FileDocuments::open(dir.path()).unwrap()
+});

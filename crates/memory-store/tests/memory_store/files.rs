@@ -357,3 +357,77 @@ print(json.dumps({"seen": [[e["cursor"], e["content"], e.get("session_key")] for
         4
     );
 }
+
+#[tokio::test]
+async fn documents_live_where_nanobot_keeps_them() {
+    use memory_store::{Document, FileDocuments, MemoryDocuments, MemoryDocumentsExt};
+    let dir = TempDir::new("documents-files");
+    let docs = FileDocuments::open(dir.path()).unwrap();
+    docs.initialize().await.unwrap();
+    for (document, path) in [
+        (Document::Soul, "SOUL.md"),
+        (Document::User, "USER.md"),
+        (Document::Memory, "memory/MEMORY.md"),
+    ] {
+        assert_eq!(
+            fs::read_to_string(dir.path().join(path)).unwrap(),
+            document.template()
+        );
+    }
+    docs.write_skill("my-skill", "---\nname: my-skill\n---\nDo it.\n")
+        .await
+        .unwrap();
+    assert_eq!(
+        fs::read_to_string(dir.path().join("skills/my-skill/SKILL.md")).unwrap(),
+        "---\nname: my-skill\n---\nDo it.\n"
+    );
+    // A folder without SKILL.md and a folder with an unusable name are not skills.
+    fs::create_dir_all(dir.path().join("skills/empty")).unwrap();
+    fs::create_dir_all(dir.path().join("skills/has space")).unwrap();
+    fs::write(dir.path().join("skills/has space/SKILL.md"), "x").unwrap();
+    let names: Vec<String> = docs
+        .list_skills()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(names, ["my-skill"]);
+    // No temporary file is left behind.
+    let leftovers: Vec<String> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // A document that is not UTF-8 is a clear error, not a silent loss.
+    fs::write(dir.path().join("USER.md"), b"\xff\xfe name").unwrap();
+    let error = docs.read(Document::User).await.unwrap_err();
+    assert!(error.to_string().contains("not UTF-8"), "{error}");
+}
+
+#[test]
+fn front_matter_of_nanobots_own_skills() {
+    use memory_store::parse_front_matter;
+    let github = "---\nname: github\ndescription: \"Interact with GitHub using the `gh` CLI.\"\nmetadata: {\"nanobot\":{\"emoji\":\"🐙\",\"requires\":{\"bins\":[\"gh\"]}}}\n---\n\n# GitHub Skill\n";
+    let (fields, body) = parse_front_matter(github);
+    assert_eq!(fields["name"], "github");
+    assert_eq!(
+        fields["description"],
+        "Interact with GitHub using the `gh` CLI."
+    );
+    assert_eq!(fields["metadata"]["nanobot"]["requires"]["bins"][0], "gh");
+    assert_eq!(body, "\n# GitHub Skill\n");
+    let (fields, body) = parse_front_matter(
+        "---\nname: x\nnested:\n  child: 1\nalways: true\ncount: 3\nquote: 'it''s'\n---\nbody",
+    );
+    assert_eq!(fields["always"], true);
+    assert_eq!(fields["count"], 3);
+    assert_eq!(fields["quote"], "it's");
+    assert_eq!(fields["nested"], "");
+    assert_eq!(body, "body");
+    // No closing line: not front matter.
+    let (fields, body) = parse_front_matter("---\nname: x\n");
+    assert!(fields.is_empty());
+    assert_eq!(body, "---\nname: x\n");
+}

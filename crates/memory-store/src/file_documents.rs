@@ -1,0 +1,131 @@
+//! Durable documents as files in the workspace, where nanobot-ai keeps them.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+
+use crate::documents::{Document, MemoryDocuments, SkillInfo, skill_info, validate_skill_name};
+use crate::error::MemoryError;
+
+/// `SOUL.md`, `USER.md`, `memory/MEMORY.md` and `skills/<name>/SKILL.md` under a workspace.
+#[derive(Debug, Clone)]
+pub struct FileDocuments {
+    workspace: PathBuf,
+}
+
+impl FileDocuments {
+    /// The documents of `workspace` (created if missing).
+    pub fn open(workspace: &Path) -> Result<Self, MemoryError> {
+        fs::create_dir_all(workspace).map_err(|e| MemoryError::io("create", workspace, e))?;
+        Ok(FileDocuments {
+            workspace: workspace.to_owned(),
+        })
+    }
+
+    /// The file of `document`.
+    pub fn path_of(&self, document: Document) -> PathBuf {
+        self.workspace.join(document.path())
+    }
+
+    /// The `SKILL.md` of skill `name` (unchecked).
+    fn skill_path(&self, name: &str) -> PathBuf {
+        self.workspace.join("skills").join(name).join("SKILL.md")
+    }
+}
+
+fn read_text(path: &Path) -> Result<Option<String>, MemoryError> {
+    match fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| MemoryError::InvalidFile {
+                path: path.to_owned(),
+                reason: "the file is not UTF-8 text; fix or remove the invalid bytes".into(),
+            }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(MemoryError::io("read", path, e)),
+    }
+}
+
+/// Replaces `path` with `text` atomically: a temporary file beside it, fsync, rename,
+/// directory fsync. A crash leaves the old text or the new, never a mix.
+pub(crate) fn write_atomic(path: &Path, text: &[u8]) -> Result<(), MemoryError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir).map_err(|e| MemoryError::io("create", dir, e))?;
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("document");
+    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = File::create(&temp).map_err(|e| MemoryError::io("create", &temp, e))?;
+        file.write_all(text)
+            .map_err(|e| MemoryError::io("write", &temp, e))?;
+        file.sync_all()
+            .map_err(|e| MemoryError::io("sync", &temp, e))?;
+        fs::rename(&temp, path).map_err(|e| MemoryError::io("replace", path, e))?;
+        match File::open(dir).and_then(|d| d.sync_all()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => Ok(()),
+            Err(e) => Err(MemoryError::io("sync", dir, e)),
+        }
+    })();
+    let _ = fs::remove_file(&temp);
+    result
+}
+
+#[async_trait]
+impl MemoryDocuments for FileDocuments {
+    async fn read(&self, document: Document) -> Result<Option<String>, MemoryError> {
+        read_text(&self.path_of(document))
+    }
+
+    async fn write(&self, document: Document, text: &str) -> Result<(), MemoryError> {
+        write_atomic(&self.path_of(document), text.as_bytes())
+    }
+
+    async fn list_skills(&self) -> Result<Vec<SkillInfo>, MemoryError> {
+        let dir = self.workspace.join("skills");
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(MemoryError::io("list", &dir, e)),
+        };
+        let mut skills = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| MemoryError::io("list", &dir, e))?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if validate_skill_name(&name).is_err() {
+                continue;
+            }
+            if let Some(text) = read_text(&self.skill_path(&name))? {
+                skills.push(skill_info(&name, &text));
+            }
+        }
+        skills.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(skills)
+    }
+
+    async fn read_skill(&self, name: &str) -> Result<Option<String>, MemoryError> {
+        validate_skill_name(name)?;
+        read_text(&self.skill_path(name))
+    }
+
+    async fn write_skill(&self, name: &str, text: &str) -> Result<(), MemoryError> {
+        validate_skill_name(name)?;
+        write_atomic(&self.skill_path(name), text.as_bytes())
+    }
+
+    async fn delete_skill(&self, name: &str) -> Result<bool, MemoryError> {
+        validate_skill_name(name)?;
+        let dir = self.workspace.join("skills").join(name);
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(MemoryError::io("delete", &dir, e)),
+        }
+    }
+}
