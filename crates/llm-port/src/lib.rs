@@ -8,6 +8,7 @@ mod message;
 mod request;
 #[cfg(feature = "test-util")]
 pub mod testing;
+pub mod text;
 mod time;
 pub mod tokens;
 

@@ -16,24 +16,7 @@ pub(crate) fn title(metadata: &Map<String, Value>) -> Option<String> {
     if metadata.get("title_user_edited") == Some(&Value::Bool(true)) {
         return Some(title.to_owned());
     }
-    Some(strip_think(title))
-}
-
-/// Removes `<think>…</think>` (and `thinking`, `thought`) blocks, and everything after an
-/// opening tag that is never closed.
-pub(crate) fn strip_think(text: &str) -> String {
-    let mut out = text.to_owned();
-    for tag in ["think", "thinking", "thought"] {
-        let open = format!("<{tag}>");
-        let close = format!("</{tag}>");
-        while let Some(start) = out.find(&open) {
-            match out[start..].find(&close) {
-                Some(end) => out.replace_range(start..start + end + close.len(), ""),
-                None => out.truncate(start),
-            }
-        }
-    }
-    out.trim().to_owned()
+    Some(llm_port::text::strip_think(title))
 }
 
 /// The preview of a listing: the first user message with text, else the first assistant

@@ -196,3 +196,32 @@ fn content_helpers() {
     assert_eq!(content.as_text(), None);
     assert_eq!(Content::from("x").as_text(), Some("x"));
 }
+
+#[test]
+fn strip_think_removes_leaked_reasoning() {
+    use llm_port::text::strip_think;
+    let cases = [
+        ("<think>reasoning</think>final answer", "final answer"),
+        ("<think>nothing user-facing</think>", ""),
+        ("<channel|>", ""),
+        ("<|channel|>hello", "hello"),
+        ("before <thinking>x</thinking> after", "before  after"),
+        ("<think>never closed, all hidden", ""),
+        ("<thinking/> answer", "answer"),
+        ("answer <thinking/>", "answer"),
+        ("<think广场的鸽子", "广场的鸽子"),
+        ("</think> answer", "answer"),
+        ("answer </thought>", "answer"),
+        ("answer <thi", "answer"),
+        ("answer <|chan", "answer"),
+        (
+            "we discuss the <think> tag in prose",
+            "we discuss the <think> tag in prose",
+        ),
+        ("a < b and c", "a < b and c"),
+        ("plain", "plain"),
+    ];
+    for (input, expected) in cases {
+        assert_eq!(strip_think(input), expected, "{input:?}");
+    }
+}
