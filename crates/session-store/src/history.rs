@@ -246,8 +246,9 @@ fn project(message: &StoredMessage, include_runtime_context: bool) -> Option<Map
 }
 
 /// nanobot's `public_history_message`: a copy without the runtime-context marker and with
-/// the exact model-only text it records cut off the content.
-pub(crate) fn public_copy(message: &StoredMessage) -> StoredMessage {
+/// the exact model-only text it records cut off the content (what people, forks and raw
+/// archives see).
+pub fn public_copy(message: &StoredMessage) -> StoredMessage {
     let content = message
         .get("content")
         .cloned()

@@ -1,0 +1,588 @@
+//! The Consolidator: archives the oldest part of a session into the journal when its prompt
+//! outgrows the budget, and the whole live part when it goes idle.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use llm_port::text::strip_think;
+use llm_port::tokens::{estimate_json_message_tokens, estimate_prompt_tokens};
+use llm_port::{
+    FinishReason, LlmClient, LlmError, LlmRequest, Message, TokenCounter, ToolChoice,
+    ToolDefinition,
+};
+use memory_store::{HistoryJournal, NewEntry};
+use serde_json::{Value, json};
+use session_store::{
+    HistoryOptions, LAST_SUMMARY_KEY, Session, SessionHandle, SessionKey, SessionManager,
+    get_history, python_isoformat,
+};
+
+use crate::config::ConsolidationConfig;
+use crate::error::ConsolidationError;
+use crate::prompt::{PromptBuilder, archive_instruction};
+use crate::raw::{format_messages, raw_entries};
+
+/// The answer a model gives when nothing is worth keeping.
+pub const NOTHING: &str = "(nothing)";
+
+/// What the probe request carries as its current message when a session's prompt is sized.
+pub const PROBE_MESSAGE: &str = "[token-probe]";
+
+/// Sizes a request in tokens.
+pub trait PromptEstimator: Send + Sync {
+    /// The tokens of `messages` and `tools` as one request.
+    fn estimate(&self, messages: &[Message], tools: &[ToolDefinition]) -> usize;
+}
+
+/// nanobot's whole-request estimate with a token counter (`cl100k_base` in practice).
+pub struct CountingEstimator(pub Arc<dyn TokenCounter>);
+
+impl PromptEstimator for CountingEstimator {
+    fn estimate(&self, messages: &[Message], tools: &[ToolDefinition]) -> usize {
+        estimate_prompt_tokens(self.0.as_ref(), messages, tools)
+    }
+}
+
+/// Why an archive fell back to the raw messages.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum RawReason {
+    /// The configuration leaves no input budget.
+    NoBudget,
+    /// The messages cannot be replayed in full within the budget (one message too large).
+    NotReplayable,
+    /// The archive request itself would not fit the budget.
+    RequestTooLarge,
+    /// The model call failed.
+    CallFailed(LlmError),
+    /// The answer was cut by the output limit or ended in a provider error.
+    Unfinished(FinishReason),
+    /// The model called tools instead of answering.
+    ToolCalls,
+    /// The answer was empty.
+    Empty,
+}
+
+/// What one archive did.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Archived {
+    /// The model's summary was journaled (exactly this text, cleaned and capped).
+    Summary {
+        /// The stored text.
+        text: String,
+        /// Its journal cursor.
+        cursor: u64,
+    },
+    /// The model found nothing worth keeping; nothing was journaled.
+    Nothing,
+    /// The messages themselves were journaled, in one or more parts.
+    Raw {
+        /// The cursors of the parts.
+        cursors: Vec<u64>,
+        /// Why no summary.
+        reason: RawReason,
+    },
+    /// A journal entry already covered these messages (a crash came between its append and
+    /// the pointer move): the pointer was moved without archiving them twice.
+    Recovered {
+        /// The entry's cursor.
+        cursor: u64,
+    },
+}
+
+/// One archive of messages `[start, end)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArchiveRecord {
+    /// The first message archived.
+    pub start: usize,
+    /// One past the last.
+    pub end: usize,
+    /// What was written.
+    pub outcome: Archived,
+}
+
+/// What a consolidation did.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ConsolidationReport {
+    /// The prompt estimate before (provider-reported tokens when given).
+    pub estimate_before: usize,
+    /// The estimate after the last archive.
+    pub estimate_after: usize,
+    /// The archives made, oldest first.
+    pub archives: Vec<ArchiveRecord>,
+    /// Still at or over the budget afterwards: no further boundary (one turn larger than the
+    /// budget, or the round limit). The next request may not fit; replay trimming is left.
+    pub over_budget: bool,
+}
+
+/// Archives sessions into the journal. One per bot; all its work on one session is
+/// serialized by a per-session lock, held across the model call.
+pub struct Consolidator {
+    config: ConsolidationConfig,
+    llm: Arc<dyn LlmClient>,
+    journal: Arc<dyn HistoryJournal>,
+    sessions: Arc<SessionManager>,
+    prompt: Arc<dyn PromptBuilder>,
+    counter: Arc<dyn TokenCounter>,
+    estimator: Arc<dyn PromptEstimator>,
+    locks: Mutex<HashMap<SessionKey, Weak<tokio::sync::Mutex<()>>>>,
+}
+
+impl std::fmt::Debug for Consolidator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consolidator")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Consolidator {
+    /// A Consolidator; the configuration is checked first.
+    pub fn new(
+        config: ConsolidationConfig,
+        llm: Arc<dyn LlmClient>,
+        journal: Arc<dyn HistoryJournal>,
+        sessions: Arc<SessionManager>,
+        prompt: Arc<dyn PromptBuilder>,
+        counter: Arc<dyn TokenCounter>,
+    ) -> Result<Self, ConsolidationError> {
+        config.validate()?;
+        Ok(Consolidator {
+            estimator: Arc::new(CountingEstimator(Arc::clone(&counter))),
+            config,
+            llm,
+            journal,
+            sessions,
+            prompt,
+            counter,
+            locks: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Sizes requests with `estimator` instead of the token counter (a provider's own
+    /// counter, or a test's script).
+    pub fn with_estimator(mut self, estimator: Arc<dyn PromptEstimator>) -> Self {
+        self.estimator = estimator;
+        self
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ConsolidationConfig {
+        &self.config
+    }
+
+    /// The per-session lock: consolidation, idle compaction and `/new` archives of one
+    /// session never overlap.
+    pub fn lock_for(&self, key: &SessionKey) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(lock) = locks.get(key).and_then(Weak::upgrade) {
+            return lock;
+        }
+        locks.retain(|_, weak| weak.strong_count() > 0);
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        locks.insert(key.clone(), Arc::downgrade(&lock));
+        lock
+    }
+
+    /// The tokens the session's next request would take: its full replay, the system
+    /// prompt, a probe message and the tools.
+    pub fn estimate(&self, session: &Session) -> usize {
+        let history = get_history(
+            session.messages(),
+            session.last_consolidated(),
+            &HistoryOptions::default(),
+            self.counter.as_ref(),
+        );
+        let request = self.prompt.build(session, &history, PROBE_MESSAGE);
+        self.estimator.estimate(&request, &self.prompt.tools())
+    }
+
+    /// Whether the next request of this session would not fit (the estimate reaches the
+    /// budget): then consolidation must run before the request, else it can wait.
+    pub fn needs_consolidation(
+        &self,
+        handle: &SessionHandle,
+        reported_prompt_tokens: Option<usize>,
+    ) -> bool {
+        self.config.context_window > 0
+            && reported_prompt_tokens.unwrap_or_else(|| handle.read(|s| self.estimate(s)))
+                >= self.config.budget()
+    }
+
+    /// Archives the oldest user-turn-aligned slices of the session while its prompt is over
+    /// the budget, until it is at most `budget * ratio` (at most `max_rounds` archives; a raw
+    /// fallback stops the run). `reported_prompt_tokens`, the provider's count for the last
+    /// request, is used instead of the first estimate when given.
+    pub async fn maybe_consolidate(
+        &self,
+        key: &SessionKey,
+        reported_prompt_tokens: Option<usize>,
+    ) -> Result<ConsolidationReport, ConsolidationError> {
+        let mut report = ConsolidationReport::default();
+        if self.config.context_window == 0 {
+            return Ok(report);
+        }
+        let lock = self.lock_for(key);
+        let _serialized = lock.lock().await;
+        let handle = self.sessions.get_or_create(key).await?;
+        if handle.message_count() == 0 {
+            return Ok(report);
+        }
+        let (budget, target) = (self.config.budget(), self.config.target());
+        let mut estimate =
+            reported_prompt_tokens.unwrap_or_else(|| handle.read(|s| self.estimate(s)));
+        report.estimate_before = estimate;
+        report.estimate_after = estimate;
+        if estimate < budget {
+            return Ok(report);
+        }
+        let mut summaries: Vec<String> = Vec::new();
+        for _ in 0..self.config.max_rounds {
+            if estimate <= target {
+                break;
+            }
+            let excess = estimate.saturating_sub(target).max(1);
+            let Some(end) = handle.read(|s| self.pick_boundary(s, excess)) else {
+                break;
+            };
+            let record = self.archive(&handle, end).await?;
+            let raw = matches!(record.outcome, Archived::Raw { .. });
+            if let Archived::Summary { text, .. } = &record.outcome {
+                summaries.push(text.clone());
+            }
+            report.archives.push(record);
+            estimate = handle.read(|s| self.estimate(s));
+            report.estimate_after = estimate;
+            if raw {
+                // The model is presumably degraded: the next run starts afresh.
+                break;
+            }
+        }
+        // Every round's summary joins the session's summary, not only the last one.
+        if !summaries.is_empty() {
+            self.remember_summary(&handle, &summaries.join("\n"), None)
+                .await?;
+        }
+        report.over_budget = report.estimate_after >= budget;
+        Ok(report)
+    }
+
+    /// Archives everything not yet archived (the session went idle): one summary of the whole
+    /// live part, kept in the session's metadata for the next turn's prompt. Messages added
+    /// while the model answers stay live. `None` when there was nothing to archive.
+    pub async fn compact_idle(
+        &self,
+        key: &SessionKey,
+    ) -> Result<Option<ArchiveRecord>, ConsolidationError> {
+        let lock = self.lock_for(key);
+        let _serialized = lock.lock().await;
+        let handle = self.sessions.get_or_create(key).await?;
+        let (pointer, end, last_active) = handle.read(|s| {
+            (
+                s.last_consolidated(),
+                s.messages().len(),
+                s.meta().updated_at,
+            )
+        });
+        if pointer >= end {
+            return Ok(None);
+        }
+        let record = self.archive(&handle, end).await?;
+        if let Archived::Summary { text, .. } = &record.outcome {
+            self.remember_summary(&handle, text, Some(last_active))
+                .await?;
+        }
+        Ok(Some(record))
+    }
+
+    /// Archives the messages from the pointer to `end` of a session the caller holds the lock
+    /// of (nanobot's `/new` archives a detached copy this way). The pointer then moves to
+    /// `end` whatever the outcome, except when storage fails.
+    pub async fn archive(
+        &self,
+        handle: &SessionHandle,
+        end: usize,
+    ) -> Result<ArchiveRecord, ConsolidationError> {
+        let key = handle.key().clone();
+        let (start, chunk) = handle.read(|s| {
+            let start = s.last_consolidated();
+            (
+                start,
+                s.messages()[start.min(end)..end.min(s.messages().len())].to_vec(),
+            )
+        });
+        if chunk.is_empty() {
+            return Ok(ArchiveRecord {
+                start,
+                end: start,
+                outcome: Archived::Nothing,
+            });
+        }
+        if let Some(cursor) = self
+            .already_archived(&key, start as u64, end as u64)
+            .await?
+        {
+            self.move_pointer(handle, start, end).await?;
+            return Ok(ArchiveRecord {
+                start,
+                end,
+                outcome: Archived::Recovered { cursor },
+            });
+        }
+        let outcome = match self.build_request(handle, start, end, &chunk) {
+            Err(reason) => self.archive_raw(&key, start, end, &chunk, reason).await?,
+            Ok(request) => self.ask(&key, start, end, &chunk, &request).await?,
+        };
+        self.move_pointer(handle, start, end).await?;
+        Ok(ArchiveRecord {
+            start,
+            end,
+            outcome,
+        })
+    }
+
+    /// A journal entry of this session that starts at `start` and ends within what is being
+    /// archived: written by an archive whose pointer move was lost.
+    async fn already_archived(
+        &self,
+        key: &SessionKey,
+        start: u64,
+        end: u64,
+    ) -> Result<Option<u64>, ConsolidationError> {
+        let recent = self.journal.read_last(64).await?;
+        Ok(recent
+            .iter()
+            .rev()
+            .find(|e| {
+                e.session_key.as_deref() == Some(key.as_str())
+                    && e.message_range
+                        .is_some_and(|(s, e_end)| s == start && e_end <= end && e_end > s)
+            })
+            .map(|e| e.cursor))
+    }
+
+    /// The archive request for messages `[start, end)`, or why it cannot be made.
+    fn build_request(
+        &self,
+        handle: &SessionHandle,
+        start: usize,
+        end: usize,
+        chunk: &[session_store::StoredMessage],
+    ) -> Result<LlmRequest, RawReason> {
+        let budget = self.config.budget();
+        if budget == 0 {
+            return Err(RawReason::NoBudget);
+        }
+        handle.read(|session| {
+            let counter = self.counter.as_ref();
+            let history = get_history(
+                &session.messages()[..end],
+                start,
+                &HistoryOptions::with_token_budget(budget),
+                counter,
+            );
+            let archived = get_history(chunk, 0, &HistoryOptions::default(), counter);
+            if archived.is_empty()
+                || archived.len() > history.len()
+                || history[history.len() - archived.len()..] != archived[..]
+            {
+                return Err(RawReason::NotReplayable);
+            }
+            let messages =
+                self.prompt
+                    .build(session, &history, &archive_instruction(archived.len()));
+            let tools = self.prompt.tools();
+            if self.estimator.estimate(&messages, &tools) > budget {
+                return Err(RawReason::RequestTooLarge);
+            }
+            let mut request = LlmRequest::new(self.config.model.clone(), messages);
+            if !tools.is_empty() {
+                request = request.with_tools(tools).with_tool_choice(ToolChoice::None);
+            }
+            if self.config.max_output_tokens > 0 {
+                request = request.with_max_tokens(
+                    u32::try_from(self.config.max_output_tokens).unwrap_or(u32::MAX),
+                );
+            }
+            if let Some(temperature) = self.config.temperature {
+                request = request.with_temperature(temperature);
+            }
+            Ok(request)
+        })
+    }
+
+    /// Asks the model for the summary and journals what it says (or the raw messages).
+    async fn ask(
+        &self,
+        key: &SessionKey,
+        start: usize,
+        end: usize,
+        chunk: &[session_store::StoredMessage],
+        request: &LlmRequest,
+    ) -> Result<Archived, ConsolidationError> {
+        let answer = match tokio::time::timeout(
+            self.config.call_timeout,
+            self.llm.complete(request),
+        )
+        .await
+        {
+            Err(_) => Err(LlmError::Timeout {
+                after: self.config.call_timeout,
+            }),
+            Ok(answer) => answer,
+        };
+        let reason = match answer {
+            Err(error) => RawReason::CallFailed(error),
+            Ok(response)
+                if !matches!(
+                    response.finish_reason,
+                    FinishReason::Stop | FinishReason::ToolCalls
+                ) =>
+            {
+                RawReason::Unfinished(response.finish_reason)
+            }
+            Ok(response) if !response.tool_calls_made().is_empty() => RawReason::ToolCalls,
+            Ok(response) => {
+                let text = response.text_content();
+                let trimmed = text.trim();
+                if trimmed.is_empty() {
+                    RawReason::Empty
+                } else if trimmed == NOTHING {
+                    return Ok(Archived::Nothing);
+                } else {
+                    let stored = cap(&strip_think(trimmed), self.config.summary_max_chars);
+                    let entry = NewEntry::text(&stored)
+                        .from_session(key.as_str())
+                        .covering(start as u64, end as u64);
+                    let cursors = self.journal.append(&[entry]).await?;
+                    return Ok(Archived::Summary {
+                        cursor: cursors.first().copied().unwrap_or_default(),
+                        text: stored,
+                    });
+                }
+            }
+        };
+        self.archive_raw(key, start, end, chunk, reason).await
+    }
+
+    /// Journals the messages themselves, split into parts rather than cut.
+    async fn archive_raw(
+        &self,
+        key: &SessionKey,
+        start: usize,
+        end: usize,
+        chunk: &[session_store::StoredMessage],
+        reason: RawReason,
+    ) -> Result<Archived, ConsolidationError> {
+        let lines = format_messages(chunk);
+        let parts = raw_entries(chunk.len(), &lines, self.config.raw_part_max_chars);
+        let entries: Vec<NewEntry<'_>> = parts
+            .iter()
+            .map(|text| {
+                NewEntry::text(text)
+                    .from_session(key.as_str())
+                    .covering(start as u64, end as u64)
+            })
+            .collect();
+        let cursors = self.journal.append(&entries).await?;
+        Ok(Archived::Raw { cursors, reason })
+    }
+
+    /// Moves the pointer from `start` to `end` (compare-and-set: only if it is still at
+    /// `start`), drops the provider's continuation state, and saves.
+    async fn move_pointer(
+        &self,
+        handle: &SessionHandle,
+        start: usize,
+        end: usize,
+    ) -> Result<(), ConsolidationError> {
+        let moved = handle.update(|s| {
+            if s.last_consolidated() != start {
+                return Ok(false);
+            }
+            s.set_last_consolidated(end)?;
+            s.set_provider_state(None);
+            Ok::<_, ConsolidationError>(true)
+        })?;
+        if moved {
+            self.sessions.save(handle).await?;
+        }
+        Ok(())
+    }
+
+    /// Adds `summary` to the session's summary (`_last_summary`): the previous text is
+    /// kept ahead of the new one, oldest lines dropped first when the whole would exceed
+    /// twice the summary cap.
+    async fn remember_summary(
+        &self,
+        handle: &SessionHandle,
+        summary: &str,
+        last_active: Option<chrono::NaiveDateTime>,
+    ) -> Result<(), ConsolidationError> {
+        let limit = self.config.summary_max_chars * 2;
+        handle.update(|s| {
+            let previous = s
+                .meta()
+                .metadata
+                .get(LAST_SUMMARY_KEY)
+                .and_then(|v| v.get("text"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let mut text = if previous.is_empty() {
+                summary.to_owned()
+            } else {
+                format!("{previous}\n{summary}")
+            };
+            while text.chars().count() > limit {
+                match text.find('\n') {
+                    Some(cut) => text.replace_range(..=cut, ""),
+                    None => {
+                        text = text.chars().skip(text.chars().count() - limit).collect();
+                    }
+                }
+            }
+            let active = last_active.unwrap_or(s.meta().updated_at);
+            s.metadata_mut().insert(
+                LAST_SUMMARY_KEY.into(),
+                json!({"text": text, "last_active": python_isoformat(active)}),
+            );
+        });
+        self.sessions.save(handle).await?;
+        Ok(())
+    }
+
+    /// nanobot's `pick_consolidation_boundary`: walking from the pointer, the first user
+    /// message (after the first message) before which at least `tokens_to_remove` tokens
+    /// lie, else the last user message seen; `None` without one. Slices end before a user
+    /// turn, so a tool call is never split from its results.
+    pub fn pick_boundary(&self, session: &Session, tokens_to_remove: usize) -> Option<usize> {
+        let start = session.last_consolidated();
+        let messages = session.messages();
+        if start >= messages.len() || tokens_to_remove == 0 {
+            return None;
+        }
+        let mut removed = 0;
+        let mut last = None;
+        for (index, message) in messages.iter().enumerate().skip(start) {
+            if index > start && message.role() == Some("user") {
+                if removed >= tokens_to_remove {
+                    return Some(index);
+                }
+                last = Some(index);
+            }
+            removed += estimate_json_message_tokens(self.counter.as_ref(), message.fields());
+        }
+        last
+    }
+}
+
+/// `text` cut to `max_chars` characters with nanobot's visible marker.
+fn cap(text: &str, max_chars: usize) -> String {
+    if text.chars().count() <= max_chars {
+        return text.to_owned();
+    }
+    let cut: String = text.chars().take(max_chars).collect();
+    format!("{cut}\n... (truncated)")
+}

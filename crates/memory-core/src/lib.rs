@@ -1,0 +1,18 @@
+#![doc = include_str!("../README.md")]
+
+mod config;
+mod consolidator;
+mod error;
+mod prompt;
+mod raw;
+
+pub use config::ConsolidationConfig;
+pub use consolidator::{
+    ArchiveRecord, Archived, ConsolidationReport, Consolidator, CountingEstimator, NOTHING,
+    PROBE_MESSAGE, PromptEstimator, RawReason,
+};
+pub use error::ConsolidationError;
+pub use prompt::{
+    PlainPrompt, PromptBuilder, append_user_text, archive_instruction, replayed_messages,
+};
+pub use raw::{format_messages, raw_entries};

@@ -1,0 +1,13 @@
+//! memory-core's integration tests, one binary.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    missing_docs,
+    unreachable_pub
+)]
+
+mod consolidation;
+mod idle;
+mod raw;
+mod support;

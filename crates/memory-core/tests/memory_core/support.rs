@@ -1,0 +1,149 @@
+//! Shared fixtures: a manager, a journal, a scripted model, fixed token counts.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use llm_port::testing::{MockTokenCounter, ScriptedLlm};
+use llm_port::{LlmClient, Message, SystemClock, ToolDefinition};
+use memory_core::{ConsolidationConfig, Consolidator, PlainPrompt, PromptEstimator};
+use memory_store::{HistoryJournal, MemoryJournal};
+use serde_json::json;
+use session_store::{MemorySessionStore, SessionHandle, SessionKey, SessionManager, StoredMessage};
+
+/// Every message costs `tokens` in the per-message estimate (nanobot adds 4 of framing).
+pub fn flat_counter(tokens: usize) -> Arc<MockTokenCounter> {
+    let mut counter = MockTokenCounter::new();
+    counter
+        .expect_count()
+        .returning(move |_| tokens.saturating_sub(4));
+    counter
+        .expect_encoding()
+        .return_const(format!("flat-{tokens}"));
+    Arc::new(counter)
+}
+
+/// Session estimates (the probe requests) from a script, the last value repeating; archive
+/// requests always fit.
+pub struct Script(Mutex<VecDeque<usize>>);
+
+impl Script {
+    pub fn new(values: &[usize]) -> Arc<Self> {
+        Arc::new(Script(Mutex::new(values.iter().copied().collect())))
+    }
+}
+
+impl PromptEstimator for Script {
+    fn estimate(&self, messages: &[Message], _tools: &[ToolDefinition]) -> usize {
+        let probe = messages
+            .last()
+            .and_then(|m| m.content())
+            .is_some_and(|c| c.joined_text().ends_with(memory_core::PROBE_MESSAGE));
+        if !probe {
+            return 0;
+        }
+        let mut values = self.0.lock().unwrap();
+        if values.len() > 1 {
+            values.pop_front().unwrap()
+        } else {
+            values.front().copied().unwrap_or(0)
+        }
+    }
+}
+
+pub struct Fixture {
+    pub sessions: Arc<SessionManager>,
+    pub journal: Arc<MemoryJournal>,
+    pub key: SessionKey,
+    pub handle: Arc<SessionHandle>,
+}
+
+impl Fixture {
+    pub async fn new(messages: Vec<StoredMessage>) -> Fixture {
+        let sessions = Arc::new(SessionManager::new(
+            Arc::new(MemorySessionStore::new()),
+            Arc::new(SystemClock),
+            Arc::new(llm_port::Cl100kBase),
+        ));
+        let key = SessionKey::new("telegram:42").unwrap();
+        let handle = sessions.get_or_create(&key).await.unwrap();
+        for message in messages {
+            handle.add_message(message);
+        }
+        sessions.save(&handle).await.unwrap();
+        Fixture {
+            sessions,
+            journal: Arc::new(MemoryJournal::default()),
+            key,
+            handle,
+        }
+    }
+
+    pub fn consolidator(
+        &self,
+        config: ConsolidationConfig,
+        llm: Arc<dyn LlmClient>,
+        counter: Arc<MockTokenCounter>,
+    ) -> Consolidator {
+        Consolidator::new(
+            config,
+            llm,
+            self.journal.clone(),
+            self.sessions.clone(),
+            Arc::new(PlainPrompt {
+                system: "SYSTEM".into(),
+                ..PlainPrompt::default()
+            }),
+            counter,
+        )
+        .unwrap()
+    }
+
+    pub async fn entries(&self) -> Vec<memory_store::JournalEntry> {
+        self.journal.read_since(0, None).await.unwrap()
+    }
+}
+
+/// Window, no answer cap and no safety margin, as nanobot's loop tests set them.
+pub fn config(window: usize, ratio: f64) -> ConsolidationConfig {
+    ConsolidationConfig {
+        safety_margin: 0,
+        ratio,
+        ..ConsolidationConfig::new("archive-model", window, 0)
+    }
+}
+
+pub fn u(text: &str) -> StoredMessage {
+    StoredMessage::user(text)
+}
+
+pub fn a(text: &str) -> StoredMessage {
+    StoredMessage::assistant(text)
+}
+
+/// `n` alternating user/assistant messages `u0 a0 u1 a1 ...`.
+pub fn turns(n: usize) -> Vec<StoredMessage> {
+    (0..n)
+        .map(|i| {
+            if i % 2 == 0 {
+                u(&format!("user msg {}", i / 2))
+            } else {
+                a(&format!("assistant msg {}", i / 2))
+            }
+        })
+        .collect()
+}
+
+pub fn summary_llm(count: usize) -> Arc<ScriptedLlm> {
+    let mut llm = ScriptedLlm::new();
+    for i in 0..count {
+        llm = llm.then_text(format!("- [durable] fact {i}"));
+    }
+    Arc::new(llm)
+}
+
+pub fn tool_call(id: &str) -> StoredMessage {
+    StoredMessage::assistant("").with(
+        "tool_calls",
+        json!([{"id": id, "type": "function", "function": {"name": "lookup", "arguments": "{\"q\": \"x\"}"}}]),
+    )
+}
