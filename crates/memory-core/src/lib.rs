@@ -1,11 +1,13 @@
 #![doc = include_str!("../README.md")]
 
+mod autocompact;
 mod config;
 mod consolidator;
 mod error;
 mod prompt;
 mod raw;
 
+pub use autocompact::{AutoCompact, Compacted, DEFAULT_IDLE_TTL, TurnGuard};
 pub use config::ConsolidationConfig;
 pub use consolidator::{
     ArchiveRecord, Archived, ConsolidationReport, Consolidator, CountingEstimator, NOTHING,

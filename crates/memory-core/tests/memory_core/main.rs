@@ -7,6 +7,7 @@
     unreachable_pub
 )]
 
+mod autocompact;
 mod consolidation;
 mod idle;
 mod raw;
