@@ -31,6 +31,7 @@ struct Row {
 const SESSIONS: (&str, &str) = ("session-store", "sessions");
 const TOKENS: (&str, &str) = ("llm-port", "token_count");
 const JOURNAL: (&str, &str) = ("memory-store", "journal");
+const MEMORY: (&str, &str) = ("memory-core", "memory");
 
 const ROWS: &[Row] = &[
     Row {
@@ -164,6 +165,28 @@ const ROWS: &[Row] = &[
         check: None,
     },
     Row {
+        label: "W5 session prompt estimate, 10,000 messages, counts cached",
+        ours_bench: MEMORY,
+        ours: (
+            "token_estimate",
+            &["estimate_session_prompt_tokens", "time_s", "median"],
+        ),
+        peer: Some((
+            "token_estimate",
+            &["estimate_session_prompt_tokens", "time_s", "median"],
+        )),
+        floor: None,
+        check: None,
+    },
+    Row {
+        label: "W6 idle compaction of 1,000 messages, fake model",
+        ours_bench: MEMORY,
+        ours: ("compact_idle", &["time_s", "median"]),
+        peer: Some(("compact_idle", &["time_s", "median"])),
+        floor: None,
+        check: None,
+    },
+    Row {
         label: "W5 estimate_message_tokens over 10,000 messages (cl100k)",
         ours_bench: TOKENS,
         ours: ("token_estimate", &["per_message_cl100k", "median_s"]),
@@ -235,11 +258,18 @@ pub(crate) fn run(root: &Path, only: &[String]) -> Result<(), String> {
         names.sort();
         names.dedup();
         let report = run_ours(root, package, bench, &names.join(","))?;
-        // A bench prints either {"workloads": {...}} or one workload's figures.
-        match report.get("workloads").and_then(Value::as_object) {
-            Some(map) => ours.extend(map.clone()),
-            None => {
-                ours.insert("token_estimate".to_owned(), report);
+        // A bench prints either {"workloads": {...}} or one workload's figures (the token
+        // bench). Figures of one workload from several benches are merged.
+        let workloads = match report.get("workloads").and_then(Value::as_object) {
+            Some(map) => map.clone(),
+            None => serde_json::Map::from_iter([("token_estimate".to_owned(), report)]),
+        };
+        for (name, figures) in workloads {
+            match (ours.get_mut(&name), figures) {
+                (Some(Value::Object(existing)), Value::Object(more)) => existing.extend(more),
+                (_, figures) => {
+                    ours.insert(name, figures);
+                }
             }
         }
     }

@@ -14,7 +14,7 @@ use memory_store::{HistoryJournal, NewEntry};
 use serde_json::{Value, json};
 use session_store::{
     HistoryOptions, LAST_SUMMARY_KEY, Session, SessionHandle, SessionKey, SessionManager,
-    get_history, python_isoformat,
+    get_history, get_history_counted, python_isoformat,
 };
 
 use crate::config::ConsolidationConfig;
@@ -32,6 +32,14 @@ pub const PROBE_MESSAGE: &str = "[token-probe]";
 pub trait PromptEstimator: Send + Sync {
     /// The tokens of `messages` and `tools` as one request.
     fn estimate(&self, messages: &[Message], tools: &[ToolDefinition]) -> usize;
+
+    /// A whole-session estimate that replaces the Consolidator's own (the replay from the
+    /// per-message cache plus [`PromptEstimator::estimate`] of the rest), for an estimator
+    /// that can size the exact request itself. `None` by default.
+    fn estimate_session(&self, session: &Session) -> Option<usize> {
+        let _ = session;
+        None
+    }
 }
 
 /// nanobot's whole-request estimate with a token counter (`cl100k_base` in practice).
@@ -185,17 +193,26 @@ impl Consolidator {
         lock
     }
 
-    /// The tokens the session's next request would take: its full replay, the system
-    /// prompt, a probe message and the tools.
+    /// The tokens the session's next request would take: its full replay (per-message
+    /// estimates, cached on the messages), plus the system prompt, a probe message and the
+    /// tools.
     pub fn estimate(&self, session: &Session) -> usize {
-        let history = get_history(
+        if let Some(tokens) = self.estimator.estimate_session(session) {
+            return tokens;
+        }
+        let (_, history_tokens) = get_history_counted(
             session.messages(),
             session.last_consolidated(),
             &HistoryOptions::default(),
             self.counter.as_ref(),
         );
-        let request = self.prompt.build(session, &history, PROBE_MESSAGE);
-        self.estimator.estimate(&request, &self.prompt.tools())
+        history_tokens + self.frame_tokens(session, PROBE_MESSAGE)
+    }
+
+    /// The tokens of a request around the history: system prompt, `current` and tools.
+    fn frame_tokens(&self, session: &Session, current: &str) -> usize {
+        let frame = self.prompt.build(session, &[], current);
+        self.estimator.estimate(&frame, &self.prompt.tools())
     }
 
     /// Whether the next request of this session would not fit (the estimate reaches the
@@ -376,7 +393,7 @@ impl Consolidator {
         }
         handle.read(|session| {
             let counter = self.counter.as_ref();
-            let history = get_history(
+            let (history, history_tokens) = get_history_counted(
                 &session.messages()[..end],
                 start,
                 &HistoryOptions::with_token_budget(budget),
@@ -389,13 +406,12 @@ impl Consolidator {
             {
                 return Err(RawReason::NotReplayable);
             }
-            let messages =
-                self.prompt
-                    .build(session, &history, &archive_instruction(archived.len()));
-            let tools = self.prompt.tools();
-            if self.estimator.estimate(&messages, &tools) > budget {
+            let instruction = archive_instruction(archived.len());
+            if history_tokens + self.frame_tokens(session, &instruction) > budget {
                 return Err(RawReason::RequestTooLarge);
             }
+            let messages = self.prompt.build(session, &history, &instruction);
+            let tools = self.prompt.tools();
             let mut request = LlmRequest::new(self.config.model.clone(), messages);
             if !tools.is_empty() {
                 request = request.with_tools(tools).with_tool_choice(ToolChoice::None);

@@ -95,6 +95,43 @@ pub fn get_history(
     options: &HistoryOptions,
     counter: &dyn TokenCounter,
 ) -> Vec<Replayed> {
+    replay(messages, last_consolidated, options, counter)
+        .into_iter()
+        .map(|(projected, _)| projected)
+        .collect()
+}
+
+/// [`get_history`] and the token estimate of what it returns: the sum of each message's
+/// estimate (nanobot's `estimate_message_tokens`, framing included), from the per-message
+/// cache, so asking again costs no tokenization.
+pub fn get_history_counted(
+    messages: &[StoredMessage],
+    last_consolidated: usize,
+    options: &HistoryOptions,
+    counter: &dyn TokenCounter,
+) -> (Vec<Replayed>, usize) {
+    let fingerprint = fingerprint(counter);
+    let include = options.include_runtime_context;
+    let mut tokens = 0;
+    let replayed = replay(messages, last_consolidated, options, counter);
+    let stored: Vec<&StoredMessage> = replayed.iter().map(|(_, m)| *m).collect();
+    prime_costs(&stored, include, counter, fingerprint);
+    let history = replayed
+        .into_iter()
+        .map(|(projected, stored)| {
+            tokens += cost(stored, include, counter, fingerprint).unwrap_or(0);
+            projected
+        })
+        .collect();
+    (history, tokens)
+}
+
+fn replay<'a>(
+    messages: &'a [StoredMessage],
+    last_consolidated: usize,
+    options: &HistoryOptions,
+    counter: &dyn TokenCounter,
+) -> Vec<(Replayed, &'a StoredMessage)> {
     let pointer = last_consolidated.min(messages.len());
     let mut start = pointer;
     if pointer > 0 {
@@ -127,7 +164,7 @@ pub fn get_history(
     if start > 0 {
         drop_unanswerable_results(&mut out);
     }
-    out.into_iter().map(|(projected, _)| projected).collect()
+    out
 }
 
 fn role(message: &StoredMessage) -> Option<&str> {
@@ -480,6 +517,44 @@ fn project_cached(message: &StoredMessage, include: bool) -> Option<Replayed> {
     }
 }
 
+/// How many messages are counted in parallel at a time.
+const PRIME_CHUNK: usize = 256;
+
+/// Fills the token cache of `messages` using the machine's cores; the cache makes the
+/// result the same as counting one by one. Small stretches are counted on the caller's
+/// thread.
+fn prime_costs(
+    messages: &[&StoredMessage],
+    include: bool,
+    counter: &dyn TokenCounter,
+    fingerprint: u64,
+) {
+    if !include {
+        return;
+    }
+    let missing: Vec<&StoredMessage> = messages
+        .iter()
+        .copied()
+        .filter(|m| m.cached_tokens(fingerprint).is_none())
+        .collect();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(4);
+    if missing.len() < 64 || threads < 2 {
+        return;
+    }
+    let per_thread = missing.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        for part in missing.chunks(per_thread) {
+            scope.spawn(move || {
+                for message in part {
+                    let _ = cost(message, include, counter, fingerprint);
+                }
+            });
+        }
+    });
+}
+
 /// A user turn that replay keeps.
 fn is_replayed_user(message: &StoredMessage) -> bool {
     let shape = message.shape();
@@ -498,6 +573,15 @@ fn budget_start(
     let mut total = 0usize;
     let mut first_kept = kept.len();
     for (i, message) in kept.iter().enumerate().rev() {
+        if (kept.len() - 1 - i).is_multiple_of(PRIME_CHUNK) {
+            // Count the next stretch (walking back) on every core before walking it.
+            prime_costs(
+                &kept[i.saturating_sub(PRIME_CHUNK - 1)..=i],
+                include,
+                counter,
+                fingerprint,
+            );
+        }
         let Some(tokens) = cost(message, include, counter, fingerprint) else {
             continue;
         };

@@ -21,7 +21,8 @@ pub use error::SessionError;
 #[cfg(feature = "fs")]
 pub use file::{Durability, FileSessionStore, FileStoreOptions};
 pub use history::{
-    HistoryOptions, MIN_REPLAY_MESSAGES, Replayed, get_history, public_copy, replay_token_budget,
+    HistoryOptions, MIN_REPLAY_MESSAGES, Replayed, get_history, get_history_counted, public_copy,
+    replay_token_budget,
 };
 pub use key::{MAX_KEY_BYTES, SessionKey};
 pub use manager::{DEFAULT_CACHE_CAPACITY, DeleteObserver, SessionHandle, SessionManager};

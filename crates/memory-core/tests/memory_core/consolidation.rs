@@ -389,3 +389,44 @@ async fn invalid_settings_are_refused() {
         95_392
     );
 }
+
+#[tokio::test]
+async fn the_cached_estimate_is_within_one_percent_of_the_whole_request() {
+    use llm_port::Cl100kBase;
+    use llm_port::tokens::estimate_prompt_tokens;
+    use memory_core::{PROBE_MESSAGE, PromptBuilder};
+    let messages: Vec<StoredMessage> = bench_workload::message_stream(42, 2_000)
+        .into_iter()
+        .map(|m| StoredMessage::from_map(m.as_object().cloned().unwrap()))
+        .collect();
+    let fixture = Fixture::new(messages).await;
+    let prompt = memory_core::PlainPrompt {
+        system: "You are nanobot, a personal assistant.".repeat(20),
+        ..Default::default()
+    };
+    let consolidator = memory_core::Consolidator::new(
+        config(1_000_000, 0.5),
+        Arc::new(ScriptedLlm::new()),
+        fixture.journal.clone(),
+        fixture.sessions.clone(),
+        Arc::new(prompt.clone()),
+        Arc::new(Cl100kBase),
+    )
+    .unwrap();
+    let ours = fixture.handle.read(|s| consolidator.estimate(s));
+    let exact = fixture.handle.read(|s| {
+        let history = session_store::get_history(
+            s.messages(),
+            0,
+            &session_store::HistoryOptions::default(),
+            &Cl100kBase,
+        );
+        estimate_prompt_tokens(
+            &Cl100kBase,
+            &prompt.build(s, &history, PROBE_MESSAGE),
+            &prompt.tools(),
+        )
+    });
+    let deviation = (ours as f64 - exact as f64).abs() / exact as f64;
+    assert!(deviation < 0.01, "ours {ours}, whole request {exact}");
+}

@@ -22,8 +22,8 @@ pub fn flat_counter(tokens: usize) -> Arc<MockTokenCounter> {
     Arc::new(counter)
 }
 
-/// Session estimates (the probe requests) from a script, the last value repeating; archive
-/// requests always fit.
+/// Whole-session estimates from a script, the last value repeating; archive requests always
+/// fit.
 pub struct Script(Mutex<VecDeque<usize>>);
 
 impl Script {
@@ -33,20 +33,17 @@ impl Script {
 }
 
 impl PromptEstimator for Script {
-    fn estimate(&self, messages: &[Message], _tools: &[ToolDefinition]) -> usize {
-        let probe = messages
-            .last()
-            .and_then(|m| m.content())
-            .is_some_and(|c| c.joined_text().ends_with(memory_core::PROBE_MESSAGE));
-        if !probe {
-            return 0;
-        }
+    fn estimate(&self, _messages: &[Message], _tools: &[ToolDefinition]) -> usize {
+        0
+    }
+
+    fn estimate_session(&self, _session: &session_store::Session) -> Option<usize> {
         let mut values = self.0.lock().unwrap();
-        if values.len() > 1 {
+        Some(if values.len() > 1 {
             values.pop_front().unwrap()
         } else {
             values.front().copied().unwrap_or(0)
-        }
+        })
     }
 }
 

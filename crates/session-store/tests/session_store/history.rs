@@ -478,3 +478,32 @@ fn case_78_79_retention_keeps_whole_turns_and_the_newest_messages() {
         .collect();
     assert_eq!(kept, ["reminder", "ok", "great"]);
 }
+
+#[test]
+fn counted_history_sums_the_cached_per_message_estimates() {
+    let messages: Vec<StoredMessage> = bench_workload::message_stream(42, 300)
+        .into_iter()
+        .map(|m| StoredMessage::from_map(m.as_object().cloned().unwrap()))
+        .collect();
+    let (history, tokens) =
+        session_store::get_history_counted(&messages, 0, &HistoryOptions::default(), &Cl100kBase);
+    assert_eq!(
+        history,
+        get_history(&messages, 0, &HistoryOptions::default(), &Cl100kBase)
+    );
+    let expected: usize = history
+        .iter()
+        .map(|m| llm_port::tokens::estimate_json_message_tokens(&Cl100kBase, m))
+        .sum();
+    assert_eq!(tokens, expected);
+    // Asked again, the counts come from the cache.
+    let mut counter = MockTokenCounter::new();
+    counter.expect_count().times(0);
+    counter
+        .expect_encoding()
+        .return_const("cl100k_base".to_owned());
+    assert_eq!(
+        session_store::get_history_counted(&messages, 0, &HistoryOptions::default(), &counter).1,
+        tokens
+    );
+}

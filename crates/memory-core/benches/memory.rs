@@ -1,0 +1,157 @@
+//! W5 and W6 of `../shared/bench/workload.md`, with the peer script's JSON shape:
+//! the session's prompt estimate over 10,000 messages, and one idle compaction of 1,000
+//! messages with a fake model. `cargo bench -p memory-core --bench memory`.
+#![allow(
+    clippy::print_stdout,
+    clippy::expect_used,
+    clippy::unwrap_used,
+    missing_docs
+)]
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bench_workload::{SEED, fake_summary, memory_md, message_stream, tool_definitions};
+use llm_port::testing::ScriptedLlm;
+use llm_port::{Cl100kBase, SystemClock, TokenCounter, ToolDefinition};
+use memory_core::{Archived, ConsolidationConfig, Consolidator, PlainPrompt};
+use memory_store::FileJournal;
+use serde_json::{Value, json};
+use session_store::{
+    FileSessionStore, FileStoreOptions, MemorySessionStore, SessionKey, SessionManager,
+    SessionStore, StoredMessage,
+};
+
+const REPS: usize = 5;
+
+fn summarize(mut samples: Vec<f64>) -> Value {
+    samples.sort_by(f64::total_cmp);
+    json!({"median": samples[samples.len() / 2], "min": samples[0], "max": samples[samples.len() - 1], "samples": samples})
+}
+
+fn specs(n: usize) -> Vec<StoredMessage> {
+    message_stream(SEED, n)
+        .into_iter()
+        .map(|m| StoredMessage::from_map(m.as_object().cloned().unwrap()))
+        .collect()
+}
+
+fn prompt() -> PlainPrompt {
+    // A system prompt of the peer's size (W8: about 22 k characters with MEMORY.md).
+    let tools: Vec<ToolDefinition> = tool_definitions()
+        .into_iter()
+        .map(|t| serde_json::from_value(t).unwrap())
+        .collect();
+    PlainPrompt {
+        system: memory_md(SEED, 20_480),
+        tools,
+    }
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let counter: Arc<dyn TokenCounter> = Arc::new(Cl100kBase);
+    Cl100kBase.warm_up();
+
+    // W5: the prompt estimate of a 10,000-message session.
+    let sessions = Arc::new(SessionManager::new(
+        Arc::new(MemorySessionStore::new()),
+        Arc::new(SystemClock),
+        counter.clone(),
+    ));
+    let key = SessionKey::new("cli:bench-tokens").unwrap();
+    let journal_dir = std::env::temp_dir().join(format!("nbrs-w5-{}", std::process::id()));
+    let consolidator = Consolidator::new(
+        ConsolidationConfig::new("bench-model", 200_000, 8_192),
+        Arc::new(ScriptedLlm::new()),
+        Arc::new(FileJournal::open(&journal_dir).unwrap()),
+        sessions.clone(),
+        Arc::new(prompt()),
+        counter.clone(),
+    )
+    .unwrap();
+    let handle = rt.block_on(sessions.get_or_create(&key)).unwrap();
+    for spec in specs(10_000) {
+        handle.add_message(spec);
+    }
+    let t = Instant::now();
+    let first_tokens = handle.read(|s| consolidator.estimate(s));
+    let first_call = t.elapsed().as_secs_f64();
+    let mut cached = Vec::new();
+    let mut tokens = 0;
+    for _ in 0..REPS {
+        let t = Instant::now();
+        tokens = handle.read(|s| consolidator.estimate(s));
+        cached.push(t.elapsed().as_secs_f64());
+    }
+    assert_eq!(tokens, first_tokens);
+    let _ = std::fs::remove_dir_all(&journal_dir);
+
+    // W6: one idle compaction of 1,000 messages from files, with a fake model.
+    let mut samples = Vec::new();
+    let mut path = String::new();
+    for rep in 0..REPS {
+        let root = std::env::temp_dir().join(format!("nbrs-w6-{}-{rep}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let key = SessionKey::new("cli:bench-compact").unwrap();
+        {
+            let store =
+                FileSessionStore::open_workspace(&root, FileStoreOptions::default()).unwrap();
+            let mut session =
+                session_store::Session::new(key.clone(), chrono::NaiveDateTime::default());
+            for spec in specs(1_000) {
+                session.add_message(spec, chrono::NaiveDateTime::default());
+            }
+            rt.block_on(session_store::SessionStoreExt::save_changes(
+                &store,
+                &mut session,
+                None,
+            ))
+            .unwrap();
+        }
+        let store: Arc<dyn SessionStore> =
+            Arc::new(FileSessionStore::open_workspace(&root, FileStoreOptions::default()).unwrap());
+        let sessions = Arc::new(SessionManager::new(
+            store,
+            Arc::new(SystemClock),
+            counter.clone(),
+        ));
+        let consolidator = Consolidator::new(
+            ConsolidationConfig::new("bench-model", 200_000, 8_192),
+            Arc::new(ScriptedLlm::new().then_text(fake_summary(SEED))),
+            Arc::new(FileJournal::open(&root).unwrap()),
+            sessions,
+            Arc::new(prompt()),
+            counter.clone(),
+        )
+        .unwrap();
+        let t = Instant::now();
+        let record = rt
+            .block_on(consolidator.compact_idle(&key))
+            .unwrap()
+            .unwrap();
+        samples.push(t.elapsed().as_secs_f64());
+        path = match record.outcome {
+            Archived::Summary { .. } => "llm_summary".into(),
+            Archived::Raw { .. } => "raw_dump".into(),
+            other => format!("{other:?}"),
+        };
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    let report = json!({
+        "peer": "nanobot-rs memory-core",
+        "reps": REPS,
+        "workloads": {
+            "token_estimate": {
+                "n": 10_000,
+                "estimate_session_prompt_tokens": {"time_s": summarize(cached), "first_call_s": first_call, "tokens": tokens},
+            },
+            "compact_idle": {"m": 1_000, "time_s": summarize(samples), "path": path},
+        },
+    });
+    println!("{}", serde_json::to_string_pretty(&report).unwrap());
+}
