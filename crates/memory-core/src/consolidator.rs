@@ -347,16 +347,75 @@ impl Consolidator {
                 outcome: Archived::Recovered { cursor },
             });
         }
-        let outcome = match self.build_request(handle, start, end, &chunk) {
-            Err(reason) => self.archive_raw(&key, start, end, &chunk, reason).await?,
-            Ok(request) => self.ask(&key, start, end, &chunk, &request).await?,
-        };
+        let request = handle.read(|session| self.build_request(session, start, end, &chunk));
+        let outcome = self
+            .journal_archive(&key, start, end, &chunk, request)
+            .await?;
         self.move_pointer(handle, start, end).await?;
         Ok(ArchiveRecord {
             start,
             end,
             outcome,
         })
+    }
+
+    /// Archives the live part of a detached copy of a session into the journal, moving no
+    /// pointer anywhere: nanobot's `/new`, which empties the session at once and archives
+    /// what it held in the background. The caller keeps the session's lock only for the
+    /// clear, not for this call.
+    pub async fn archive_snapshot(
+        &self,
+        snapshot: &Session,
+    ) -> Result<ArchiveRecord, ConsolidationError> {
+        let (start, end) = (snapshot.last_consolidated(), snapshot.messages().len());
+        let chunk = &snapshot.messages()[start.min(end)..];
+        if chunk.is_empty() {
+            return Ok(ArchiveRecord {
+                start,
+                end: start,
+                outcome: Archived::Nothing,
+            });
+        }
+        let request = self.build_request(snapshot, start, end, chunk);
+        let outcome = self
+            .journal_archive(snapshot.key(), start, end, chunk, request)
+            .await?;
+        Ok(ArchiveRecord {
+            start,
+            end,
+            outcome,
+        })
+    }
+
+    /// Runs [`Consolidator::maybe_consolidate`] as a background task, so a reply never
+    /// waits for it (the caller runs it inline only when the next request would not fit).
+    pub fn consolidate_in_background(
+        self: &Arc<Self>,
+        key: SessionKey,
+        reported_prompt_tokens: Option<usize>,
+    ) -> tokio::task::JoinHandle<Result<ConsolidationReport, ConsolidationError>> {
+        let consolidator = Arc::clone(self);
+        tokio::spawn(async move {
+            consolidator
+                .maybe_consolidate(&key, reported_prompt_tokens)
+                .await
+        })
+    }
+
+    /// Journals the archive of `[start, end)`: the model's answer when the request could
+    /// be made, else the messages themselves.
+    async fn journal_archive(
+        &self,
+        key: &SessionKey,
+        start: usize,
+        end: usize,
+        chunk: &[session_store::StoredMessage],
+        request: Result<LlmRequest, RawReason>,
+    ) -> Result<Archived, ConsolidationError> {
+        match request {
+            Err(reason) => self.archive_raw(key, start, end, chunk, reason).await,
+            Ok(request) => self.ask(key, start, end, chunk, &request).await,
+        }
     }
 
     /// A journal entry of this session that starts at `start` and ends within what is being
@@ -382,7 +441,7 @@ impl Consolidator {
     /// The archive request for messages `[start, end)`, or why it cannot be made.
     fn build_request(
         &self,
-        handle: &SessionHandle,
+        session: &Session,
         start: usize,
         end: usize,
         chunk: &[session_store::StoredMessage],
@@ -391,7 +450,7 @@ impl Consolidator {
         if budget == 0 {
             return Err(RawReason::NoBudget);
         }
-        handle.read(|session| {
+        {
             let counter = self.counter.as_ref();
             let (history, history_tokens) = get_history_counted(
                 &session.messages()[..end],
@@ -425,7 +484,7 @@ impl Consolidator {
                 request = request.with_temperature(temperature);
             }
             Ok(request)
-        })
+        }
     }
 
     /// Asks the model for the summary and journals what it says (or the raw messages).

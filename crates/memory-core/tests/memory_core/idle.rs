@@ -310,3 +310,104 @@ async fn case_77_the_lock_is_held_during_the_call_and_released_after() {
     consolidator.compact_idle(&fixture.key).await.unwrap();
     assert!(lock.try_lock().is_ok());
 }
+
+#[tokio::test]
+async fn slash_new_archives_a_detached_copy_and_moves_no_pointer() {
+    let fixture = Fixture::new(turns(10)).await;
+    fixture
+        .handle
+        .update(|s| s.set_last_consolidated(8))
+        .unwrap();
+    fixture.sessions.save(&fixture.handle).await.unwrap();
+    let llm = Arc::new(ScriptedLlm::new().then_text("- [ephemeral] the last exchange"));
+    let consolidator = fixture.consolidator(config(100_000, 0.5), llm.clone(), flat_counter(10));
+    // /new: snapshot, clear, then archive the snapshot in the background.
+    let snapshot = fixture.handle.snapshot();
+    fixture.sessions.clear(&fixture.handle).await.unwrap();
+    let record = consolidator.archive_snapshot(&snapshot).await.unwrap();
+    assert!(matches!(record.outcome, Archived::Summary { .. }));
+    assert_eq!((record.start, record.end), (8, 10));
+    let request = &llm.requests()[0];
+    let expected = session_store::get_history(
+        snapshot.messages(),
+        8,
+        &HistoryOptions::default(),
+        &llm_port::Cl100kBase,
+    );
+    let sent: Vec<String> = request.messages[1..request.messages.len() - 1]
+        .iter()
+        .map(|m| m.content().unwrap().joined_text())
+        .collect();
+    let replayed: Vec<String> = expected
+        .iter()
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(sent, replayed);
+    assert!(
+        request
+            .messages
+            .last()
+            .unwrap()
+            .content()
+            .unwrap()
+            .joined_text()
+            .contains("final 2 conversation messages")
+    );
+    assert_eq!(
+        (
+            fixture.handle.message_count(),
+            fixture.handle.last_consolidated()
+        ),
+        (0, 0)
+    );
+    assert_eq!(fixture.entries().await[0].message_range, Some((8, 10)));
+}
+
+#[tokio::test]
+async fn background_consolidation_does_not_hold_up_the_caller() {
+    let fixture = Fixture::new(turns(20)).await;
+    let consolidator = Arc::new(
+        fixture
+            .consolidator(config(200, 0.5), summary_llm(1), flat_counter(100))
+            .with_estimator(crate::support::Script::new(&[250, 90])),
+    );
+    let task = consolidator.consolidate_in_background(fixture.key.clone(), None);
+    let report = task.await.unwrap().unwrap();
+    assert_eq!(report.archives.len(), 1);
+    assert_eq!(fixture.handle.last_consolidated(), 2);
+}
+
+#[tokio::test]
+async fn one_call_with_tool_choice_none() {
+    use llm_port::testing::MockLlmClient;
+    let fixture = Fixture::new(vec![u("hello"), a("hi")]).await;
+    let mut llm = MockLlmClient::new();
+    llm.expect_complete()
+        .withf(|request| {
+            request.tool_choice == Some(llm_port::ToolChoice::None) && request.tools.len() == 1
+        })
+        .times(1)
+        .returning(|_| Ok(LlmResponse::text("- fact")));
+    let lookup =
+        llm_port::ToolDefinition::function("lookup", "Looks things up.", json!({"type": "object"}));
+    let consolidator = memory_core::Consolidator::new(
+        config(100_000, 0.5),
+        Arc::new(llm),
+        fixture.journal.clone(),
+        fixture.sessions.clone(),
+        Arc::new(memory_core::PlainPrompt {
+            system: "SYSTEM".into(),
+            tools: vec![lookup],
+        }),
+        flat_counter(10),
+    )
+    .unwrap();
+    consolidator.compact_idle(&fixture.key).await.unwrap();
+    assert!(
+        consolidator
+            .compact_idle(&fixture.key)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

@@ -10,5 +10,6 @@
 mod autocompact;
 mod consolidation;
 mod idle;
+mod properties;
 mod raw;
 mod support;
