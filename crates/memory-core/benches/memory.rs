@@ -98,19 +98,17 @@ fn main() {
         let _ = std::fs::remove_dir_all(&root);
         let key = SessionKey::new("cli:bench-compact").unwrap();
         {
-            let store =
-                FileSessionStore::open_workspace(&root, FileStoreOptions::default()).unwrap();
-            let mut session =
-                session_store::Session::new(key.clone(), chrono::NaiveDateTime::default());
+            // Written the way a bot writes it: through the manager, which records each
+            // message's token count in the file.
+            let store = Arc::new(
+                FileSessionStore::open_workspace(&root, FileStoreOptions::default()).unwrap(),
+            );
+            let writer = SessionManager::new(store, Arc::new(SystemClock), Arc::new(Cl100kBase));
+            let handle = rt.block_on(writer.get_or_create(&key)).unwrap();
             for spec in specs(1_000) {
-                session.add_message(spec, chrono::NaiveDateTime::default());
+                handle.add_message(spec);
             }
-            rt.block_on(session_store::SessionStoreExt::save_changes(
-                &store,
-                &mut session,
-                None,
-            ))
-            .unwrap();
+            rt.block_on(writer.end_turn(&handle)).unwrap();
         }
         let store: Arc<dyn SessionStore> =
             Arc::new(FileSessionStore::open_workspace(&root, FileStoreOptions::default()).unwrap());

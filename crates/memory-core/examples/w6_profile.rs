@@ -25,19 +25,17 @@ fn main() {
         let root = std::env::temp_dir().join(format!("nbrs-w6p-{}-{rep}", std::process::id()));
         let key = SessionKey::new("cli:bench-compact").unwrap();
         {
-            let store =
-                FileSessionStore::open_workspace(&root, FileStoreOptions::default()).unwrap();
-            let mut session =
-                session_store::Session::new(key.clone(), chrono::NaiveDateTime::default());
-            for spec in &specs {
-                session.add_message(spec.clone(), chrono::NaiveDateTime::default());
+            // Written the way a bot writes it: through the manager, which records each
+            // message's token count in the file.
+            let store = Arc::new(
+                FileSessionStore::open_workspace(&root, FileStoreOptions::default()).unwrap(),
+            );
+            let writer = SessionManager::new(store, Arc::new(SystemClock), Arc::new(Cl100kBase));
+            let handle = rt.block_on(writer.get_or_create(&key)).unwrap();
+            for spec in specs.iter().cloned() {
+                handle.add_message(spec);
             }
-            rt.block_on(session_store::SessionStoreExt::save_changes(
-                &store,
-                &mut session,
-                None,
-            ))
-            .unwrap();
+            rt.block_on(writer.end_turn(&handle)).unwrap();
         }
         let store =
             Arc::new(FileSessionStore::open_workspace(&root, FileStoreOptions::default()).unwrap());
@@ -46,6 +44,30 @@ fn main() {
             Arc::new(SystemClock),
             Arc::new(Cl100kBase),
         ));
+        if std::env::var("W6_SPLIT").is_ok() {
+            let t = std::time::Instant::now();
+            let handle = rt.block_on(sessions.get_or_create(&key)).unwrap();
+            let load = t.elapsed();
+            let t = std::time::Instant::now();
+            let (h, n) = handle.read(|s| {
+                session_store::get_history_counted(
+                    s.messages(),
+                    0,
+                    &session_store::HistoryOptions::with_token_budget(190_784),
+                    &Cl100kBase,
+                )
+            });
+            let hist = t.elapsed();
+            let t = std::time::Instant::now();
+            let msgs = memory_core::replayed_messages(&h);
+            let conv = t.elapsed();
+            println!(
+                "load {load:?} history {hist:?} ({} msgs, {n} tokens) convert {conv:?} ({})",
+                h.len(),
+                msgs.len()
+            );
+            sessions.invalidate(&key);
+        }
         let consolidator = Consolidator::new(
             ConsolidationConfig::new("bench-model", 200_000, 8_192),
             Arc::new(ScriptedLlm::new().then_text(fake_summary(SEED))),

@@ -135,6 +135,8 @@ pub struct Consolidator {
     counter: Arc<dyn TokenCounter>,
     estimator: Arc<dyn PromptEstimator>,
     locks: Mutex<HashMap<SessionKey, Weak<tokio::sync::Mutex<()>>>>,
+    /// Token counts of recent request frames, by content.
+    frames: Mutex<HashMap<u64, usize>>,
 }
 
 impl std::fmt::Debug for Consolidator {
@@ -165,6 +167,7 @@ impl Consolidator {
             prompt,
             counter,
             locks: Mutex::new(HashMap::new()),
+            frames: Mutex::new(HashMap::new()),
         })
     }
 
@@ -210,9 +213,36 @@ impl Consolidator {
     }
 
     /// The tokens of a request around the history: system prompt, `current` and tools.
+    /// Frames repeat (the same system prompt turn after turn), so their counts are kept.
     fn frame_tokens(&self, session: &Session, current: &str) -> usize {
+        use std::hash::{DefaultHasher, Hash, Hasher};
         let frame = self.prompt.build(session, &[], current);
-        self.estimator.estimate(&frame, &self.prompt.tools())
+        let tools = self.prompt.tools();
+        let mut hasher = DefaultHasher::new();
+        for message in &frame {
+            serde_json::to_string(message)
+                .unwrap_or_default()
+                .hash(&mut hasher);
+        }
+        serde_json::to_string(&tools)
+            .unwrap_or_default()
+            .hash(&mut hasher);
+        let fingerprint = hasher.finish();
+        if let Some(tokens) = self
+            .frames
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&fingerprint)
+        {
+            return *tokens;
+        }
+        let tokens = self.estimator.estimate(&frame, &tools);
+        let mut frames = self.frames.lock().unwrap_or_else(|p| p.into_inner());
+        if frames.len() >= 64 {
+            frames.clear();
+        }
+        frames.insert(fingerprint, tokens);
+        tokens
     }
 
     /// Whether the next request of this session would not fit (the estimate reaches the

@@ -1,7 +1,10 @@
 //! The archive request: the same prompt a turn of the session would send, ending with the
 //! instruction to summarise the last messages.
 
-use llm_port::{Message, ToolDefinition};
+use llm_port::{
+    AssistantMessage, Content, Message, SystemMessage, ToolDefinition, ToolMessage, UserMessage,
+};
+use serde_json::Value;
 use session_store::{Replayed, Session};
 
 /// Builds the request a normal turn of a session sends: system prompt, replayed history,
@@ -47,8 +50,54 @@ impl PromptBuilder for PlainPrompt {
 pub fn replayed_messages(history: &[Replayed]) -> Vec<Message> {
     history
         .iter()
-        .filter_map(|row| serde_json::from_value(serde_json::Value::Object((**row).clone())).ok())
+        .filter_map(|row| replayed_message(row))
         .collect()
+}
+
+/// One replayed row as a typed message. Plain rows (text content, the usual fields) are
+/// built directly; anything else goes through serde.
+fn replayed_message(row: &serde_json::Map<String, Value>) -> Option<Message> {
+    let text = |key: &str| row.get(key).and_then(Value::as_str).map(str::to_owned);
+    let plain = row.keys().all(|k| {
+        matches!(
+            k.as_str(),
+            "role" | "content" | "name" | "tool_call_id" | "reasoning_content"
+        )
+    });
+    let content = row.get("content");
+    if plain && matches!(content, Some(Value::String(_)) | Some(Value::Null) | None) {
+        let body = content
+            .and_then(Value::as_str)
+            .map(|t| Content::Text(t.to_owned()));
+        let name = text("name");
+        return match row.get("role").and_then(Value::as_str)? {
+            "user" => Some(Message::User(UserMessage {
+                content: body?,
+                name,
+                extra: Default::default(),
+            })),
+            "system" => Some(Message::System(SystemMessage {
+                content: body?,
+                name,
+                extra: Default::default(),
+            })),
+            "tool" => Some(Message::Tool(ToolMessage {
+                content: body?,
+                tool_call_id: text("tool_call_id")?,
+                name,
+                extra: Default::default(),
+            })),
+            "assistant" => Some(Message::Assistant(AssistantMessage {
+                content: body,
+                reasoning_content: text("reasoning_content"),
+                tool_calls: None,
+                name,
+                extra: Default::default(),
+            })),
+            _ => None,
+        };
+    }
+    serde_json::from_value(Value::Object(row.clone())).ok()
 }
 
 /// Adds `text` as the user's message, merged with a blank line into a trailing user message

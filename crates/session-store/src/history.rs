@@ -21,7 +21,7 @@ use llm_port::TokenCounter;
 use llm_port::tokens::estimate_json_message_tokens;
 use serde_json::{Map, Value};
 
-use crate::message::{Speaker, StoredMessage};
+use crate::message::{Speaker, StoredMessage, TOKENS_FIELD};
 
 /// The raw tail always replayed after compaction, extended to the user turn that began it.
 pub const MIN_REPLAY_MESSAGES: usize = 8;
@@ -474,6 +474,21 @@ fn fingerprint(counter: &dyn TokenCounter) -> u64 {
     hasher.finish()
 }
 
+/// The count recorded in the message for this counter's encoding (see [`TOKENS_FIELD`]).
+fn recorded_tokens(message: &StoredMessage, counter: &dyn TokenCounter) -> Option<u32> {
+    let count = message
+        .get(TOKENS_FIELD)?
+        .get(counter.encoding())?
+        .as_u64()?;
+    u32::try_from(count).ok().filter(|&c| c != NOT_REPLAYED)
+}
+
+/// The replay token estimate of one message (`None` when replay leaves it out), computed
+/// once and cached on the message.
+pub fn message_tokens(message: &StoredMessage, counter: &dyn TokenCounter) -> Option<usize> {
+    cost(message, true, counter, fingerprint(counter))
+}
+
 /// Marks a message the projection drops, in the token cache.
 const NOT_REPLAYED: u32 = u32::MAX;
 
@@ -487,6 +502,10 @@ fn cost(
 ) -> Option<usize> {
     if include && let Some(tokens) = message.cached_tokens(fingerprint) {
         return (tokens != NOT_REPLAYED).then_some(tokens as usize);
+    }
+    if include && let Some(tokens) = recorded_tokens(message, counter) {
+        message.cache_tokens(fingerprint, tokens);
+        return Some(tokens as usize);
     }
     let tokens = if include {
         message

@@ -21,13 +21,13 @@ pub use error::SessionError;
 #[cfg(feature = "fs")]
 pub use file::{Durability, FileSessionStore, FileStoreOptions};
 pub use history::{
-    HistoryOptions, MIN_REPLAY_MESSAGES, Replayed, get_history, get_history_counted, public_copy,
-    replay_token_budget,
+    HistoryOptions, MIN_REPLAY_MESSAGES, Replayed, get_history, get_history_counted,
+    message_tokens, public_copy, replay_token_budget,
 };
 pub use key::{MAX_KEY_BYTES, SessionKey};
 pub use manager::{DEFAULT_CACHE_CAPACITY, DeleteObserver, SessionHandle, SessionManager};
 pub use memory::MemorySessionStore;
-pub use message::StoredMessage;
+pub use message::{StoredMessage, TOKENS_FIELD};
 pub use replay::ReplayView;
 pub use session::{
     LAST_SUMMARY_KEY, PendingWrite, Retention, Session, SessionMeta, local_naive, parse_isoformat,

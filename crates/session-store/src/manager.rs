@@ -5,11 +5,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use llm_port::{Clock, TokenCounter};
+use serde_json::Value;
 
 use crate::error::SessionError;
-use crate::history::{HistoryOptions, Replayed, get_history};
+use crate::history::{HistoryOptions, Replayed, get_history, message_tokens};
 use crate::key::SessionKey;
 use crate::message::StoredMessage;
+use crate::message::TOKENS_FIELD;
 use crate::session::{Session, local_naive};
 use crate::store::{Repair, Revision, SessionInfo, SessionStore};
 
@@ -79,7 +81,13 @@ impl SessionHandle {
     /// Appends a message, stamped with the manager's clock.
     pub fn add_message(&self, message: StoredMessage) {
         let now = local_naive(self.clock.now());
-        self.lock().session.add_message(message, now);
+        let mut state = self.lock();
+        state.session.add_message(message, now);
+        // Count it now and record the count in the message, so no later process counts it
+        // again (a long session loaded cold would otherwise be tokenized whole).
+        if let Some(last) = state.session.last_message_mut() {
+            record_tokens(last, self.counter.as_ref());
+        }
     }
 
     /// The number of messages, archived ones included.
@@ -111,6 +119,19 @@ impl SessionHandle {
             options,
             self.counter.as_ref(),
         )
+    }
+}
+
+/// Adds the message's replay token count for `counter`'s encoding to its fields.
+fn record_tokens(message: &mut StoredMessage, counter: &dyn TokenCounter) {
+    if let Some(tokens) = message_tokens(message, counter) {
+        let mut recorded = message
+            .get(TOKENS_FIELD)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        recorded.insert(counter.encoding().to_owned(), Value::from(tokens));
+        message.insert(TOKENS_FIELD, Value::Object(recorded));
     }
 }
 

@@ -9,6 +9,12 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+/// The field recording a message's replay token estimate per encoding
+/// (`{"cl100k_base": 42}`), so a session is counted once, not once per process. Written by
+/// [`crate::SessionHandle::add_message`]; nanobot-ai ignores it; removed when the message
+/// changes.
+pub const TOKENS_FIELD: &str = "_tokens";
+
 /// One stored message: `role`, `content`, `timestamp` and every other field a writer set
 /// (`tool_calls`, `tool_call_id`, `name`, `reasoning_content`, `media`, `_command`, fields we
 /// do not know), kept in their order, so a file from nanobot-ai loses nothing when we write
@@ -170,6 +176,10 @@ impl StoredMessage {
     /// Sets a field, replacing an existing one in place.
     pub fn insert(&mut self, key: &str, value: impl Into<Value>) {
         let mut fields = std::mem::take(self).into_fields();
+        if key != TOKENS_FIELD {
+            // A recorded token count described the message before this change.
+            fields.shift_remove(TOKENS_FIELD);
+        }
         fields.insert(key.to_owned(), value.into());
         *self = Self::from_map(fields);
     }
@@ -178,6 +188,7 @@ impl StoredMessage {
     /// end when there is no content.
     pub fn insert_after_content(&mut self, key: &str, value: impl Into<Value>) {
         let mut fields = std::mem::take(self).into_fields();
+        fields.shift_remove(TOKENS_FIELD);
         let at = fields
             .keys()
             .position(|k| k == "content")

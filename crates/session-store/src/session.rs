@@ -147,6 +147,16 @@ impl Session {
         self.meta.updated_at = now;
     }
 
+    /// The last message, for a change before it is saved (unsaved messages only: a saved
+    /// one would need a rewrite).
+    pub(crate) fn last_message_mut(&mut self) -> Option<&mut StoredMessage> {
+        if self.messages.len() > self.persisted_messages {
+            self.messages.last_mut()
+        } else {
+            None
+        }
+    }
+
     /// Empties the session (nanobot's `/new`): no messages, pointer 0, no provider state,
     /// no summary; other metadata and `created_at` stay.
     pub fn clear(&mut self, now: NaiveDateTime) {

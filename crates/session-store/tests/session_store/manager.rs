@@ -223,7 +223,8 @@ async fn case_4_timestamp_follows_role_and_content() {
             .keys()
             .map(String::as_str)
             .collect();
-        assert_eq!(keys, ["role", "content", "timestamp", "media"]);
+        // nanobot-ai's order, then our recorded token count (which nanobot-ai ignores).
+        assert_eq!(keys, ["role", "content", "timestamp", "media", "_tokens"]);
         let stamp = s.messages()[0].get("timestamp").unwrap().as_str().unwrap();
         assert!(session_store::parse_isoformat(stamp).is_some(), "{stamp}");
         assert_eq!(
@@ -423,4 +424,60 @@ async fn a_merge_keeps_the_higher_pointer_over_shared_messages() {
     let all = fresh.get_or_create(&k).await.unwrap();
     assert_eq!(all.message_count(), 8);
     assert_eq!(all.last_consolidated(), 4);
+}
+
+#[tokio::test]
+async fn token_counts_are_recorded_once_and_survive_a_reload() {
+    use llm_port::testing::MockTokenCounter;
+    let dir = TempDir::new("recorded-tokens");
+    let mut counting = MockTokenCounter::new();
+    counting
+        .expect_count()
+        .times(2)
+        .returning(|text| text.len());
+    counting.expect_encoding().return_const("bytes".to_owned());
+    let manager = SessionManager::new(
+        Arc::new(file_store(dir.path())),
+        Arc::new(FixedClock),
+        Arc::new(counting),
+    );
+    let handle = manager.get_or_create(&key("cli:tokens")).await.unwrap();
+    handle.add_message(u("hello"));
+    handle.add_message(a("hi there"));
+    manager.end_turn(&handle).await.unwrap();
+    assert_eq!(
+        handle.read(|s| s.messages()[0].get("_tokens").cloned()),
+        Some(json!({"bytes": 9}))
+    );
+
+    // Another process with a counter that must not count: the recorded numbers serve.
+    let mut silent = MockTokenCounter::new();
+    silent.expect_count().times(0);
+    silent.expect_encoding().return_const("bytes".to_owned());
+    let other = SessionManager::new(
+        Arc::new(file_store(dir.path())),
+        Arc::new(FixedClock),
+        Arc::new(silent),
+    );
+    let reloaded = other.get_or_create(&key("cli:tokens")).await.unwrap();
+    let (history, tokens) = reloaded.read(|s| {
+        session_store::get_history_counted(
+            s.messages(),
+            0,
+            &HistoryOptions::default(),
+            &*other_counter(),
+        )
+    });
+    assert_eq!((history.len(), tokens), (2, 9 + 12));
+    // A change to a message drops its recorded count.
+    let mut changed = reloaded.read(|s| s.messages()[0].clone());
+    changed.insert("content", "changed");
+    assert!(changed.get("_tokens").is_none());
+}
+
+fn other_counter() -> Arc<dyn llm_port::TokenCounter> {
+    let mut silent = llm_port::testing::MockTokenCounter::new();
+    silent.expect_count().times(0);
+    silent.expect_encoding().return_const("bytes".to_owned());
+    Arc::new(silent)
 }
