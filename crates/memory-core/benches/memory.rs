@@ -103,7 +103,8 @@ fn main() {
             let store = Arc::new(
                 FileSessionStore::open_workspace(&root, FileStoreOptions::default()).unwrap(),
             );
-            let writer = SessionManager::new(store, Arc::new(SystemClock), Arc::new(Cl100kBase));
+            let writer = SessionManager::new(store, Arc::new(SystemClock), Arc::new(Cl100kBase))
+                .with_recorded_token_counts(true);
             let handle = rt.block_on(writer.get_or_create(&key)).unwrap();
             for spec in specs(1_000) {
                 handle.add_message(spec);
