@@ -25,6 +25,10 @@ use crate::message::{Content, ContentPart, Message};
 use crate::request::ToolDefinition;
 
 /// Counts the tokens of a text.
+///
+/// Contract: a count never exceeds the text's length in bytes (every byte-pair encoding
+/// spends at least one byte per token), so a caller may skip counting a text whose byte
+/// length already fits its room ([`prompt_tokens_at_most`]).
 #[cfg_attr(feature = "test-util", mockall::automock)]
 pub trait TokenCounter: Send + Sync {
     /// The number of tokens `text` encodes to.
@@ -176,6 +180,18 @@ pub fn estimate_prompt_tokens(
     messages: &[Message],
     tools: &[ToolDefinition],
 ) -> usize {
+    prompt_payload(messages, tools).prompt_tokens(counter, messages.len())
+}
+
+/// An upper bound of [`estimate_prompt_tokens`] for any counter that keeps the
+/// [`TokenCounter`] contract, found without tokenizing: the payload's length in bytes plus
+/// the framing. A request whose bound fits its budget needs no exact count.
+pub fn prompt_tokens_at_most(messages: &[Message], tools: &[ToolDefinition]) -> usize {
+    prompt_payload(messages, tools).text.len() + PER_MESSAGE_OVERHEAD * messages.len()
+}
+
+/// The text [`estimate_prompt_tokens`] counts.
+fn prompt_payload(messages: &[Message], tools: &[ToolDefinition]) -> Payload {
     let mut payload = Payload::default();
     for message in messages {
         match message.content() {
@@ -200,7 +216,7 @@ pub fn estimate_prompt_tokens(
     if !tools.is_empty() {
         payload.push_json(tools);
     }
-    payload.prompt_tokens(counter, messages.len())
+    payload
 }
 
 /// [`estimate_prompt_tokens`] for messages and tool definitions kept as JSON.

@@ -11,6 +11,21 @@ use session_store::{
     FileSessionStore, FileStoreOptions, SessionKey, SessionManager, StoredMessage,
 };
 
+const REPS: usize = 100;
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -20,24 +35,27 @@ fn main() {
         .into_iter()
         .map(|m| StoredMessage::from_map(m.as_object().cloned().unwrap()))
         .collect();
-    let mut total = std::time::Duration::ZERO;
-    for rep in 0..30 {
-        let root = std::env::temp_dir().join(format!("nbrs-w6p-{}-{rep}", std::process::id()));
-        let key = SessionKey::new("cli:bench-compact").unwrap();
-        {
-            // Written the way a bot writes it: through the manager, which records each
-            // message's token count in the file.
-            let store = Arc::new(
-                FileSessionStore::open_workspace(&root, FileStoreOptions::default()).unwrap(),
-            );
-            let writer = SessionManager::new(store, Arc::new(SystemClock), Arc::new(Cl100kBase))
-                .with_recorded_token_counts(true);
-            let handle = rt.block_on(writer.get_or_create(&key)).unwrap();
-            for spec in specs.iter().cloned() {
-                handle.add_message(spec);
-            }
-            rt.block_on(writer.end_turn(&handle)).unwrap();
+    // The session is written once, the way a bot writes it (through the manager, which
+    // records each message's token count), and copied for each rep, so a profile of this
+    // binary shows the compaction rather than the set-up.
+    let template = std::env::temp_dir().join(format!("nbrs-w6p-{}-template", std::process::id()));
+    let key = SessionKey::new("cli:bench-compact").unwrap();
+    {
+        let store = Arc::new(
+            FileSessionStore::open_workspace(&template, FileStoreOptions::default()).unwrap(),
+        );
+        let writer = SessionManager::new(store, Arc::new(SystemClock), Arc::new(Cl100kBase))
+            .with_recorded_token_counts(true);
+        let handle = rt.block_on(writer.get_or_create(&key)).unwrap();
+        for spec in specs.iter().cloned() {
+            handle.add_message(spec);
         }
+        rt.block_on(writer.end_turn(&handle)).unwrap();
+    }
+    let mut total = std::time::Duration::ZERO;
+    for rep in 0..REPS {
+        let root = std::env::temp_dir().join(format!("nbrs-w6p-{}-{rep}", std::process::id()));
+        copy_tree(&template, &root);
         let store =
             Arc::new(FileSessionStore::open_workspace(&root, FileStoreOptions::default()).unwrap());
         let sessions = Arc::new(SessionManager::new(
@@ -86,5 +104,6 @@ fn main() {
         total += t.elapsed();
         let _ = std::fs::remove_dir_all(&root);
     }
-    println!("{:?} per compaction", total / 30);
+    let _ = std::fs::remove_dir_all(&template);
+    println!("{:?} per compaction", total / REPS as u32);
 }

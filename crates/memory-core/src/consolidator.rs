@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use llm_port::text::strip_think;
-use llm_port::tokens::{estimate_json_message_tokens, estimate_prompt_tokens};
+use llm_port::tokens::{
+    estimate_json_message_tokens, estimate_prompt_tokens, prompt_tokens_at_most,
+};
 use llm_port::{
     FinishReason, LlmClient, LlmError, LlmRequest, Message, TokenCounter, ToolChoice,
     ToolDefinition,
@@ -40,6 +42,13 @@ pub trait PromptEstimator: Send + Sync {
         let _ = session;
         None
     }
+
+    /// A cheap upper bound of [`PromptEstimator::estimate`], if the estimator has one: a
+    /// request whose bound fits needs no exact count. `None` by default.
+    fn at_most(&self, messages: &[Message], tools: &[ToolDefinition]) -> Option<usize> {
+        let _ = (messages, tools);
+        None
+    }
 }
 
 /// nanobot's whole-request estimate with a token counter (`cl100k_base` in practice).
@@ -48,6 +57,11 @@ pub struct CountingEstimator(pub Arc<dyn TokenCounter>);
 impl PromptEstimator for CountingEstimator {
     fn estimate(&self, messages: &[Message], tools: &[ToolDefinition]) -> usize {
         estimate_prompt_tokens(self.0.as_ref(), messages, tools)
+    }
+
+    /// The payload's bytes: the [`llm_port::TokenCounter`] contract caps every count there.
+    fn at_most(&self, messages: &[Message], tools: &[ToolDefinition]) -> Option<usize> {
+        Some(prompt_tokens_at_most(messages, tools))
     }
 }
 
@@ -245,6 +259,20 @@ impl Consolidator {
         tokens
     }
 
+    /// Whether the frame around a history (system prompt, `current`, tools) fits in `room`
+    /// tokens: by the estimator's cheap bound when that settles it, else by the count.
+    fn frame_fits(&self, session: &Session, current: &str, room: usize) -> bool {
+        let frame = self.prompt.build(session, &[], current);
+        if self
+            .estimator
+            .at_most(&frame, &self.prompt.tools())
+            .is_some_and(|bound| bound <= room)
+        {
+            return true;
+        }
+        self.frame_tokens(session, current) <= room
+    }
+
     /// Whether the next request of this session would not fit (the estimate reaches the
     /// budget): then consolidation must run before the request, else it can wait.
     pub fn needs_consolidation(
@@ -377,7 +405,7 @@ impl Consolidator {
                 outcome: Archived::Recovered { cursor },
             });
         }
-        let request = handle.read(|session| self.build_request(session, start, end, &chunk));
+        let request = handle.read(|session| self.build_request(session, start, end));
         let outcome = self
             .journal_archive(&key, start, end, &chunk, request)
             .await?;
@@ -406,7 +434,7 @@ impl Consolidator {
                 outcome: Archived::Nothing,
             });
         }
-        let request = self.build_request(snapshot, start, end, chunk);
+        let request = self.build_request(snapshot, start, end);
         let outcome = self
             .journal_archive(snapshot.key(), start, end, chunk, request)
             .await?;
@@ -474,7 +502,6 @@ impl Consolidator {
         session: &Session,
         start: usize,
         end: usize,
-        chunk: &[session_store::StoredMessage],
     ) -> Result<LlmRequest, RawReason> {
         let budget = self.config.budget();
         if budget == 0 {
@@ -488,7 +515,14 @@ impl Consolidator {
                 &HistoryOptions::with_token_budget(budget),
                 counter,
             );
-            let archived = get_history(chunk, 0, &HistoryOptions::default(), counter);
+            // The session's own copies of the chunk: their projections are cached by now.
+            let messages = session.messages();
+            let archived = get_history(
+                &messages[start.min(end)..end.min(messages.len())],
+                0,
+                &HistoryOptions::default(),
+                counter,
+            );
             if archived.is_empty()
                 || archived.len() > history.len()
                 || history[history.len() - archived.len()..] != archived[..]
@@ -496,7 +530,9 @@ impl Consolidator {
                 return Err(RawReason::NotReplayable);
             }
             let instruction = archive_instruction(archived.len());
-            if history_tokens + self.frame_tokens(session, &instruction) > budget {
+            if history_tokens > budget
+                || !self.frame_fits(session, &instruction, budget - history_tokens)
+            {
                 return Err(RawReason::RequestTooLarge);
             }
             let messages = self.prompt.build(session, &history, &instruction);

@@ -4,7 +4,7 @@
 use bench_workload::{SEED, message_stream};
 use llm_port::tokens::{
     estimate_json_message_tokens, estimate_json_prompt_tokens, estimate_message_tokens,
-    estimate_prompt_tokens, to_python_json,
+    estimate_prompt_tokens, prompt_tokens_at_most, to_python_json,
 };
 use llm_port::{
     AssistantMessage, Cl100kBase, Content, ContentPart, Message, TokenCounter, ToolCall,
@@ -141,6 +141,29 @@ fn prompt_estimate_counts_tools_calls_and_names() {
         estimate_prompt_tokens(c, &messages, &[tool]),
         expected_payload.len() + 8
     );
+}
+
+#[test]
+fn byte_bound_is_exact_for_bytes_and_above_cl100k() {
+    let messages: Vec<Message> = message_stream(SEED, 300)
+        .into_iter()
+        .map(|m| serde_json::from_value(m).unwrap())
+        .collect();
+    let tool = ToolDefinition::function("f", "d", json!({"type": "object"}));
+    for end in [0, 1, 7, 300] {
+        let slice = &messages[..end];
+        let tools = std::slice::from_ref(&tool);
+        let bound = prompt_tokens_at_most(slice, tools);
+        assert_eq!(bound, estimate_prompt_tokens(&Utf8Bytes, slice, tools));
+        let exact = estimate_prompt_tokens(&Cl100kBase, slice, tools);
+        assert!(exact <= bound, "{exact} > {bound} at {end}");
+        if end == 300 {
+            assert!(
+                exact < bound / 2,
+                "a real bound, not a tight one: {exact} vs {bound}"
+            );
+        }
+    }
 }
 
 #[test]
