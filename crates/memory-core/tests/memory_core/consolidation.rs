@@ -430,3 +430,23 @@ async fn the_cached_estimate_is_within_one_percent_of_the_whole_request() {
     let deviation = (ours as f64 - exact as f64).abs() / exact as f64;
     assert!(deviation < 0.01, "ours {ours}, whole request {exact}");
 }
+
+#[tokio::test]
+async fn every_request_of_a_two_round_run_is_snapshotted() {
+    // Window 200, ratio 0.5: the estimate of 250 asks for two rounds (to 100 or less), each
+    // request the session's own prompt replaying what is still live.
+    let fixture = Fixture::new(turns(12)).await;
+    let llm = summary_llm(2);
+    let consolidator = fixture
+        .consolidator(config(200, 0.5), llm.clone(), flat_counter(20))
+        .with_estimator(Script::new(&[250, 150, 90]));
+    let report = consolidator
+        .maybe_consolidate(&fixture.key, None)
+        .await
+        .unwrap();
+    assert_eq!(report.archives.len(), 2);
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 2);
+    insta::assert_json_snapshot!("token_path_round_1", requests[0]);
+    insta::assert_json_snapshot!("token_path_round_2", requests[1]);
+}

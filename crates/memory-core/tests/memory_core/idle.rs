@@ -328,6 +328,7 @@ async fn slash_new_archives_a_detached_copy_and_moves_no_pointer() {
     assert!(matches!(record.outcome, Archived::Summary { .. }));
     assert_eq!((record.start, record.end), (8, 10));
     let request = &llm.requests()[0];
+    insta::assert_json_snapshot!("new_command_snapshot_archive", request);
     let expected = session_store::get_history(
         snapshot.messages(),
         8,
