@@ -6,6 +6,7 @@ mod consolidator;
 mod error;
 mod prompt;
 mod raw;
+mod summary;
 
 pub use autocompact::{AutoCompact, Compacted, DEFAULT_IDLE_TTL, TurnGuard};
 pub use config::ConsolidationConfig;
@@ -18,3 +19,4 @@ pub use prompt::{
     PlainPrompt, PromptBuilder, append_user_text, archive_instruction, replayed_messages,
 };
 pub use raw::{format_messages, raw_entries};
+pub use summary::SessionSummary;

@@ -7,7 +7,7 @@ use llm_port::testing::ScriptedLlm;
 use memory_core::{AutoCompact, Compacted, DEFAULT_IDLE_TTL};
 use session_store::SessionKey;
 
-use crate::support::{Fixture, config, flat_counter, summary_llm, turns};
+use crate::support::{Fixture, FullJournal, config, flat_counter, summary_llm, turns};
 
 async fn fixture_with(llm: Arc<ScriptedLlm>) -> (Fixture, Arc<AutoCompact>) {
     let fixture = Fixture::new(turns(4)).await;
@@ -106,4 +106,121 @@ async fn the_background_task_sleeps_until_a_deadline() {
     assert_eq!(fixture.handle.last_consolidated(), 4);
     let _ = stop.send(());
     runner.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn case_84_a_failing_compaction_is_reported_and_retried_later() {
+    let fixture = Fixture::new(turns(4)).await;
+    let consolidator = Arc::new(
+        memory_core::Consolidator::new(
+            config(100_000, 0.5),
+            summary_llm(2),
+            Arc::new(FullJournal),
+            fixture.sessions.clone(),
+            Arc::new(memory_core::PlainPrompt::default()),
+            flat_counter(10),
+        )
+        .unwrap(),
+    );
+    let compact = AutoCompact::new(consolidator, DEFAULT_IDLE_TTL);
+    compact.touch(&fixture.key);
+    tokio::time::advance(DEFAULT_IDLE_TTL).await;
+    let done = compact.compact_due().await;
+    assert_eq!(done.len(), 1);
+    assert!(done[0].result.is_err(), "the error reaches the caller");
+    assert_eq!(fixture.handle.last_consolidated(), 0);
+    // Nothing is stuck: the session is scheduled again once it has been idle again.
+    compact.touch(&fixture.key);
+    tokio::time::advance(DEFAULT_IDLE_TTL).await;
+    assert_eq!(compact.compact_due().await.len(), 1);
+}
+
+/// A model that answers only when released, telling when a call has begun.
+struct Gated {
+    entered: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+#[async_trait::async_trait]
+impl llm_port::LlmClient for Gated {
+    async fn complete(
+        &self,
+        _request: &llm_port::LlmRequest,
+    ) -> Result<llm_port::LlmResponse, llm_port::LlmError> {
+        self.entered.notify_one();
+        self.release.notified().await;
+        Ok(llm_port::LlmResponse::text("- [durable] fact"))
+    }
+
+    fn capabilities(&self) -> llm_port::Capabilities {
+        llm_port::Capabilities::new(100_000)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn case_85_a_compaction_in_flight_is_not_scheduled_twice() {
+    let fixture = Fixture::new(turns(4)).await;
+    let llm = Arc::new(Gated {
+        entered: tokio::sync::Notify::new(),
+        release: tokio::sync::Notify::new(),
+    });
+    let consolidator =
+        Arc::new(fixture.consolidator(config(100_000, 0.5), llm.clone(), flat_counter(10)));
+    let compact = AutoCompact::new(consolidator, DEFAULT_IDLE_TTL);
+    compact.touch(&fixture.key);
+    tokio::time::advance(DEFAULT_IDLE_TTL).await;
+    let first = tokio::spawn({
+        let compact = Arc::clone(&compact);
+        async move { compact.compact_due().await }
+    });
+    llm.entered.notified().await;
+    // A new message and a new idle period while the first compaction is still running.
+    compact.touch(&fixture.key);
+    tokio::time::advance(DEFAULT_IDLE_TTL).await;
+    assert!(compact.compact_due().await.is_empty(), "already compacting");
+    llm.release.notify_one();
+    assert_eq!(first.await.unwrap().len(), 1);
+    assert_eq!(fixture.handle.last_consolidated(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn case_86_only_the_idle_session_without_a_turn_is_compacted() {
+    let fixture = Fixture::new(turns(4)).await;
+    let consolidator =
+        Arc::new(fixture.consolidator(config(100_000, 0.5), summary_llm(3), flat_counter(10)));
+    let compact = AutoCompact::new(consolidator, DEFAULT_IDLE_TTL);
+    let handles = [
+        ("cli:idle", DEFAULT_IDLE_TTL * 2),
+        ("cli:active", DEFAULT_IDLE_TTL * 2),
+        ("cli:recent", Duration::from_secs(60)),
+    ];
+    for (key, idle_for) in handles {
+        let key = SessionKey::new(key).unwrap();
+        let handle = fixture.sessions.get_or_create(&key).await.unwrap();
+        for message in turns(2) {
+            handle.add_message(message);
+        }
+        fixture.sessions.save(&handle).await.unwrap();
+        compact.touch_since(&key, idle_for);
+    }
+    let active = SessionKey::new("cli:active").unwrap();
+    let turn = compact.turn_started(&active);
+    let done: Vec<String> = compact
+        .compact_due()
+        .await
+        .into_iter()
+        .map(|c| c.key.as_str().to_owned())
+        .collect();
+    assert_eq!(done, ["cli:idle"]);
+    // The turn ends; the active session compacts after its own idle period.
+    drop(turn);
+    tokio::time::advance(DEFAULT_IDLE_TTL).await;
+    let done: Vec<String> = compact
+        .compact_due()
+        .await
+        .into_iter()
+        .map(|c| c.key.as_str().to_owned())
+        .collect();
+    // In deadline order: the recent one went idle a minute before the turn ended.
+    assert_eq!(done, ["cli:recent", "cli:active"]);
 }

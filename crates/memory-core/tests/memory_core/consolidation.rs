@@ -7,7 +7,9 @@ use llm_port::{FinishReason, LlmError, LlmResponse, ToolCall};
 use memory_core::{Archived, ConsolidationConfig, ConsolidationError, RawReason};
 use session_store::StoredMessage;
 
-use crate::support::{Fixture, Script, a, config, flat_counter, summary_llm, turns, u};
+use crate::support::{
+    Fixture, FullJournal, Script, a, config, flat_counter, summary_llm, turns, u,
+};
 
 #[tokio::test]
 async fn case_39_below_the_budget_nothing_happens() {
@@ -291,44 +293,11 @@ async fn cases_52_to_57_answers_and_their_journal_entries() {
 
 #[tokio::test]
 async fn case_58_a_failing_journal_stops_everything() {
-    use async_trait::async_trait;
-    use memory_store::{Compaction, HistoryJournal, JournalEntry, MemoryError, NewEntry};
-    struct Full;
-    #[async_trait]
-    impl HistoryJournal for Full {
-        async fn append(&self, _: &[NewEntry<'_>]) -> Result<Vec<u64>, MemoryError> {
-            Err(MemoryError::Backend {
-                message: "disk full".into(),
-            })
-        }
-        async fn read_since(
-            &self,
-            _: u64,
-            _: Option<usize>,
-        ) -> Result<Vec<JournalEntry>, MemoryError> {
-            Ok(Vec::new())
-        }
-        async fn read_last(&self, _: usize) -> Result<Vec<JournalEntry>, MemoryError> {
-            Ok(Vec::new())
-        }
-        async fn latest_cursor(&self) -> Result<u64, MemoryError> {
-            Ok(0)
-        }
-        async fn dream_cursor(&self) -> Result<u64, MemoryError> {
-            Ok(0)
-        }
-        async fn set_dream_cursor(&self, _: u64) -> Result<(), MemoryError> {
-            Ok(())
-        }
-        async fn compact(&self, _: usize) -> Result<Compaction, MemoryError> {
-            Ok(Compaction::default())
-        }
-    }
     let fixture = Fixture::new(vec![u("hello"), a("hi")]).await;
     let consolidator = memory_core::Consolidator::new(
         config(100_000, 0.5),
         Arc::new(ScriptedLlm::new().then_text("- fact")),
-        Arc::new(Full),
+        Arc::new(FullJournal),
         fixture.sessions.clone(),
         Arc::new(memory_core::PlainPrompt::default()),
         flat_counter(10),

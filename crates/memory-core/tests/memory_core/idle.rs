@@ -412,3 +412,17 @@ async fn one_call_with_tool_choice_none() {
             .is_none()
     );
 }
+
+#[tokio::test]
+async fn case_68_a_late_correction_reaches_the_request() {
+    let mut messages = turns(36);
+    messages.push(u("no, that's wrong: the final result is different"));
+    messages.push(a("CORRECTED_FINAL_RESULT_alpha"));
+    let fixture = Fixture::new(messages).await;
+    let llm = summary_llm(1);
+    let consolidator = fixture.consolidator(config(100_000, 0.5), llm.clone(), flat_counter(10));
+    consolidator.compact_idle(&fixture.key).await.unwrap();
+    let request = serde_json::to_string(&llm.requests()[0]).unwrap();
+    assert!(request.contains("CORRECTED_FINAL_RESULT_alpha"));
+    assert!(request.contains("final 38 conversation messages"));
+}

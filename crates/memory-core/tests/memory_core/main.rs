@@ -12,4 +12,5 @@ mod consolidation;
 mod idle;
 mod properties;
 mod raw;
+mod summary;
 mod support;

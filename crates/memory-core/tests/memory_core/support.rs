@@ -3,10 +3,13 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use async_trait::async_trait;
 use llm_port::testing::{MockTokenCounter, ScriptedLlm};
 use llm_port::{LlmClient, Message, SystemClock, ToolDefinition};
 use memory_core::{ConsolidationConfig, Consolidator, PlainPrompt, PromptEstimator};
-use memory_store::{HistoryJournal, MemoryJournal};
+use memory_store::{
+    Compaction, HistoryJournal, JournalEntry, MemoryError, MemoryJournal, NewEntry,
+};
 use serde_json::json;
 use session_store::{MemorySessionStore, SessionHandle, SessionKey, SessionManager, StoredMessage};
 
@@ -143,4 +146,33 @@ pub fn tool_call(id: &str) -> StoredMessage {
         "tool_calls",
         json!([{"id": id, "type": "function", "function": {"name": "lookup", "arguments": "{\"q\": \"x\"}"}}]),
     )
+}
+
+/// A journal whose disk is full: every append fails.
+pub struct FullJournal;
+#[async_trait]
+impl HistoryJournal for FullJournal {
+    async fn append(&self, _: &[NewEntry<'_>]) -> Result<Vec<u64>, MemoryError> {
+        Err(MemoryError::Backend {
+            message: "disk full".into(),
+        })
+    }
+    async fn read_since(&self, _: u64, _: Option<usize>) -> Result<Vec<JournalEntry>, MemoryError> {
+        Ok(Vec::new())
+    }
+    async fn read_last(&self, _: usize) -> Result<Vec<JournalEntry>, MemoryError> {
+        Ok(Vec::new())
+    }
+    async fn latest_cursor(&self) -> Result<u64, MemoryError> {
+        Ok(0)
+    }
+    async fn dream_cursor(&self) -> Result<u64, MemoryError> {
+        Ok(0)
+    }
+    async fn set_dream_cursor(&self, _: u64) -> Result<(), MemoryError> {
+        Ok(())
+    }
+    async fn compact(&self, _: usize) -> Result<Compaction, MemoryError> {
+        Ok(Compaction::default())
+    }
 }
