@@ -1,4 +1,5 @@
 //! Profiling helper: idle compactions of a 1,000-message session from files, repeated.
+//! `W6_UNRECORDED=1` writes the session without recorded token counts (the default manager).
 #![allow(missing_docs, clippy::unwrap_used, clippy::print_stdout)]
 use std::sync::Arc;
 
@@ -45,7 +46,7 @@ fn main() {
             FileSessionStore::open_workspace(&template, FileStoreOptions::default()).unwrap(),
         );
         let writer = SessionManager::new(store, Arc::new(SystemClock), Arc::new(Cl100kBase))
-            .with_recorded_token_counts(true);
+            .with_recorded_token_counts(std::env::var_os("W6_UNRECORDED").is_none());
         let handle = rt.block_on(writer.get_or_create(&key)).unwrap();
         for spec in specs.iter().cloned() {
             handle.add_message(spec);
