@@ -229,11 +229,17 @@ impl Consolidator {
     /// The tokens of a request around the history: system prompt, `current` and tools.
     /// Frames repeat (the same system prompt turn after turn), so their counts are kept.
     fn frame_tokens(&self, session: &Session, current: &str) -> usize {
+        self.count_frame(
+            &self.prompt.build(session, &[], current),
+            &self.prompt.tools(),
+        )
+    }
+
+    /// [`Consolidator::frame_tokens`] of a frame already built.
+    fn count_frame(&self, frame: &[Message], tools: &[ToolDefinition]) -> usize {
         use std::hash::{DefaultHasher, Hash, Hasher};
-        let frame = self.prompt.build(session, &[], current);
-        let tools = self.prompt.tools();
         let mut hasher = DefaultHasher::new();
-        for message in &frame {
+        for message in frame {
             serde_json::to_string(message)
                 .unwrap_or_default()
                 .hash(&mut hasher);
@@ -250,7 +256,7 @@ impl Consolidator {
         {
             return *tokens;
         }
-        let tokens = self.estimator.estimate(&frame, &tools);
+        let tokens = self.estimator.estimate(frame, tools);
         let mut frames = self.frames.lock().unwrap_or_else(|p| p.into_inner());
         if frames.len() >= 64 {
             frames.clear();
@@ -263,14 +269,15 @@ impl Consolidator {
     /// tokens: by the estimator's cheap bound when that settles it, else by the count.
     fn frame_fits(&self, session: &Session, current: &str, room: usize) -> bool {
         let frame = self.prompt.build(session, &[], current);
+        let tools = self.prompt.tools();
         if self
             .estimator
-            .at_most(&frame, &self.prompt.tools())
+            .at_most(&frame, &tools)
             .is_some_and(|bound| bound <= room)
         {
             return true;
         }
-        self.frame_tokens(session, current) <= room
+        self.count_frame(&frame, &tools) <= room
     }
 
     /// Whether the next request of this session would not fit (the estimate reaches the
