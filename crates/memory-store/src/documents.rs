@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use crate::error::MemoryError;
+use crate::front_matter::parse_front_matter;
 
 /// One of the three durable files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -83,56 +84,6 @@ pub fn validate_skill_name(name: &str) -> Result<(), MemoryError> {
             ),
         })
     }
-}
-
-/// The front matter of a `SKILL.md` (the block between a first line `---` and the next
-/// `---`) and the body after it. Lines of the form `key: value` are decoded: a value that
-/// is JSON (a quoted string, an object, an array, a number) as JSON, anything else as the
-/// trimmed text. Nested YAML is not interpreted (its lines are skipped); the file itself is
-/// never rewritten from the parsed form, so nothing is lost.
-pub fn parse_front_matter(text: &str) -> (Map<String, Value>, &str) {
-    let mut fields = Map::new();
-    let Some(rest) = text
-        .strip_prefix("---\n")
-        .or_else(|| text.strip_prefix("---\r\n"))
-    else {
-        return (fields, text);
-    };
-    let mut offset = 0;
-    for line in rest.split_inclusive('\n') {
-        offset += line.len();
-        let trimmed = line.trim_end();
-        if trimmed == "---" {
-            return (fields, &rest[offset..]);
-        }
-        if line.starts_with([' ', '\t']) {
-            continue;
-        }
-        let Some((key, value)) = trimmed.split_once(':') else {
-            continue;
-        };
-        let key = key.trim();
-        let value = value.trim();
-        if key.is_empty() {
-            continue;
-        }
-        let decoded = if value.starts_with(['"', '{', '[']) {
-            serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_owned()))
-        } else if let Some(inner) = value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')) {
-            Value::String(inner.replace("''", "'"))
-        } else if let Ok(number) = value.parse::<i64>() {
-            Value::from(number)
-        } else {
-            match value {
-                "true" => Value::Bool(true),
-                "false" => Value::Bool(false),
-                _ => Value::String(value.to_owned()),
-            }
-        };
-        fields.insert(key.to_owned(), decoded);
-    }
-    // No closing `---`: not front matter after all.
-    (Map::new(), text)
 }
 
 /// The listing entry of a skill whose `SKILL.md` reads `text`.

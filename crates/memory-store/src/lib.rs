@@ -9,12 +9,15 @@ mod error;
 mod file;
 #[cfg(feature = "fs")]
 mod file_documents;
+mod front_matter;
 mod journal;
 mod memory;
 
+pub use front_matter::parse_front_matter;
+
 pub use documents::{
     Document, MAX_SKILL_NAME, MemoryDocumentStore, MemoryDocuments, MemoryDocumentsExt, SkillInfo,
-    parse_front_matter, skill_info, validate_skill_name,
+    skill_info, validate_skill_name,
 };
 pub use entry::{JournalEntry, MESSAGE_RANGE_FIELD, NewEntry, TIMESTAMP_FORMAT};
 pub use error::MemoryError;
