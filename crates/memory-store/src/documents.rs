@@ -35,7 +35,8 @@ impl Document {
         }
     }
 
-    /// The text a new workspace starts with.
+    /// The text a new workspace starts with: nanobot-ai's template, so both programs agree
+    /// on what an unedited file is.
     pub fn template(self) -> &'static str {
         match self {
             Document::Soul => SOUL_TEMPLATE,
@@ -43,14 +44,23 @@ impl Document {
             Document::Memory => MEMORY_TEMPLATE,
         }
     }
+
+    /// Whether `text` is still a template nobody has edited (surrounding whitespace
+    /// ignored, as nanobot compares): the current template, or for `SOUL.md` the one older
+    /// nanobot releases wrote. A prompt leaves such a file out, or for `SOUL.md` uses the
+    /// current template instead of the legacy one.
+    pub fn is_unedited_template(self, text: &str) -> bool {
+        let text = text.trim();
+        text == self.template().trim()
+            || (self == Document::Soul && text == LEGACY_SOUL_TEMPLATE.trim())
+    }
 }
 
-const SOUL_TEMPLATE: &str = "# Soul\n\nWho this assistant is: its voice, its values and how it talks. Dream refines \
-this file as it learns what works.\n\n- Be helpful, direct and honest.\n- Keep answers short unless asked for depth.\n";
-const USER_TEMPLATE: &str = "# User\n\nWhat the assistant knows about its user: name, preferences, context. Dream \
-fills this in from conversations.\n";
-const MEMORY_TEMPLATE: &str = "# Long-term Memory\n\nDurable facts worth remembering across conversations. Dream \
-keeps this file current.\n";
+// nanobot-ai 0.3.5's own templates, byte for byte (see templates/README.md).
+const SOUL_TEMPLATE: &str = include_str!("../templates/SOUL.md");
+const LEGACY_SOUL_TEMPLATE: &str = include_str!("../templates/legacy/SOUL.md");
+const USER_TEMPLATE: &str = include_str!("../templates/USER.md");
+const MEMORY_TEMPLATE: &str = include_str!("../templates/memory/MEMORY.md");
 
 /// A skill as a prompt lists it: its name, description and front matter.
 #[derive(Debug, Clone, PartialEq)]

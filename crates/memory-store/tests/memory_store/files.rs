@@ -574,3 +574,75 @@ fn front_matter_survives_any_text() {
         assert!(text.ends_with(body));
     }
 }
+
+#[test]
+fn unedited_templates_are_recognised() {
+    use memory_store::Document;
+    for document in Document::ALL {
+        let template = document.template();
+        assert!(document.is_unedited_template(template), "{document:?}");
+        assert!(document.is_unedited_template(&format!("\n{template}\n\n")));
+        assert!(!document.is_unedited_template(&format!("{template}\n- one fact\n")));
+        assert!(!document.is_unedited_template(""));
+    }
+    assert!(!Document::User.is_unedited_template(Document::Soul.template()));
+}
+
+/// The templates are nanobot-ai's own bytes, and nanobot-ai treats a workspace initialised
+/// here as unedited: no USER.md and no Memory section in its prompt, SOUL.md as is.
+#[tokio::test]
+async fn templates_are_nanobot_ais() {
+    use memory_store::{Document, FileDocuments, MemoryDocumentsExt};
+    let Ok(python) = std::env::var("NANOBOT_PEER_PYTHON") else {
+        println!("skipped: NANOBOT_PEER_PYTHON is not set (template parity test)");
+        return;
+    };
+    let dir = TempDir::new("templates-peer");
+    FileDocuments::open(dir.path())
+        .unwrap()
+        .initialize()
+        .await
+        .unwrap();
+    let script = r#"
+import json, os, sys
+from pathlib import Path
+ws = Path(sys.argv[1])
+os.environ["HOME"] = str(ws)
+from nanobot.utils.helpers import load_bundled_template
+from nanobot.agent.context import ContextBuilder
+names = ["SOUL.md", "USER.md", "memory/MEMORY.md", "legacy/SOUL.md"]
+prompt = ContextBuilder(ws).build_system_prompt()
+print(json.dumps({"templates": [load_bundled_template(n) for n in names], "prompt": prompt}))
+"#;
+    let output = std::process::Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let peer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let templates = peer["templates"].as_array().unwrap();
+    for (document, template) in Document::ALL.iter().zip(templates) {
+        assert_eq!(
+            document.template(),
+            template.as_str().unwrap(),
+            "{document:?}"
+        );
+    }
+    assert!(Document::Soul.is_unedited_template(templates[3].as_str().unwrap()));
+    let prompt = peer["prompt"].as_str().unwrap();
+    assert!(prompt.contains("## SOUL.md"), "nanobot keeps SOUL.md");
+    assert!(
+        !prompt.contains("## USER.md"),
+        "an unedited USER.md stays out"
+    );
+    assert!(
+        !prompt.contains("# Memory"),
+        "an unedited MEMORY.md stays out"
+    );
+}
