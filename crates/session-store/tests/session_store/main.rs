@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 mod conformance;
+mod damage;
 mod files;
 mod history;
 mod keys;
