@@ -291,3 +291,36 @@ fn sorted(value: &Value) -> Value {
         other => other.clone(),
     }
 }
+
+/// One random kind of damage a crash or a careless edit does to a file: a cut at a random
+/// byte, up to 12 bytes overwritten with random bytes, or up to 20 bytes of JSON-ish
+/// garbage (newlines and invalid UTF-8 included) inserted. For the readers' damage tests.
+pub fn damage(rng: &mut SplitMix64, original: &[u8]) -> Vec<u8> {
+    const GARBAGE: &[u8] = b"{}\"\n:,0x\xff\xc3a";
+    let mut bytes = original.to_vec();
+    if bytes.is_empty() {
+        return bytes;
+    }
+    let at = rng.below(bytes.len() as u64) as usize;
+    match rng.below(3) {
+        0 => bytes.truncate(at),
+        1 => {
+            let len = (1 + rng.below(12) as usize).min(bytes.len() - at);
+            for byte in &mut bytes[at..at + len] {
+                *byte = rng.below(256) as u8;
+            }
+        }
+        _ => {
+            let garbage: Vec<u8> = (0..1 + rng.below(20))
+                .map(|_| GARBAGE[rng.below(GARBAGE.len() as u64) as usize])
+                .collect();
+            bytes.splice(at..at, garbage);
+        }
+    }
+    bytes
+}
+
+/// Whether `needle` occurs in `haystack` (an empty needle always does).
+pub fn contains_bytes(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
+}

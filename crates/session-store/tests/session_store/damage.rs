@@ -5,36 +5,10 @@
 use std::fs;
 use std::sync::Arc;
 
-use bench_workload::SplitMix64;
+use bench_workload::{SplitMix64, contains_bytes as contains, damage};
 use session_store::{SessionManager, SessionStore};
 
 use crate::support::{FixedClock, TempDir, a, counter, file_store, key, u};
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
-}
-
-fn damage(rng: &mut SplitMix64, original: &[u8]) -> Vec<u8> {
-    const GARBAGE: &[u8] = b"{}\"\n:,0x\xff\xc3a";
-    let mut bytes = original.to_vec();
-    let at = rng.below(bytes.len() as u64) as usize;
-    match rng.below(3) {
-        0 => bytes.truncate(at),
-        1 => {
-            let len = (1 + rng.below(12) as usize).min(bytes.len() - at);
-            for byte in &mut bytes[at..at + len] {
-                *byte = rng.below(256) as u8;
-            }
-        }
-        _ => {
-            let garbage: Vec<u8> = (0..1 + rng.below(20))
-                .map(|_| GARBAGE[rng.below(GARBAGE.len() as u64) as usize])
-                .collect();
-            bytes.splice(at..at, garbage);
-        }
-    }
-    bytes
-}
 
 #[tokio::test]
 async fn random_damage_loses_no_message() {
