@@ -2,6 +2,8 @@
 
 use serde_json::{Map, Value, json};
 
+pub mod testing;
+
 /// The seed every workload derives its inputs from (`workload.md`, section 2).
 pub const SEED: u64 = 42;
 

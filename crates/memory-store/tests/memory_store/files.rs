@@ -5,9 +5,11 @@ use std::fs;
 use std::sync::Arc;
 
 use memory_store::{FileJournal, HistoryJournal, HistoryJournalExt, JournalRepair, NewEntry};
-use serde_json::{Value, json};
 
 use crate::support::TempDir;
+use serde_json::{Value, json};
+
+use bench_workload::testing::{peer_python, run_peer};
 
 fn memory(dir: &TempDir) -> std::path::PathBuf {
     let path = dir.path().join("memory");
@@ -295,8 +297,7 @@ async fn dream_cursor_persists_and_compaction_leaves_no_temp() {
 /// `NANOBOT_PEER_PYTHON` names the Python of a nanobot-ai 0.3.5 install (`.ci/run` sets it).
 #[tokio::test]
 async fn interoperates_with_nanobot_ai() {
-    let Ok(python) = std::env::var("NANOBOT_PEER_PYTHON") else {
-        println!("skipped: NANOBOT_PEER_PYTHON is not set (nanobot-ai interop test)");
+    let Some(python) = peer_python("nanobot-ai interop test") else {
         return;
     };
     let dir = TempDir::new("interop");
@@ -324,18 +325,7 @@ dream = store.get_last_dream_cursor()
 cursor = store.append_history("from python", session_key="cli:direct")
 print(json.dumps({"seen": [[e["cursor"], e["content"], e.get("session_key")] for e in seen], "dream": dream, "cursor": cursor}))
 "#;
-    let output = std::process::Command::new(&python)
-        .arg("-c")
-        .arg(script)
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: Value = serde_json::from_slice(output.stdout.trim_ascii()).unwrap();
+    let seen = run_peer(&python, script, &[dir.path().as_os_str()], None);
     assert_eq!(
         seen["seen"],
         json!([[1, "- from rust 日本", "telegram:1"], [2, "second", null]])
@@ -503,8 +493,7 @@ fn front_matter_reads_nested_yaml() {
 /// nanobot-ai reads it (`parse_skill_metadata`, PyYAML underneath; `NANOBOT_PEER_PYTHON`).
 #[test]
 fn front_matter_matches_nanobot_ai() {
-    let Ok(python) = std::env::var("NANOBOT_PEER_PYTHON") else {
-        println!("skipped: NANOBOT_PEER_PYTHON is not set (front matter parity test)");
+    let Some(python) = peer_python("front matter parity test") else {
         return;
     };
     let samples: Vec<String> = FRONT_MATTERS
@@ -520,23 +509,9 @@ texts = json.load(sys.stdin)
 texts += [p.read_text(encoding="utf-8") for p in sorted(Path(nanobot.__file__).parent.glob("skills/*/SKILL.md"))]
 print(json.dumps([[t, parse_skill_metadata(t)] for t in texts]))
 "#;
-    let mut child = std::process::Command::new(&python)
-        .arg("-c")
-        .arg(script)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin
-            .write_all(serde_json::to_string(&samples).unwrap().as_bytes())
-            .unwrap();
-    }
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success());
-    let cases: Vec<(String, serde_json::Value)> = serde_json::from_slice(&output.stdout).unwrap();
+    let input = serde_json::to_vec(&samples).unwrap();
+    let cases: Vec<(String, serde_json::Value)> =
+        serde_json::from_value(run_peer(&python, script, &[], Some(&input))).unwrap();
     assert!(
         cases.len() > samples.len() + 5,
         "nanobot-ai's own skills are read too"
@@ -593,8 +568,7 @@ fn unedited_templates_are_recognised() {
 #[tokio::test]
 async fn templates_are_nanobot_ais() {
     use memory_store::{Document, FileDocuments, MemoryDocumentsExt};
-    let Ok(python) = std::env::var("NANOBOT_PEER_PYTHON") else {
-        println!("skipped: NANOBOT_PEER_PYTHON is not set (template parity test)");
+    let Some(python) = peer_python("template parity test") else {
         return;
     };
     let dir = TempDir::new("templates-peer");
@@ -614,18 +588,7 @@ names = ["SOUL.md", "USER.md", "memory/MEMORY.md", "legacy/SOUL.md"]
 prompt = ContextBuilder(ws).build_system_prompt()
 print(json.dumps({"templates": [load_bundled_template(n) for n in names], "prompt": prompt}))
 "#;
-    let output = std::process::Command::new(&python)
-        .arg("-c")
-        .arg(script)
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let peer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let peer = run_peer(&python, script, &[dir.path().as_os_str()], None);
     let templates = peer["templates"].as_array().unwrap();
     for (document, template) in Document::ALL.iter().zip(templates) {
         assert_eq!(

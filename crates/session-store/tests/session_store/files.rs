@@ -10,6 +10,8 @@ use session_store::{
     SessionStore, SessionStoreExt,
 };
 
+use bench_workload::testing::{peer_python, run_peer};
+
 use crate::support::{FixedClock, TempDir, a, at, counter, file_store, key, u};
 
 fn lines(path: &std::path::Path) -> Vec<String> {
@@ -633,8 +635,7 @@ async fn nanobot_layout_namespace() {
 /// `NANOBOT_PEER_PYTHON` names the Python of a nanobot-ai 0.3.5 install (`.ci/run` sets it).
 #[tokio::test]
 async fn interoperates_with_nanobot_ai() {
-    let Ok(python) = std::env::var("NANOBOT_PEER_PYTHON") else {
-        println!("skipped: NANOBOT_PEER_PYTHON is not set (nanobot-ai interop test)");
+    let Some(python) = peer_python("nanobot-ai interop test") else {
         return;
     };
     let root = TempDir::new("interop");
@@ -669,19 +670,12 @@ s.add_message("assistant", "answer from python")
 m.save(s)
 print(json.dumps(out))
 "#;
-    let output = std::process::Command::new(&python)
-        .arg("-c")
-        .arg(script)
-        .arg(&workspace)
-        .arg(&sessions_root)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let seen = run_peer(
+        &python,
+        script,
+        &[workspace.as_os_str(), sessions_root.as_os_str()],
+        None,
     );
-    let seen: Value = serde_json::from_slice(output.stdout.trim_ascii()).unwrap();
     assert_eq!(
         seen["messages"],
         json!(["héllo from rust", "answer from rust"])
