@@ -45,6 +45,12 @@ impl Document {
         }
     }
 
+    /// The template older nanobot releases wrote, for documents that had one (`SOUL.md`).
+    /// A prompt shows the current template in its place.
+    pub fn legacy_template(self) -> Option<&'static str> {
+        (self == Document::Soul).then_some(LEGACY_SOUL_TEMPLATE)
+    }
+
     /// Whether `text` is still a template nobody has edited (surrounding whitespace
     /// ignored, as nanobot compares): the current template, or for `SOUL.md` the one older
     /// nanobot releases wrote. A prompt leaves such a file out, or for `SOUL.md` uses the

@@ -11,7 +11,11 @@ mod file;
 mod file_documents;
 mod front_matter;
 mod journal;
+#[cfg(feature = "fs")]
+mod loader;
 mod memory;
+mod skills;
+mod snapshot;
 
 pub use front_matter::parse_front_matter;
 
@@ -26,4 +30,10 @@ pub use file::{FileJournal, JournalDurability, JournalRepair};
 #[cfg(feature = "fs")]
 pub use file_documents::FileDocuments;
 pub use journal::{Compaction, HistoryJournal, HistoryJournalExt};
+#[cfg(feature = "fs")]
+pub use loader::{SystemProbe, WorkspaceLoader};
 pub use memory::MemoryJournal;
+pub use skills::{
+    RequirementProbe, Requirements, SkillFile, SkillSource, skill_requirements, strip_front_matter,
+};
+pub use snapshot::WorkspaceSnapshot;

@@ -4,4 +4,5 @@
 mod conformance;
 mod damage;
 mod files;
+mod loader;
 mod support;
