@@ -1,0 +1,21 @@
+#![doc = include_str!("../README.md")]
+
+mod builder;
+mod current;
+mod error;
+mod identity;
+mod memo;
+mod recent;
+mod report;
+pub mod snapshot;
+mod truncate;
+
+pub use builder::{BuilderConfig, BuiltPrompt, ContextBuilder, Limits, SEPARATOR, Summary, Turn};
+pub use current::{Appended, CurrentMessage, Image, RuntimeBlock, RuntimeContextMarker, Speaker};
+pub use error::ContextError;
+pub use identity::Host;
+pub use recent::RecentHistoryReport;
+pub use report::{BuildReport, HistoryTokens, Omission, Part, PartReport, Truncation};
+
+/// The workspace types a build reads, re-exported so a bot needs one import.
+pub use memory_store::{JournalEntry, SkillFile, SkillSource, WorkspaceSnapshot};

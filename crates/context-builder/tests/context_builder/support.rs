@@ -1,0 +1,61 @@
+//! Fixtures shared by the tests.
+
+use std::sync::Arc;
+
+use context_builder::{
+    BuilderConfig, ContextBuilder, Host, JournalEntry, SkillFile, SkillSource, WorkspaceSnapshot,
+};
+use llm_port::Cl100kBase;
+use memory_store::RequirementProbe;
+
+/// Linux, x86_64, a fixed runtime: snapshots do not depend on the host.
+pub(crate) fn host() -> Host {
+    Host::new("Linux", "x86_64", "nanobot-rs 0.1")
+}
+
+pub(crate) fn builder() -> ContextBuilder {
+    builder_with(BuilderConfig::new(host()))
+}
+
+pub(crate) fn builder_with(config: BuilderConfig) -> ContextBuilder {
+    ContextBuilder::new(config, Arc::new(Cl100kBase))
+}
+
+pub(crate) fn workspace() -> WorkspaceSnapshot {
+    WorkspaceSnapshot {
+        agent_dir: "/home/ada/.nanobot/workspace".into(),
+        ..WorkspaceSnapshot::default()
+    }
+}
+
+/// Binaries and variables named `missing*` are absent; everything else is present.
+pub(crate) struct Probe;
+
+impl RequirementProbe for Probe {
+    fn has_binary(&self, name: &str) -> bool {
+        !name.starts_with("missing")
+    }
+    fn has_env(&self, name: &str) -> bool {
+        !name.starts_with("MISSING")
+    }
+}
+
+pub(crate) fn skill(name: &str, text: &str) -> Arc<SkillFile> {
+    Arc::new(SkillFile::parse(name, SkillSource::Workspace, text, &Probe))
+}
+
+pub(crate) fn entry(cursor: u64, key: Option<&str>, content: &str) -> JournalEntry {
+    JournalEntry {
+        cursor,
+        timestamp: format!("2026-08-19 10:{:02}", cursor % 60),
+        content: content.into(),
+        session_key: key.map(str::to_owned),
+        message_range: None,
+        extra: Default::default(),
+    }
+}
+
+/// The system prompt's parts, for fixtures whose files hold no separator of their own.
+pub(crate) fn parts(system: &str) -> Vec<&str> {
+    system.split(context_builder::SEPARATOR).collect()
+}
