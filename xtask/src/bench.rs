@@ -32,6 +32,7 @@ const SESSIONS: (&str, &str) = ("session-store", "sessions");
 const TOKENS: (&str, &str) = ("llm-port", "token_count");
 const JOURNAL: (&str, &str) = ("memory-store", "journal");
 const MEMORY: (&str, &str) = ("memory-core", "memory");
+const CONTEXT: (&str, &str) = ("context-builder", "context");
 
 const ROWS: &[Row] = &[
     Row {
@@ -199,6 +200,65 @@ const ROWS: &[Row] = &[
             ("token_estimate", &["estimate_message_tokens_all", "tokens"]),
             ("token_estimate", &["per_message_cl100k", "tokens"]),
         )),
+    },
+    Row {
+        label: "W8 build_messages, no skills (peer: built-ins disabled)",
+        ours_bench: CONTEXT,
+        ours: (
+            "build_messages",
+            &["skills_disabled", "build_messages_per_call_s", "median"],
+        ),
+        peer: Some((
+            "build_messages",
+            &["skills_disabled", "build_messages_per_call_s", "median"],
+        )),
+        floor: None,
+        check: Some((
+            ("build_messages", &["skills_disabled", "output_messages"]),
+            ("build_messages", &["skills_disabled", "output_messages"]),
+        )),
+    },
+    Row {
+        label: "W8 build_messages, 11 skills (peer: its default skills)",
+        ours_bench: CONTEXT,
+        ours: (
+            "build_messages",
+            &["default_skills", "build_messages_per_call_s", "median"],
+        ),
+        peer: Some((
+            "build_messages",
+            &["default_skills", "build_messages_per_call_s", "median"],
+        )),
+        floor: None,
+        check: None,
+    },
+    Row {
+        label: "W8 reload workspace + build, 11 skills (peer: build)",
+        ours_bench: CONTEXT,
+        ours: (
+            "build_messages",
+            &["default_skills", "load_and_build_per_call_s", "median"],
+        ),
+        peer: Some((
+            "build_messages",
+            &["default_skills", "build_messages_per_call_s", "median"],
+        )),
+        floor: None,
+        check: None,
+    },
+    Row {
+        label: "W8 build_system_prompt, 11 skills",
+        ours_bench: CONTEXT,
+        ours: (
+            "build_messages",
+            &["default_skills", "build_system_prompt_per_call_s", "median"],
+        ),
+        peer: Some((
+            "build_messages",
+            &["default_skills", "build_system_prompt_per_call_s", "median"],
+        )),
+        floor: None,
+        check: None,
     },
 ];
 
