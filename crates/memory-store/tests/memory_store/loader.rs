@@ -6,12 +6,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bench_workload::testing::TempDir;
-use memory_store::{RequirementProbe, SkillSource, WorkspaceLoader};
+use memory_store::{RequirementProbe, SkillSource, WorkspaceLoader, WorkspaceSnapshot};
 
 fn write(root: &Path, relative: &str, text: impl AsRef<[u8]>) {
     let path = root.join(relative);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, text).unwrap();
+}
+
+fn load_in(workspace: &Path, project: &Path) -> WorkspaceSnapshot {
+    WorkspaceLoader::new(workspace)
+        .unwrap()
+        .with_project(project)
+        .unwrap()
+        .load()
+        .unwrap()
 }
 
 #[test]
@@ -27,12 +36,7 @@ fn project_supplies_agents_md_and_the_agent_workspace_the_rest() {
     write(ws.path(), "TOOLS.md", "tools");
     write(ws.path(), "HEARTBEAT.md", "heartbeat");
 
-    let loaded = WorkspaceLoader::new(ws.path())
-        .unwrap()
-        .with_project(project.path())
-        .unwrap()
-        .load()
-        .unwrap();
+    let loaded = load_in(ws.path(), project.path());
     let project_dir = std::fs::canonicalize(project.path()).unwrap();
     assert_eq!(
         loaded.agents_md.unwrap(),
@@ -47,21 +51,11 @@ fn project_supplies_agents_md_and_the_agent_workspace_the_rest() {
 
     // Case 11: a project without AGENTS.md does not fall back to the agent workspace's.
     std::fs::remove_file(project.path().join("AGENTS.md")).unwrap();
-    let loaded = WorkspaceLoader::new(ws.path())
-        .unwrap()
-        .with_project(project.path())
-        .unwrap()
-        .load()
-        .unwrap();
+    let loaded = load_in(ws.path(), project.path());
     assert_eq!(loaded.agents_md, None);
 
     // The agent workspace as its own project is no project.
-    let same = WorkspaceLoader::new(ws.path())
-        .unwrap()
-        .with_project(ws.path())
-        .unwrap()
-        .load()
-        .unwrap();
+    let same = load_in(ws.path(), ws.path());
     assert_eq!(same.project_dir, None);
     assert!(same.agents_md.unwrap().starts_with("agents of"));
 }
