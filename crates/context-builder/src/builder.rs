@@ -342,6 +342,20 @@ impl ContextBuilder {
             + images * self.config.limits.image_tokens
     }
 
+    fn image_count(messages: &[Message]) -> usize {
+        messages
+            .iter()
+            .filter_map(Message::content)
+            .map(|c| match c {
+                Content::Parts(parts) => parts
+                    .iter()
+                    .filter(|p| matches!(p, ContentPart::ImageUrl { .. }))
+                    .count(),
+                Content::Text(_) => 0,
+            })
+            .sum()
+    }
+
     fn assemble_system(&self, ws: &WorkspaceSnapshot, turn: &Turn<'_>) -> SystemPrompt {
         let limits = &self.config.limits;
         let mut out = SystemPrompt {
@@ -663,4 +677,17 @@ fn hex_sha256(text: &str) -> String {
         let _ = write!(out, "{byte:02x}");
     }
     out
+}
+
+/// The builder's estimator serves governance too, so budgets and reports agree: text as
+/// nanobot counts it, each image at [`Limits::image_tokens`].
+impl crate::govern::Estimator for ContextBuilder {
+    fn message(&self, message: &Message) -> usize {
+        self.message_tokens(message)
+    }
+
+    fn prompt(&self, messages: &[Message], tools: &[llm_port::ToolDefinition]) -> usize {
+        llm_port::tokens::estimate_prompt_tokens(self.counter.as_ref(), messages, tools)
+            + Self::image_count(messages) * self.config.limits.image_tokens
+    }
 }

@@ -3,6 +3,7 @@
 mod builder;
 mod current;
 mod error;
+pub mod govern;
 mod identity;
 mod memo;
 mod recent;

@@ -8,6 +8,7 @@
 )]
 
 mod cases;
+mod govern;
 mod parity;
 mod properties;
 mod support;
