@@ -68,6 +68,25 @@ const LEGACY_SOUL_TEMPLATE: &str = include_str!("../templates/legacy/SOUL.md");
 const USER_TEMPLATE: &str = include_str!("../templates/USER.md");
 const MEMORY_TEMPLATE: &str = include_str!("../templates/memory/MEMORY.md");
 
+/// Small files beside the durable documents that configure or record Dream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AuxFile {
+    /// `prompts/dream.md`: the workspace's own Dream instructions, replacing the default.
+    DreamPrompt,
+    /// `memory/.dream_state.json`: when Dream last ran, so a restart catches up.
+    DreamState,
+}
+
+impl AuxFile {
+    /// The path relative to the workspace.
+    pub fn path(self) -> &'static str {
+        match self {
+            AuxFile::DreamPrompt => "prompts/dream.md",
+            AuxFile::DreamState => "memory/.dream_state.json",
+        }
+    }
+}
+
 /// A skill as a prompt lists it: its name, description and front matter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SkillInfo {
@@ -139,6 +158,12 @@ pub trait MemoryDocuments: Send + Sync {
 
     /// Removes a skill; whether it existed.
     async fn delete_skill(&self, name: &str) -> Result<bool, MemoryError>;
+
+    /// An auxiliary file's text, `None` when it does not exist.
+    async fn read_aux(&self, file: AuxFile) -> Result<Option<String>, MemoryError>;
+
+    /// Replaces an auxiliary file's text atomically.
+    async fn write_aux(&self, file: AuxFile, text: &str) -> Result<(), MemoryError>;
 }
 
 /// Conveniences over any document store.
@@ -164,6 +189,7 @@ impl<T: MemoryDocuments + ?Sized> MemoryDocumentsExt for T {}
 #[derive(Debug, Default)]
 pub struct MemoryDocumentStore {
     state: Mutex<(BTreeMap<Document, String>, BTreeMap<String, String>)>,
+    aux: Mutex<BTreeMap<AuxFile, String>>,
 }
 
 impl MemoryDocumentStore {
@@ -211,5 +237,22 @@ impl MemoryDocuments for MemoryDocumentStore {
     async fn delete_skill(&self, name: &str) -> Result<bool, MemoryError> {
         validate_skill_name(name)?;
         Ok(self.lock().1.remove(name).is_some())
+    }
+
+    async fn read_aux(&self, file: AuxFile) -> Result<Option<String>, MemoryError> {
+        Ok(self
+            .aux
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&file)
+            .cloned())
+    }
+
+    async fn write_aux(&self, file: AuxFile, text: &str) -> Result<(), MemoryError> {
+        self.aux
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(file, text.to_owned());
+        Ok(())
     }
 }

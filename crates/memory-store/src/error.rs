@@ -38,6 +38,23 @@ pub enum MemoryError {
         /// What is wrong and what to do.
         reason: String,
     },
+    /// A version id that names no saved version.
+    UnknownVersion {
+        /// The id as given.
+        id: String,
+    },
+    /// A short version id that names several saved versions.
+    AmbiguousVersion {
+        /// The id as given.
+        id: String,
+        /// The full ids it could mean.
+        candidates: Vec<String>,
+    },
+    /// Memory versioning cannot be used here, and why (what to do about it).
+    VersioningUnavailable {
+        /// The reason, as a sentence.
+        reason: String,
+    },
     /// A backend-specific failure (e.g. a database error), with its description.
     Backend {
         /// What happened.
@@ -72,6 +89,21 @@ impl fmt::Display for MemoryError {
                 write!(f, "the name {name:?} is refused: {reason}")
             }
             MemoryError::InvalidFile { path, reason } => write!(f, "{}: {reason}", path.display()),
+            MemoryError::UnknownVersion { id } => {
+                write!(
+                    f,
+                    "no saved memory version has the id {id:?}; list them with the log"
+                )
+            }
+            MemoryError::AmbiguousVersion { id, candidates } => write!(
+                f,
+                "the id {id:?} matches {} versions ({}); give more characters",
+                candidates.len(),
+                candidates.join(", ")
+            ),
+            MemoryError::VersioningUnavailable { reason } => {
+                write!(f, "memory versioning is unavailable: {reason}")
+            }
             MemoryError::Backend { message } => write!(f, "memory backend failed: {message}"),
         }
     }

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
-use crate::documents::{Document, MemoryDocuments, SkillInfo, skill_info, validate_skill_name};
+use crate::documents::{
+    AuxFile, Document, MemoryDocuments, SkillInfo, skill_info, validate_skill_name,
+};
 use crate::error::MemoryError;
 
 /// `SOUL.md`, `USER.md`, `memory/MEMORY.md` and `skills/<name>/SKILL.md` under a workspace.
@@ -29,9 +31,25 @@ impl FileDocuments {
         self.workspace.join(document.path())
     }
 
-    /// The `SKILL.md` of skill `name` (unchecked).
-    fn skill_path(&self, name: &str) -> PathBuf {
-        self.workspace.join("skills").join(name).join("SKILL.md")
+    /// `relative` under the workspace, refused when any part of it below the workspace is a
+    /// symbolic link: a link could lead a read or a write outside the memory files.
+    fn confined(&self, relative: &str) -> Result<PathBuf, MemoryError> {
+        let mut path = self.workspace.clone();
+        for part in relative.split('/') {
+            path.push(part);
+            match fs::symlink_metadata(&path) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    return Err(MemoryError::InvalidFile {
+                        path,
+                        reason: "is a symbolic link; memory files are never read or written through links (replace the link with the file itself)".into(),
+                    });
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                Err(e) => return Err(MemoryError::io("inspect", &path, e)),
+            }
+        }
+        Ok(self.workspace.join(relative))
     }
 }
 
@@ -78,11 +96,11 @@ pub(crate) fn write_atomic(path: &Path, text: &[u8]) -> Result<(), MemoryError> 
 #[async_trait]
 impl MemoryDocuments for FileDocuments {
     async fn read(&self, document: Document) -> Result<Option<String>, MemoryError> {
-        read_text(&self.path_of(document))
+        read_text(&self.confined(document.path())?)
     }
 
     async fn write(&self, document: Document, text: &str) -> Result<(), MemoryError> {
-        write_atomic(&self.path_of(document), text.as_bytes())
+        write_atomic(&self.confined(document.path())?, text.as_bytes())
     }
 
     async fn list_skills(&self) -> Result<Vec<SkillInfo>, MemoryError> {
@@ -101,7 +119,12 @@ impl MemoryDocuments for FileDocuments {
             if validate_skill_name(&name).is_err() {
                 continue;
             }
-            if let Some(text) = read_text(&self.skill_path(&name))? {
+            let path = match self.confined(&format!("skills/{name}/SKILL.md")) {
+                Ok(path) => path,
+                Err(MemoryError::InvalidFile { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            if let Some(text) = read_text(&path)? {
                 skills.push(skill_info(&name, &text));
             }
         }
@@ -111,21 +134,32 @@ impl MemoryDocuments for FileDocuments {
 
     async fn read_skill(&self, name: &str) -> Result<Option<String>, MemoryError> {
         validate_skill_name(name)?;
-        read_text(&self.skill_path(name))
+        read_text(&self.confined(&format!("skills/{name}/SKILL.md"))?)
     }
 
     async fn write_skill(&self, name: &str, text: &str) -> Result<(), MemoryError> {
         validate_skill_name(name)?;
-        write_atomic(&self.skill_path(name), text.as_bytes())
+        write_atomic(
+            &self.confined(&format!("skills/{name}/SKILL.md"))?,
+            text.as_bytes(),
+        )
     }
 
     async fn delete_skill(&self, name: &str) -> Result<bool, MemoryError> {
         validate_skill_name(name)?;
-        let dir = self.workspace.join("skills").join(name);
+        let dir = self.confined(&format!("skills/{name}"))?;
         match fs::remove_dir_all(&dir) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(MemoryError::io("delete", &dir, e)),
         }
+    }
+
+    async fn read_aux(&self, file: AuxFile) -> Result<Option<String>, MemoryError> {
+        read_text(&self.confined(file.path())?)
+    }
+
+    async fn write_aux(&self, file: AuxFile, text: &str) -> Result<(), MemoryError> {
+        write_atomic(&self.confined(file.path())?, text.as_bytes())
     }
 }

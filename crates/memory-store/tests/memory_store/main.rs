@@ -6,3 +6,4 @@ mod damage;
 mod files;
 mod loader;
 mod support;
+mod versions;
