@@ -75,6 +75,9 @@ pub enum AuxFile {
     DreamPrompt,
     /// `memory/.dream_state.json`: when Dream last ran, so a restart catches up.
     DreamState,
+    /// `memory/.dream_pending.json`: a completed run's changes while they are applied, so a
+    /// crash in the middle is finished on the next start instead of half-applied.
+    DreamPending,
 }
 
 impl AuxFile {
@@ -83,6 +86,7 @@ impl AuxFile {
         match self {
             AuxFile::DreamPrompt => "prompts/dream.md",
             AuxFile::DreamState => "memory/.dream_state.json",
+            AuxFile::DreamPending => "memory/.dream_pending.json",
         }
     }
 }

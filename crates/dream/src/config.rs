@@ -1,0 +1,83 @@
+//! Dream's budgets and batch.
+
+use crate::error::DreamError;
+
+/// How a run is bounded. Defaults keep a run to a few minutes and a known cost even with a
+/// weak model that loops.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DreamConfig {
+    /// The model to ask.
+    pub model: String,
+    /// At most this many journal entries per run (nanobot: 20).
+    pub batch_entries: usize,
+    /// Entries are added while their tokens stay under this (the first always is, whole):
+    /// long entries make smaller batches instead of being cut.
+    pub batch_tokens: usize,
+    /// At most this many model calls per run.
+    pub max_steps: usize,
+    /// At most this many tokens (prompt + completion, as reported, else estimated) per run.
+    pub max_tokens: u64,
+    /// Output tokens asked for per call.
+    pub max_output_tokens: u32,
+    /// The same tool call (name and arguments) this many times stops the run as a loop.
+    pub max_repeated_calls: usize,
+    /// This many edits that change nothing stop the run as a loop.
+    pub max_no_op_edits: usize,
+    /// A memory file may not grow past this many characters.
+    pub max_file_chars: usize,
+    /// Each file is shown whole in the prompt up to this many characters.
+    pub prompt_file_chars: usize,
+    /// The journal is compacted to this many entries after a completed run (0: never).
+    pub journal_max_entries: usize,
+}
+
+impl DreamConfig {
+    /// Defaults for `model`.
+    pub fn new(model: impl Into<String>) -> Self {
+        DreamConfig {
+            model: model.into(),
+            batch_entries: 20,
+            batch_tokens: 24_000,
+            max_steps: 30,
+            max_tokens: 400_000,
+            max_output_tokens: 4_096,
+            max_repeated_calls: 3,
+            max_no_op_edits: 3,
+            max_file_chars: 64_000,
+            prompt_file_chars: 16_000,
+            journal_max_entries: 1_000,
+        }
+    }
+
+    /// Refuses values that would make every run fail or never end.
+    pub fn validate(&self) -> Result<(), DreamError> {
+        let positive = [
+            ("batch_entries", self.batch_entries),
+            ("batch_tokens", self.batch_tokens),
+            ("max_steps", self.max_steps),
+            ("max_repeated_calls", self.max_repeated_calls),
+            ("max_no_op_edits", self.max_no_op_edits),
+        ];
+        for (key, value) in positive {
+            if value == 0 {
+                return Err(DreamError::InvalidConfig {
+                    key,
+                    reason: "must be at least 1".into(),
+                });
+            }
+        }
+        if self.max_tokens == 0 || self.max_output_tokens == 0 {
+            return Err(DreamError::InvalidConfig {
+                key: "max_tokens",
+                reason: "token budgets must be at least 1".into(),
+            });
+        }
+        if self.model.trim().is_empty() {
+            return Err(DreamError::InvalidConfig {
+                key: "model",
+                reason: "name the model Dream asks".into(),
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,17 @@
+#![doc = include_str!("../README.md")]
+
+mod config;
+pub mod diff;
+mod error;
+pub mod format;
+mod overlay;
+pub mod prompt;
+mod run;
+pub mod sandbox;
+mod schedule;
+
+pub use config::DreamConfig;
+pub use error::DreamError;
+pub use overlay::{Overlay, ToolOutcome};
+pub use run::{Dream, RestoreReport, RunReport, RunStatus, StopReason, Trigger, diff_snapshots};
+pub use schedule::{CronExpr, DreamSchedule};

@@ -1,0 +1,722 @@
+//! A Dream run and the versioning commands around it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use llm_port::tokens::estimate_prompt_tokens;
+use llm_port::{Clock, LlmClient, LlmRequest, Message, TokenCounter, ToolChoice};
+use memory_store::{
+    AuxFile, CURSOR_PATH, Document, HistoryJournal, HistoryJournalExt, JournalEntry, LeaseGuard,
+    MemoryDocuments, MemoryError, MemoryLease, MemoryVersions, Snapshot, Version,
+};
+use serde_json::{Value, json};
+
+use crate::config::DreamConfig;
+use crate::diff::{FileDiff, file_diff, summary};
+use crate::error::DreamError;
+use crate::overlay::Overlay;
+use crate::prompt;
+use crate::sandbox::{self, Target};
+
+/// What started a run (it names the run in the change log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// The schedule.
+    Scheduled,
+    /// A person (`/dream`).
+    Manual,
+}
+
+impl Trigger {
+    fn name(self) -> &'static str {
+        match self {
+            Trigger::Scheduled => "scheduled",
+            Trigger::Manual => "manual",
+        }
+    }
+}
+
+/// Why a run stopped before the model finished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// It used every model call it was allowed.
+    StepBudget {
+        /// The calls made.
+        steps: usize,
+    },
+    /// It used its token budget.
+    TokenBudget {
+        /// The tokens used.
+        tokens: u64,
+    },
+    /// The model made the same call again and again.
+    RepeatedCall {
+        /// The tool.
+        tool: String,
+    },
+    /// The model kept making edits that change nothing.
+    NoOpEdits,
+    /// The model answered with nothing.
+    EmptyAnswer,
+    /// The model's answer was cut by its output limit.
+    Truncated,
+    /// The model could not be reached or failed.
+    ModelError(String),
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StopReason::StepBudget { steps } => write!(f, "step budget used ({steps} model calls)"),
+            StopReason::TokenBudget { tokens } => write!(f, "token budget used ({tokens} tokens)"),
+            StopReason::RepeatedCall { tool } => write!(f, "loop: the same {tool} call repeated"),
+            StopReason::NoOpEdits => write!(f, "loop: repeated edits that change nothing"),
+            StopReason::EmptyAnswer => write!(f, "empty final answer"),
+            StopReason::Truncated => write!(f, "final answer cut by the output limit"),
+            StopReason::ModelError(e) => write!(f, "model error: {e}"),
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunStatus {
+    /// No journal entries after the cursor: no model call, nothing changed.
+    NothingToDo,
+    /// The model finished; its changes were applied (or shown, in a dry run).
+    Completed,
+    /// The run stopped; nothing was applied and the cursor did not move.
+    Stopped(StopReason),
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunReport {
+    /// How it ended.
+    pub status: RunStatus,
+    /// Whether it was a dry run (nothing applied whatever the status).
+    pub dry_run: bool,
+    /// The journal entries shown to the model: (first cursor, last cursor, count).
+    pub batch: Option<(u64, u64, usize)>,
+    /// Model calls.
+    pub steps: usize,
+    /// Tool calls, and how many of them the tools refused.
+    pub tool_calls: usize,
+    /// Tool calls that returned an error to the model.
+    pub tool_errors: usize,
+    /// Tokens used (as the provider reported, else estimated).
+    pub tokens: u64,
+    /// The file changes (applied, or that would be applied in a dry run).
+    pub changes: Vec<FileDiff>,
+    /// The change-log body built from `changes`.
+    pub summary: String,
+    /// The version recording the change, when one was saved.
+    pub version: Option<Version>,
+    /// A version saved first for edits made outside Dream since the last version.
+    pub outside_edits: Option<Version>,
+    /// The model's final answer (never used for the change log).
+    pub final_text: Option<String>,
+    /// Journal entries compacted away after the run.
+    pub compacted: usize,
+    /// When the run started and ended (from the injected clock).
+    pub started: DateTime<Utc>,
+    /// When it ended.
+    pub finished: DateTime<Utc>,
+}
+
+impl RunReport {
+    /// Whether the run completed (the cursor moved past its batch, unless a dry run).
+    pub fn completed(&self) -> bool {
+        self.status == RunStatus::Completed
+    }
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreReport {
+    /// The version whose earlier state was restored.
+    pub undone: Version,
+    /// The new version recording the restore (restore it to undo the restore).
+    pub version: Option<Version>,
+    /// The files changed by the restore.
+    pub changes: Vec<FileDiff>,
+}
+
+/// Dream over injected ports.
+pub struct Dream {
+    llm: Arc<dyn LlmClient>,
+    journal: Arc<dyn HistoryJournal>,
+    documents: Arc<dyn MemoryDocuments>,
+    versions: Result<Arc<dyn MemoryVersions>, String>,
+    lease: Arc<dyn MemoryLease>,
+    clock: Arc<dyn Clock>,
+    counter: Arc<dyn TokenCounter>,
+    config: DreamConfig,
+}
+
+impl std::fmt::Debug for Dream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dream")
+            .field("config", &self.config)
+            .field("versioning", &self.versions.is_ok())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Changes to apply as one unit, kept in `memory/.dream_pending.json` until done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Plan {
+    /// Path to new text; `None` deletes (a skill).
+    files: BTreeMap<String, Option<String>>,
+    /// Dream's cursor afterwards.
+    cursor: Option<u64>,
+    /// The version message, when the change is to be recorded.
+    message: Option<String>,
+}
+
+impl Plan {
+    fn to_json(&self) -> String {
+        json!({"files": self.files, "cursor": self.cursor, "message": self.message}).to_string()
+    }
+
+    fn from_json(text: &str) -> Option<Plan> {
+        let value: Value = serde_json::from_str(text).ok()?;
+        let files = value
+            .get("files")?
+            .as_object()?
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().map(str::to_owned)))
+            .collect();
+        Some(Plan {
+            files,
+            cursor: value.get("cursor").and_then(Value::as_u64),
+            message: value
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        })
+    }
+}
+
+impl Dream {
+    /// Dream over these ports; `versions` is `Err(reason)` when versioning is unavailable
+    /// (runs still work; log, show and restore say why they cannot).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        config: DreamConfig,
+        llm: Arc<dyn LlmClient>,
+        journal: Arc<dyn HistoryJournal>,
+        documents: Arc<dyn MemoryDocuments>,
+        versions: Result<Arc<dyn MemoryVersions>, String>,
+        lease: Arc<dyn MemoryLease>,
+        clock: Arc<dyn Clock>,
+        counter: Arc<dyn TokenCounter>,
+    ) -> Result<Self, DreamError> {
+        config.validate()?;
+        Ok(Dream {
+            llm,
+            journal,
+            documents,
+            versions,
+            lease,
+            clock,
+            counter,
+            config,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &DreamConfig {
+        &self.config
+    }
+
+    fn acquire(&self, what: &str) -> Result<LeaseGuard, DreamError> {
+        let holder = format!(
+            "{what}, pid {}, since {}",
+            std::process::id(),
+            self.clock.now().format("%Y-%m-%d %H:%M:%S UTC")
+        );
+        match self.lease.try_acquire(&holder)? {
+            Some(guard) => Ok(guard),
+            None => Err(DreamError::AlreadyRunning {
+                holder: self.lease.holder()?.unwrap_or_else(|| "another run".into()),
+            }),
+        }
+    }
+
+    fn versions(&self) -> Result<&Arc<dyn MemoryVersions>, DreamError> {
+        self.versions
+            .as_ref()
+            .map_err(|reason| DreamError::VersioningUnavailable {
+                reason: reason.clone(),
+            })
+    }
+
+    /// Runs Dream once: reads the next batch, lets the model edit a private copy of the
+    /// memory files, and applies the result only if the model finished.
+    pub async fn run(&self, trigger: Trigger) -> Result<RunReport, DreamError> {
+        self.run_inner(trigger, false).await
+    }
+
+    /// A run that shows the changes it would make and applies nothing (the cursor stays).
+    pub async fn dry_run(&self) -> Result<RunReport, DreamError> {
+        self.run_inner(Trigger::Manual, true).await
+    }
+
+    async fn run_inner(&self, trigger: Trigger, dry_run: bool) -> Result<RunReport, DreamError> {
+        let _lease = self.acquire(if dry_run { "dry run" } else { trigger.name() })?;
+        let started = self.clock.now();
+        self.finish_pending().await?;
+        let mut report = RunReport {
+            status: RunStatus::NothingToDo,
+            dry_run,
+            batch: None,
+            steps: 0,
+            tool_calls: 0,
+            tool_errors: 0,
+            tokens: 0,
+            changes: Vec::new(),
+            summary: String::new(),
+            version: None,
+            outside_edits: None,
+            final_text: None,
+            compacted: 0,
+            started,
+            finished: started,
+        };
+        let pending = self
+            .journal
+            .unprocessed(Some(self.config.batch_entries))
+            .await?;
+        let count = prompt::batch_len(
+            &pending,
+            self.config.batch_entries,
+            self.config.batch_tokens,
+            self.counter.as_ref(),
+        );
+        let batch: &[JournalEntry] = &pending[..count];
+        let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
+            if !dry_run {
+                self.record_run(started).await?;
+            }
+            report.finished = self.clock.now();
+            return Ok(report);
+        };
+        report.batch = Some((first.cursor, last.cursor, batch.len()));
+        if !dry_run {
+            report.outside_edits = self.record_outside_edits().await?;
+        }
+
+        let mut overlay =
+            Overlay::load(self.documents.as_ref(), self.config.max_file_chars).await?;
+        let instructions = prompt::instructions(
+            self.documents
+                .read_aux(AuxFile::DreamPrompt)
+                .await?
+                .as_deref(),
+        );
+        let user = prompt::user_message(
+            &instructions,
+            &overlay,
+            batch,
+            self.config.prompt_file_chars,
+        );
+        let status = self.agent_loop(&mut overlay, user, &mut report).await;
+        report.status = status;
+
+        if report.completed() {
+            report.changes = overlay
+                .changes()
+                .into_iter()
+                .filter_map(|(t, old, new)| file_diff(&t.path(), old, Some(new)))
+                .collect();
+            report.summary = summary(&report.changes);
+            if !dry_run {
+                let mut files = BTreeMap::new();
+                for (target, _, text) in overlay.changes() {
+                    files.insert(target.path(), Some(text.to_owned()));
+                }
+                let message = (!files.is_empty()).then(|| {
+                    format!(
+                        "dream: {} run, journal entries {}-{}\n\n{}",
+                        trigger.name(),
+                        first.cursor,
+                        last.cursor,
+                        report.summary
+                    )
+                });
+                report.version = self
+                    .apply(Plan {
+                        files,
+                        cursor: Some(last.cursor),
+                        message,
+                    })
+                    .await?;
+                if self.config.journal_max_entries > 0 {
+                    report.compacted = self
+                        .journal
+                        .compact(self.config.journal_max_entries)
+                        .await?
+                        .dropped;
+                }
+            }
+        }
+        if !dry_run {
+            self.record_run(started).await?;
+        }
+        report.finished = self.clock.now();
+        Ok(report)
+    }
+
+    async fn agent_loop(
+        &self,
+        overlay: &mut Overlay,
+        user: String,
+        report: &mut RunReport,
+    ) -> RunStatus {
+        let tools = prompt::tools();
+        let mut messages = vec![Message::system(prompt::SYSTEM), Message::user(user)];
+        let mut repeated: HashMap<(String, String), usize> = HashMap::new();
+        let mut no_ops = 0;
+        while report.steps < self.config.max_steps {
+            report.steps += 1;
+            let request = LlmRequest::new(self.config.model.clone(), messages.clone())
+                .with_tools(tools.clone())
+                .with_tool_choice(ToolChoice::Auto)
+                .with_max_tokens(self.config.max_output_tokens);
+            let response = match self.llm.complete(&request).await {
+                Ok(response) => response,
+                Err(e) => return RunStatus::Stopped(StopReason::ModelError(e.to_string())),
+            };
+            report.tokens += match &response.usage {
+                Some(usage) => usage.prompt_tokens + usage.completion_tokens,
+                None => {
+                    let mut answer = messages.clone();
+                    answer.push(Message::Assistant(response.message.clone()));
+                    estimate_prompt_tokens(self.counter.as_ref(), &answer, &tools) as u64
+                }
+            };
+            let calls = response.message.tool_calls().to_vec();
+            if calls.is_empty() {
+                if response.is_truncated() {
+                    return RunStatus::Stopped(StopReason::Truncated);
+                }
+                let text = response.message.text_content();
+                if text.trim().is_empty() {
+                    return RunStatus::Stopped(StopReason::EmptyAnswer);
+                }
+                report.final_text = Some(text);
+                return RunStatus::Completed;
+            }
+            messages.push(Message::Assistant(response.message.clone()));
+            for call in &calls {
+                report.tool_calls += 1;
+                let key = (call.function.name.clone(), call.function.arguments.clone());
+                let seen = repeated.entry(key).or_insert(0);
+                *seen += 1;
+                if *seen >= self.config.max_repeated_calls {
+                    return RunStatus::Stopped(StopReason::RepeatedCall {
+                        tool: call.function.name.clone(),
+                    });
+                }
+                let outcome = overlay.call(&call.function.name, &call.function.arguments);
+                if outcome.is_error {
+                    report.tool_errors += 1;
+                }
+                if outcome.no_op_edit {
+                    no_ops += 1;
+                    if no_ops >= self.config.max_no_op_edits {
+                        return RunStatus::Stopped(StopReason::NoOpEdits);
+                    }
+                }
+                messages.push(Message::tool_result(
+                    call.id.clone(),
+                    call.function.name.clone(),
+                    outcome.text,
+                ));
+            }
+            if report.tokens >= self.config.max_tokens {
+                return RunStatus::Stopped(StopReason::TokenBudget {
+                    tokens: report.tokens,
+                });
+            }
+        }
+        RunStatus::Stopped(StopReason::StepBudget {
+            steps: report.steps,
+        })
+    }
+
+    /// The tracked files now: the durable documents, the skills and Dream's cursor.
+    async fn snapshot_now(&self) -> Result<Snapshot, DreamError> {
+        let mut files = Snapshot::new();
+        for document in Document::ALL {
+            if let Some(text) = self.documents.read(document).await? {
+                files.insert(document.path().to_owned(), text);
+            }
+        }
+        for skill in self.documents.list_skills().await? {
+            if let Some(text) = self.documents.read_skill(&skill.name).await? {
+                files.insert(Target::Skill(skill.name).path(), text);
+            }
+        }
+        files.insert(
+            CURSOR_PATH.to_owned(),
+            self.journal.dream_cursor().await?.to_string(),
+        );
+        Ok(files)
+    }
+
+    /// Saves a version for edits made outside Dream since the latest one (or the first
+    /// version), so a Dream version only ever holds Dream's own changes.
+    async fn record_outside_edits(&self) -> Result<Option<Version>, DreamError> {
+        let Ok(versions) = &self.versions else {
+            return Ok(None);
+        };
+        let now = self.snapshot_now().await?;
+        let latest = versions.log(1).await?;
+        let message = match latest.first() {
+            None => "memory: initial state".to_owned(),
+            Some(v) => {
+                let before = versions.files_at(&v.id).await?;
+                if before == now {
+                    return Ok(None);
+                }
+                format!(
+                    "memory: edits made outside Dream\n\n{}",
+                    summary(&diff_snapshots(&before, &now))
+                )
+            }
+        };
+        Ok(versions.commit(&message, &now, self.clock.now()).await?)
+    }
+
+    /// Applies `plan` crash-safely: the plan is saved first, then files, version and
+    /// cursor; a crash in between is finished by the next run.
+    async fn apply(&self, plan: Plan) -> Result<Option<Version>, DreamError> {
+        self.documents
+            .write_aux(AuxFile::DreamPending, &plan.to_json())
+            .await?;
+        let version = self.carry_out(&plan).await?;
+        self.documents.write_aux(AuxFile::DreamPending, "").await?;
+        Ok(version)
+    }
+
+    async fn carry_out(&self, plan: &Plan) -> Result<Option<Version>, DreamError> {
+        for (path, text) in &plan.files {
+            let target = sandbox::parse(path).map_err(|reason| {
+                DreamError::Memory(MemoryError::InvalidName {
+                    name: path.clone(),
+                    reason,
+                })
+            })?;
+            match (target, text) {
+                (Target::Document(d), Some(text)) => self.documents.write(d, text).await?,
+                (Target::Skill(name), Some(text)) => {
+                    self.documents.write_skill(&name, text).await?
+                }
+                (Target::Skill(name), None) => {
+                    self.documents.delete_skill(&name).await?;
+                }
+                (Target::Document(d), None) => self.documents.write(d, "").await?,
+            }
+        }
+        let mut version = None;
+        if let (Some(message), Ok(versions)) = (&plan.message, &self.versions) {
+            let mut files = self.snapshot_now().await?;
+            if let Some(cursor) = plan.cursor {
+                files.insert(CURSOR_PATH.to_owned(), cursor.to_string());
+            }
+            version = versions.commit(message, &files, self.clock.now()).await?;
+        }
+        if let Some(cursor) = plan.cursor
+            && self.journal.dream_cursor().await? != cursor
+        {
+            let latest = self.journal.latest_cursor().await?;
+            self.journal.set_dream_cursor(cursor.min(latest)).await?;
+        }
+        Ok(version)
+    }
+
+    /// Finishes the changes of a run that was interrupted while applying them.
+    pub async fn finish_pending(&self) -> Result<bool, DreamError> {
+        let Some(text) = self.documents.read_aux(AuxFile::DreamPending).await? else {
+            return Ok(false);
+        };
+        if text.trim().is_empty() {
+            return Ok(false);
+        }
+        let Some(plan) = Plan::from_json(&text) else {
+            return Err(DreamError::Memory(MemoryError::InvalidFile {
+                path: AuxFile::DreamPending.path().into(),
+                reason: "is not a pending Dream change this version can read; inspect it, then delete it".into(),
+            }));
+        };
+        self.carry_out(&plan).await?;
+        self.documents.write_aux(AuxFile::DreamPending, "").await?;
+        Ok(true)
+    }
+
+    async fn record_run(&self, at: DateTime<Utc>) -> Result<(), DreamError> {
+        let mut state = self.state().await?;
+        state.insert("last_run_at".into(), Value::String(at.to_rfc3339()));
+        self.documents
+            .write_aux(AuxFile::DreamState, &Value::Object(state).to_string())
+            .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn state(&self) -> Result<serde_json::Map<String, Value>, DreamError> {
+        Ok(self
+            .documents
+            .read_aux(AuxFile::DreamState)
+            .await?
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default())
+    }
+
+    pub(crate) async fn write_state(
+        &self,
+        state: serde_json::Map<String, Value>,
+    ) -> Result<(), DreamError> {
+        self.documents
+            .write_aux(AuxFile::DreamState, &Value::Object(state).to_string())
+            .await?;
+        Ok(())
+    }
+
+    /// When Dream last ran (persisted, so a restart catches up).
+    pub async fn last_run(&self) -> Result<Option<DateTime<Utc>>, DreamError> {
+        Ok(self
+            .state()
+            .await?
+            .get("last_run_at")
+            .and_then(Value::as_str)
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&Utc)))
+    }
+
+    /// With Dream disabled: moves the cursor to the latest entry (never back), so Recent
+    /// History in every prompt does not grow without bound. Whether it moved.
+    pub async fn fast_forward_cursor(&self) -> Result<bool, DreamError> {
+        let latest = self.journal.latest_cursor().await?;
+        if self.journal.dream_cursor().await? < latest {
+            self.journal.set_dream_cursor(latest).await?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// The newest `limit` versions, newest first.
+    pub async fn log(&self, limit: usize) -> Result<Vec<Version>, DreamError> {
+        Ok(self.versions()?.log(limit).await?)
+    }
+
+    /// Version `id` and its changes against the version before it.
+    pub async fn show(&self, id: &str) -> Result<(Version, Vec<FileDiff>), DreamError> {
+        let versions = self.versions()?;
+        let version = versions.resolve(id).await?;
+        let after = versions.files_at(&version.id).await?;
+        let before = match &version.parent {
+            Some(parent) => versions.files_at(parent).await?,
+            None => Snapshot::new(),
+        };
+        Ok((version, diff_snapshots(&before, &after)))
+    }
+
+    /// Brings the memory files and the cursor back to their state before version `id` (a
+    /// Dream version), recorded as a new version that can itself be restored (undone).
+    pub async fn restore(&self, id: &str) -> Result<RestoreReport, DreamError> {
+        let _lease = self.acquire("restore")?;
+        self.finish_pending().await?;
+        let versions = self.versions()?;
+        let undone = versions.resolve(id).await?;
+        if !undone.message.starts_with("dream:") {
+            return Err(DreamError::Memory(MemoryError::UnknownVersion {
+                id: format!(
+                    "{id} (version {} was not made by Dream; only Dream versions can be restored)",
+                    undone.short_id()
+                ),
+            }));
+        }
+        let Some(parent) = &undone.parent else {
+            return Err(DreamError::NothingBefore {
+                id: undone.short_id().to_owned(),
+            });
+        };
+        // Edits made outside Dream since the last version are kept in a version first.
+        self.record_outside_edits().await?;
+        let target = versions.files_at(parent).await?;
+        let now = self.snapshot_now().await?;
+        let changes = diff_snapshots(&now, &target);
+        let mut files = BTreeMap::new();
+        let paths: BTreeSet<&String> = now.keys().chain(target.keys()).collect();
+        for path in paths {
+            if path == CURSOR_PATH || now.get(path) == target.get(path) {
+                continue;
+            }
+            files.insert(path.clone(), target.get(path).cloned());
+        }
+        let cursor = target
+            .get(CURSOR_PATH)
+            .and_then(|c| c.trim().parse::<u64>().ok());
+        let message = format!(
+            "dream: restore to before {}\n\nUndoes {} \"{}\" and everything after it; restore this version to undo the restore.\n\n{}",
+            undone.short_id(),
+            undone.short_id(),
+            undone.subject(),
+            summary(&changes)
+        );
+        let version = self
+            .apply(Plan {
+                files,
+                cursor,
+                message: Some(message),
+            })
+            .await?;
+        Ok(RestoreReport {
+            undone,
+            version,
+            changes,
+        })
+    }
+
+    /// The instructions a run uses, and whether they are the workspace's own.
+    pub async fn instructions(&self) -> Result<(String, bool), DreamError> {
+        let custom = self.documents.read_aux(AuxFile::DreamPrompt).await?;
+        let is_custom = custom.as_deref().is_some_and(|t| !t.trim().is_empty());
+        Ok((prompt::instructions(custom.as_deref()), is_custom))
+    }
+
+    /// Writes the default instructions to `prompts/dream.md` for editing, unless it already
+    /// has content. Whether it was written.
+    pub async fn init_instructions(&self) -> Result<bool, DreamError> {
+        let current = self.documents.read_aux(AuxFile::DreamPrompt).await?;
+        if current.as_deref().is_some_and(|t| !t.trim().is_empty()) {
+            return Ok(false);
+        }
+        let text = format!("{}\n", prompt::default_instructions());
+        self.documents
+            .write_aux(AuxFile::DreamPrompt, &text)
+            .await?;
+        Ok(true)
+    }
+}
+
+/// File diffs between two snapshots (Dream's cursor left out).
+pub fn diff_snapshots(before: &Snapshot, after: &Snapshot) -> Vec<FileDiff> {
+    let paths: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    paths
+        .into_iter()
+        .filter(|p| p.as_str() != CURSOR_PATH)
+        .filter_map(|p| {
+            file_diff(
+                p,
+                before.get(p).map(String::as_str),
+                after.get(p).map(String::as_str),
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,14 @@
+//! Dream's integration tests: the spec's acceptance cases with a scripted model issuing real
+//! tool calls, the sandbox, budgets and loops, versions, crash recovery, the schedule.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
+
+mod runs;
+mod sandbox;
+mod schedule;
+mod support;
+mod versions;
