@@ -7,6 +7,7 @@
     clippy::print_stdout
 )]
 
+mod killed;
 mod runs;
 mod sandbox;
 mod schedule;
