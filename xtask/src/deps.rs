@@ -6,7 +6,8 @@
 //! | --- | --- | --- |
 //! | `port` | ports | no runtime, HTTP client or database driver, whatever features are on, except a runtime behind a feature listed in `adapter-features`; tokio's executor-free `sync` primitives are not a runtime |
 //! | `policy` | ports, policies | never a backend; with `pure = true` also no runtime, HTTP or database |
-//! | `backend` | ports | free (that is why it is a crate of its own) |
+//! | `backend` | ports, backend kits | free (that is why it is a crate of its own) |
+//! | `backend-kit` | ports | free; code several backends share (`llm-http`) |
 //! | `app` | anything | free |
 //! | `support`, `tooling` | nothing | only dev-dependencies of other crates may name them |
 
@@ -145,7 +146,17 @@ pub(crate) fn parse_crates(metadata: &Value) -> Result<Vec<Crate>, String> {
                  \"port\" | \"policy\" | \"backend\" | \"app\" | \"support\" | \"tooling\""
             )
         })?;
-        if !["port", "policy", "backend", "app", "support", "tooling"].contains(&layer) {
+        if ![
+            "port",
+            "policy",
+            "backend",
+            "backend-kit",
+            "app",
+            "support",
+            "tooling",
+        ]
+        .contains(&layer)
+        {
             return Err(format!("crate `{name}` names an unknown layer `{layer}`"));
         }
         let strings = |value: &Value| -> Vec<String> {
@@ -192,8 +203,9 @@ fn allowed_internal(layer: &str) -> &'static [&'static str] {
     match layer {
         "port" => &["port"],
         "policy" => &["port", "policy"],
-        "backend" => &["port"],
-        "app" => &["port", "policy", "backend", "app"],
+        "backend" => &["port", "backend-kit"],
+        "backend-kit" => &["port"],
+        "app" => &["port", "policy", "backend", "backend-kit", "app"],
         _ => &[],
     }
 }

@@ -31,6 +31,11 @@ pub struct LlmRequest {
     /// Plain text, any JSON object, or JSON matching a schema.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_format: Option<ResponseFormat>,
+    /// Where the system prompt's stable prefix ends (bytes into the first system message),
+    /// as the context builder reports it: adapters with explicit prompt caching (Anthropic)
+    /// place a cache breakpoint there. Never sent as a field.
+    #[serde(skip)]
+    pub cache_breakpoint: Option<usize>,
     /// Provider-specific body fields, passed through.
     #[serde(flatten)]
     pub extra: Extra,
@@ -44,6 +49,12 @@ impl LlmRequest {
             messages,
             ..LlmRequest::default()
         }
+    }
+
+    /// Marks the end of the system prompt's stable prefix (see [`LlmRequest::cache_breakpoint`]).
+    pub fn with_cache_breakpoint(mut self, bytes: usize) -> Self {
+        self.cache_breakpoint = Some(bytes);
+        self
     }
 
     /// Offers `tools`.
