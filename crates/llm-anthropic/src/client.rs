@@ -1,0 +1,170 @@
+//! The client.
+
+use async_trait::async_trait;
+use chrono::Utc;
+use llm_http::{ApiKey, HttpClient, SseParser, Timeouts, error_for_status};
+use llm_port::{Capabilities, LlmClient, LlmError, LlmRequest, LlmResponse};
+
+use crate::wire::{Assembly, body, parse_response};
+
+/// The API version sent as `anthropic-version`.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Where and how to reach the Messages API.
+#[derive(Debug, Clone)]
+pub struct AnthropicConfig {
+    /// The API root (`https://api.anthropic.com`).
+    pub base_url: String,
+    /// Sent as `x-api-key`; never printed.
+    pub api_key: Option<ApiKey>,
+    /// The model `capabilities()` describes.
+    pub model: String,
+    /// Its context window.
+    pub context_window: u32,
+    /// `max_tokens` when a request sets none (the API requires one).
+    pub default_max_tokens: u32,
+    /// Prompt caching: a breakpoint after the system prompt's stable prefix (or the whole
+    /// system prompt), on the last tool, and on the conversation so far.
+    pub cache: bool,
+    /// Stream answers (server-sent events).
+    pub stream: bool,
+    /// More headers (`anthropic-beta`, ...).
+    pub extra_headers: Vec<(String, String)>,
+    /// Connect and idle timeouts.
+    pub timeouts: Timeouts,
+}
+
+impl AnthropicConfig {
+    /// The public API for `model`, a 200k window, caching on, no streaming.
+    pub fn new(model: impl Into<String>) -> Self {
+        AnthropicConfig {
+            base_url: "https://api.anthropic.com".into(),
+            api_key: None,
+            model: model.into(),
+            context_window: 200_000,
+            default_max_tokens: 4_096,
+            cache: true,
+            stream: false,
+            extra_headers: Vec::new(),
+            timeouts: Timeouts::default(),
+        }
+    }
+
+    /// Another API root (a proxy, a test server).
+    pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into().trim_end_matches('/').to_owned();
+        self
+    }
+
+    /// Uses `key`.
+    pub fn with_api_key(mut self, key: Option<ApiKey>) -> Self {
+        self.api_key = key;
+        self
+    }
+
+    /// Streams answers.
+    pub fn streaming(mut self, stream: bool) -> Self {
+        self.stream = stream;
+        self
+    }
+
+    /// Sets the timeouts.
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+}
+
+/// An `LlmClient` over `POST {base_url}/v1/messages`.
+#[derive(Debug, Clone)]
+pub struct AnthropicClient {
+    config: AnthropicConfig,
+    http: HttpClient,
+}
+
+impl AnthropicClient {
+    /// A client for `config`.
+    pub fn new(config: AnthropicConfig) -> Result<Self, LlmError> {
+        if !(config.base_url.starts_with("http://") || config.base_url.starts_with("https://")) {
+            return Err(LlmError::permanent(format!(
+                "the base URL {:?} must start with http:// or https://",
+                config.base_url
+            )));
+        }
+        Ok(AnthropicClient {
+            http: HttpClient::new(config.timeouts)?,
+            config,
+        })
+    }
+
+    fn headers(&self) -> Vec<(String, String)> {
+        let mut headers = vec![("anthropic-version".to_owned(), ANTHROPIC_VERSION.to_owned())];
+        headers.extend(self.config.extra_headers.iter().cloned());
+        if let Some(key) = &self.config.api_key {
+            headers.push(("x-api-key".into(), key.expose().to_owned()));
+        }
+        headers
+    }
+
+    async fn call(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
+        let url = format!("{}/v1/messages", self.config.base_url);
+        let payload = body(
+            request,
+            self.config.default_max_tokens,
+            self.config.cache,
+            self.config.stream,
+        )?;
+        let mut response = self.http.post_json(&url, &self.headers(), payload).await?;
+        if !(200..300).contains(&response.status) {
+            let status = response.status;
+            let headers = response.headers.clone();
+            let body = response.body().await.unwrap_or_default();
+            // 529: Anthropic is overloaded; worth a retry.
+            let status = if status == 529 { 503 } else { status };
+            return Err(error_for_status(
+                "anthropic",
+                status,
+                &headers,
+                &body,
+                Utc::now(),
+            ));
+        }
+        let is_stream = response
+            .header("content-type")
+            .is_some_and(|t| t.starts_with("text/event-stream"));
+        if !is_stream {
+            return parse_response(&response.body().await?);
+        }
+        let mut parser = SseParser::new();
+        let mut answer = Assembly::default();
+        'read: while let Some(chunk) = response.next_chunk().await? {
+            for event in parser.feed(&chunk) {
+                if answer.event(event.event.as_deref(), &event.data)? {
+                    break 'read;
+                }
+            }
+        }
+        answer.finish()
+    }
+}
+
+#[async_trait]
+impl LlmClient for AnthropicClient {
+    async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
+        let result = self.call(request).await;
+        match (&self.config.api_key, result) {
+            (Some(key), Err(e)) if e.to_string().contains(key.expose()) => {
+                Err(LlmError::permanent(key.redact(&e.to_string())))
+            }
+            (_, result) => result,
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let mut capabilities = Capabilities::new(self.config.context_window);
+        capabilities.max_output_tokens = Some(self.config.default_max_tokens);
+        capabilities.supports_tools = true;
+        capabilities.supports_images = true;
+        capabilities
+    }
+}

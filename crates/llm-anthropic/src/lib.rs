@@ -1,0 +1,6 @@
+#![doc = include_str!("../README.md")]
+
+mod client;
+mod wire;
+
+pub use client::{ANTHROPIC_VERSION, AnthropicClient, AnthropicConfig};
