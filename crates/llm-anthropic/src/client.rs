@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use chrono::Utc;
 use llm_http::{ApiKey, HttpClient, SseParser, Timeouts, error_for_status};
-use llm_port::{Capabilities, LlmClient, LlmError, LlmRequest, LlmResponse};
+use llm_port::{Capabilities, LlmClient, LlmError, LlmRequest, LlmResponse, TextSink};
 
 use crate::wire::{Assembly, body, parse_response};
 
@@ -106,7 +106,21 @@ impl AnthropicClient {
         headers
     }
 
-    async fn call(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
+    /// Keeps the key out of every error.
+    fn scrub(&self, result: Result<LlmResponse, LlmError>) -> Result<LlmResponse, LlmError> {
+        match (&self.config.api_key, result) {
+            (Some(key), Err(e)) if e.to_string().contains(key.expose()) => {
+                Err(LlmError::permanent(key.redact(&e.to_string())))
+            }
+            (_, result) => result,
+        }
+    }
+
+    async fn call(
+        &self,
+        request: &LlmRequest,
+        sink: Option<&TextSink>,
+    ) -> Result<LlmResponse, LlmError> {
         let url = format!("{}/v1/messages", self.config.base_url);
         let payload = body(
             request,
@@ -133,13 +147,18 @@ impl AnthropicClient {
             .header("content-type")
             .is_some_and(|t| t.starts_with("text/event-stream"));
         if !is_stream {
-            return parse_response(&response.body().await?);
+            let answer = parse_response(&response.body().await?)?;
+            let text = answer.message.text_content();
+            if let (Some(sink), false) = (sink, text.is_empty()) {
+                sink(&text);
+            }
+            return Ok(answer);
         }
         let mut parser = SseParser::new();
         let mut answer = Assembly::default();
         'read: while let Some(chunk) = response.next_chunk().await? {
             for event in parser.feed(&chunk) {
-                if answer.event(event.event.as_deref(), &event.data)? {
+                if answer.event(event.event.as_deref(), &event.data, sink)? {
                     break 'read;
                 }
             }
@@ -151,13 +170,17 @@ impl AnthropicClient {
 #[async_trait]
 impl LlmClient for AnthropicClient {
     async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
-        let result = self.call(request).await;
-        match (&self.config.api_key, result) {
-            (Some(key), Err(e)) if e.to_string().contains(key.expose()) => {
-                Err(LlmError::permanent(key.redact(&e.to_string())))
-            }
-            (_, result) => result,
-        }
+        let result = self.call(request, None).await;
+        self.scrub(result)
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: &LlmRequest,
+        sink: &TextSink,
+    ) -> Result<LlmResponse, LlmError> {
+        let result = self.call(request, Some(sink)).await;
+        self.scrub(result)
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -284,7 +284,12 @@ impl Assembly {
     }
 
     /// One streamed event.
-    pub(crate) fn event(&mut self, name: Option<&str>, data: &str) -> Result<bool, LlmError> {
+    pub(crate) fn event(
+        &mut self,
+        name: Option<&str>,
+        data: &str,
+        sink: Option<&llm_port::TextSink>,
+    ) -> Result<bool, LlmError> {
         let value: Value = serde_json::from_str(data).map_err(|e| {
             invalid(format!(
                 "a streamed event is not JSON ({e}): {}",
@@ -317,9 +322,12 @@ impl Assembly {
                 let delta = value.get("delta").cloned().unwrap_or_default();
                 match delta.get("type").and_then(Value::as_str) {
                     Some("text_delta") => {
-                        self.text
-                            .push_str(delta.get("text").and_then(Value::as_str).unwrap_or(""));
+                        let text = delta.get("text").and_then(Value::as_str).unwrap_or("");
+                        self.text.push_str(text);
                         self.saw_text = true;
+                        if let (Some(sink), false) = (sink, text.is_empty()) {
+                            sink(text);
+                        }
                     }
                     Some("thinking_delta") => self
                         .thinking

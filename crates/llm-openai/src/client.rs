@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use chrono::Utc;
 use llm_http::{ApiKey, HttpClient, SseParser, Timeouts, error_for_status};
-use llm_port::{Capabilities, LlmClient, LlmError, LlmRequest, LlmResponse};
+use llm_port::{Capabilities, LlmClient, LlmError, LlmRequest, LlmResponse, TextSink};
 
 use crate::wire::{StreamAssembler, body, parse_response};
 
@@ -149,7 +149,11 @@ impl OpenAiClient {
         }
     }
 
-    async fn call(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
+    async fn call(
+        &self,
+        request: &LlmRequest,
+        sink: Option<&TextSink>,
+    ) -> Result<LlmResponse, LlmError> {
         let url = format!("{}/chat/completions", self.config.base_url);
         let payload = body(request, self.config.stream)?;
         let mut response = self.http.post_json(&url, &self.headers(), payload).await?;
@@ -169,20 +173,25 @@ impl OpenAiClient {
             .header("content-type")
             .is_some_and(|t| t.starts_with("text/event-stream"));
         if !is_stream {
-            return parse_response(&response.body().await?);
+            let answer = parse_response(&response.body().await?)?;
+            let text = answer.message.text_content();
+            if let (Some(sink), false) = (sink, text.is_empty()) {
+                sink(&text);
+            }
+            return Ok(answer);
         }
         let mut parser = SseParser::new();
         let mut answer = StreamAssembler::default();
         'read: while let Some(chunk) = response.next_chunk().await? {
             for event in parser.feed(&chunk) {
-                if answer.push(&event.data)? {
+                if answer.push(&event.data, sink)? {
                     break 'read;
                 }
             }
         }
         // A piece without its closing blank line is the end of a cut stream.
         if let Some(event) = parser.finish()
-            && answer.push(&event.data).is_err()
+            && answer.push(&event.data, sink).is_err()
         {
             return Err(LlmError::invalid_response(
                 "the stream was cut off in the middle of a piece",
@@ -195,7 +204,17 @@ impl OpenAiClient {
 #[async_trait]
 impl LlmClient for OpenAiClient {
     async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
-        self.call(request).await.map_err(|e| self.scrub(e))
+        self.call(request, None).await.map_err(|e| self.scrub(e))
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: &LlmRequest,
+        sink: &TextSink,
+    ) -> Result<LlmResponse, LlmError> {
+        self.call(request, Some(sink))
+            .await
+            .map_err(|e| self.scrub(e))
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -156,7 +156,11 @@ pub(crate) struct StreamAssembler {
 
 impl StreamAssembler {
     /// Takes one event's data; `Ok(true)` at the stream's end (`[DONE]`).
-    pub(crate) fn push(&mut self, data: &str) -> Result<bool, LlmError> {
+    pub(crate) fn push(
+        &mut self,
+        data: &str,
+        sink: Option<&llm_port::TextSink>,
+    ) -> Result<bool, LlmError> {
         let data = data.trim();
         if data == "[DONE]" {
             self.done = true;
@@ -192,6 +196,9 @@ impl StreamAssembler {
             if let Some(text) = delta.get("content").and_then(Value::as_str) {
                 self.text.push_str(text);
                 self.saw_text = true;
+                if let (Some(sink), false) = (sink, text.is_empty()) {
+                    sink(text);
+                }
             }
             if let Some(r) = delta
                 .get("reasoning_content")

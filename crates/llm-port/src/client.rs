@@ -17,7 +17,26 @@ pub trait LlmClient: Send + Sync {
 
     /// What this model can do: its window, tool support, images.
     fn capabilities(&self) -> Capabilities;
+
+    /// Like [`LlmClient::complete`], handing the answer's text to `sink` as it is generated
+    /// (for a terminal or a chat that shows the answer growing). Backends that stream
+    /// override it; the default delivers the whole text once, when the answer is complete.
+    async fn complete_streaming(
+        &self,
+        request: &LlmRequest,
+        sink: &TextSink,
+    ) -> Result<LlmResponse, LlmError> {
+        let response = self.complete(request).await?;
+        let text = response.message.text_content();
+        if !text.is_empty() {
+            sink(&text);
+        }
+        Ok(response)
+    }
 }
+
+/// Receives pieces of an answer's text, in order, as they are generated.
+pub type TextSink = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// What a model can do, so policies can size prompts and choose features.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +88,14 @@ macro_rules! forward_llm_client {
         impl<T: LlmClient + ?Sized> LlmClient for $wrapper {
             async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
                 (**self).complete(request).await
+            }
+
+            async fn complete_streaming(
+                &self,
+                request: &LlmRequest,
+                sink: &TextSink,
+            ) -> Result<LlmResponse, LlmError> {
+                (**self).complete_streaming(request, sink).await
             }
 
             fn capabilities(&self) -> Capabilities {

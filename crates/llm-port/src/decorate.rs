@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::client::{Capabilities, LlmClient};
+use crate::client::{Capabilities, LlmClient, TextSink};
 use crate::error::LlmError;
 use crate::request::{LlmRequest, LlmResponse};
 use crate::time::Clock;
@@ -148,6 +148,39 @@ impl<C: LlmClient> LlmClient for Retry<C> {
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
     }
+
+    /// Retries only while nothing has been shown: once text reached the sink, a failure is
+    /// returned rather than repeating the answer from its start.
+    async fn complete_streaming(
+        &self,
+        request: &LlmRequest,
+        sink: &TextSink,
+    ) -> Result<LlmResponse, LlmError> {
+        let shown = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watched: TextSink = {
+            let (shown, sink) = (Arc::clone(&shown), Arc::clone(sink));
+            Arc::new(move |text: &str| {
+                shown.store(true, std::sync::atomic::Ordering::Relaxed);
+                sink(text);
+            })
+        };
+        let mut retry = 0;
+        loop {
+            match self.inner.complete_streaming(request, &watched).await {
+                Ok(response) => return Ok(response),
+                Err(error) => {
+                    let wait = (!shown.load(std::sync::atomic::Ordering::Relaxed))
+                        .then(|| self.policy.delay_after(&error, retry, self.next_unit()))
+                        .flatten();
+                    let Some(wait) = wait else {
+                        return Err(error);
+                    };
+                    self.clock.sleep(wait).await;
+                    retry += 1;
+                }
+            }
+        }
+    }
 }
 
 /// Fails a call with [`LlmError::Timeout`] when it takes longer than a limit.
@@ -193,6 +226,25 @@ impl<C: LlmClient> LlmClient for Timeout<C> {
 
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: &LlmRequest,
+        sink: &TextSink,
+    ) -> Result<LlmResponse, LlmError> {
+        let mut call = self.inner.complete_streaming(request, sink);
+        let mut deadline = self.clock.sleep(self.limit);
+        poll_fn(|cx| {
+            if let Poll::Ready(result) = call.as_mut().poll(cx) {
+                return Poll::Ready(result);
+            }
+            if deadline.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Err(LlmError::Timeout { after: self.limit }));
+            }
+            Poll::Pending
+        })
+        .await
     }
 }
 

@@ -12,7 +12,7 @@ pub mod text;
 mod time;
 pub mod tokens;
 
-pub use client::{Capabilities, LlmClient};
+pub use client::{Capabilities, LlmClient, TextSink};
 pub use decorate::{LlmClientExt, Retry, RetryPolicy, Timeout};
 pub use error::LlmError;
 pub use message::{

@@ -274,3 +274,18 @@ fn the_key_never_prints() {
     assert!(!format!("{config:?}").contains("SECRET"));
     assert!(AnthropicClient::new(config.with_base_url("ftp://x")).is_err());
 }
+
+#[tokio::test]
+async fn streaming_hands_text_to_the_sink_as_it_arrives() {
+    let server = FakeServer::start(vec![Reply::sse(&fixture("message_stream.sse"), 40)]).await;
+    let pieces = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink: llm_port::TextSink = {
+        let pieces = pieces.clone();
+        std::sync::Arc::new(move |t: &str| pieces.lock().unwrap().push(t.to_owned()))
+    };
+    client(&server, true)
+        .complete_streaming(&conversation(), &sink)
+        .await
+        .unwrap();
+    assert_eq!(pieces.lock().unwrap().clone(), ["Let me ", "check."]);
+}

@@ -409,3 +409,23 @@ fn the_key_never_prints() {
     assert_eq!(client.capabilities().context_window, 32_000);
     assert!(!format!("{client:?}").contains("SECRET"));
 }
+
+#[tokio::test]
+async fn streaming_hands_text_to_the_sink_as_it_arrives() {
+    let server = FakeServer::start(vec![Reply::sse(&fixture("llamacpp_stream.sse"), 40)]).await;
+    let pieces = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink: llm_port::TextSink = {
+        let pieces = pieces.clone();
+        std::sync::Arc::new(move |t: &str| pieces.lock().unwrap().push(t.to_owned()))
+    };
+    let answer = client(&server, true)
+        .complete_streaming(
+            &LlmRequest::new("local", vec![Message::user("Say hi.")]),
+            &sink,
+        )
+        .await
+        .unwrap();
+    let pieces = pieces.lock().unwrap().clone();
+    assert_eq!(pieces.len(), 8, "{pieces:?}");
+    assert_eq!(pieces.concat(), answer.message.text_content());
+}
