@@ -65,6 +65,7 @@ def main():
     ap.add_argument("--port", type=int, default=8088)
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--jinja", action="store_true", help="use the model's own chat template (tool calls); on for qwen05")
     ap.add_argument("--cache-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "nanobot-rs", "llm"))
     a = ap.parse_args()
     if a.host not in ("127.0.0.1", "localhost", "::1"):
@@ -86,6 +87,8 @@ def main():
     p.port = a.port
     p.n_ctx = a.ctx
     p.n_parallel = 1  # requests queue; 2 cores gain nothing from parallel slots
+    if a.jinja or a.model == "qwen05":
+        p.use_jinja = True  # the model's template renders tools and parses tool calls
     p.cpuparams.n_threads = a.threads
     p.cpuparams_batch.n_threads = a.threads
     server = xlc.Server(p)  # llama.cpp's HTTP server in a background thread

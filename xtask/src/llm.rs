@@ -25,6 +25,45 @@ fn python() -> PathBuf {
     home().join(".venv/bin/python")
 }
 
+/// `cargo xtask demo`: the README's main job. Installs and starts the local model (the
+/// better one, Qwen2.5-Coder-0.5B), builds and runs `nanobot demo` against it, and stops
+/// the model again.
+pub(crate) fn demo(root: &Path, args: &[String]) -> Result<(), String> {
+    let port = DEFAULT_PORT;
+    let model = if args.iter().any(|a| a == "--fast") {
+        "smollm2"
+    } else {
+        "qwen05"
+    };
+    let was_up = health(port);
+    if !was_up {
+        install(root, model == "qwen05")?;
+        start(root, model, port)?;
+    }
+    let result = crate::status(
+        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args([
+                "run",
+                "--quiet",
+                "--release",
+                "-p",
+                "nanobot-app",
+                "--bin",
+                "nanobot",
+                "--",
+                "demo",
+            ])
+            .args(args.iter().filter(|a| *a != "--fast"))
+            .env("NANOBOT_BASE_URL", format!("http://127.0.0.1:{port}/v1"))
+            .current_dir(root),
+        "nanobot demo",
+    );
+    if !was_up {
+        stop(port)?;
+    }
+    result
+}
+
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let mut model = "smollm2".to_owned();
     let mut port = DEFAULT_PORT;

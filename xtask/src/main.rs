@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         Some("deps") => deps::check(&root),
         Some("bench") => bench::run(&root, &args[1..]),
         Some("llm") => llm::run(&root, &args[1..]),
+        Some("demo") => llm::demo(&root, &args[1..]),
         _ => {
             eprintln!(
                 "usage: cargo xtask <ci|deps|bench [workload ...]|llm <install|start|stop|status>>"
@@ -33,6 +34,7 @@ fn main() -> ExitCode {
             eprintln!("  deps  only the dependency-direction check");
             eprintln!("  bench the Python peer and our benchmarks in one job, as ratios");
             eprintln!("  llm   a real small model on 127.0.0.1 for end-to-end tests and the demo");
+            eprintln!("  demo  the bot against the local model, showing memory at work");
             return ExitCode::from(2);
         }
     };

@@ -71,6 +71,10 @@ pub struct BuilderConfig {
     /// One shared session across channels: Recent History then shows every non-internal
     /// session's entries, not only the current session's.
     pub unified_session: bool,
+    /// Include nanobot's tool usage notes (on by default, as nanobot-ai does). A bot that
+    /// offers the model no tools turns them off: they describe tools it does not have and
+    /// cost over a thousand tokens per request.
+    pub tool_contract: bool,
 }
 
 impl BuilderConfig {
@@ -81,6 +85,7 @@ impl BuilderConfig {
             limits: Limits::default(),
             disabled_skills: BTreeSet::new(),
             unified_session: false,
+            tool_contract: true,
         }
     }
 }
@@ -445,9 +450,13 @@ impl ContextBuilder {
         }
 
         // 3. Tool contract.
-        push(&mut out, Part::ToolContract, &|t| {
-            t.push_str(tool_contract())
-        });
+        if self.config.tool_contract {
+            push(&mut out, Part::ToolContract, &|t| {
+                t.push_str(tool_contract())
+            });
+        } else {
+            out.omitted.push((Part::ToolContract, Omission::Disabled));
+        }
 
         // 4. Memory.
         match ws.memory_md.as_deref() {

@@ -13,5 +13,8 @@ mod schedule;
 pub use config::DreamConfig;
 pub use error::DreamError;
 pub use overlay::{Overlay, ToolOutcome};
-pub use run::{Dream, RestoreReport, RunReport, RunStatus, StopReason, Trigger, diff_snapshots};
+pub use run::{
+    Dream, RestoreReport, RunReport, RunStatus, StopReason, Trigger, diff_snapshots,
+    text_tool_calls,
+};
 pub use schedule::{CronExpr, DreamSchedule};

@@ -398,7 +398,16 @@ impl Dream {
                     estimate_prompt_tokens(self.counter.as_ref(), &answer, &tools) as u64
                 }
             };
-            let calls = response.message.tool_calls().to_vec();
+            let mut calls = response.message.tool_calls().to_vec();
+            let mut assistant = response.message.clone();
+            if calls.is_empty() {
+                // Small local models often write the call as JSON in their text instead of
+                // using the tool-call channel: accept that form too.
+                calls = text_tool_calls(&response.message.text_content(), report.steps);
+                if !calls.is_empty() {
+                    assistant.tool_calls = Some(calls.clone());
+                }
+            }
             if calls.is_empty() {
                 if response.is_truncated() {
                     return RunStatus::Stopped(StopReason::Truncated);
@@ -410,7 +419,7 @@ impl Dream {
                 report.final_text = Some(text);
                 return RunStatus::Completed;
             }
-            messages.push(Message::Assistant(response.message.clone()));
+            messages.push(Message::Assistant(assistant));
             for call in &calls {
                 report.tool_calls += 1;
                 let key = (call.function.name.clone(), call.function.arguments.clone());
@@ -703,6 +712,42 @@ impl Dream {
             .await?;
         Ok(true)
     }
+}
+
+/// Tool calls written as JSON in an answer's text (`{"name": "write_file", "arguments":
+/// {...}}`, possibly fenced, possibly several), for models without native tool calls. Only
+/// Dream's own tool names count.
+pub fn text_tool_calls(text: &str, step: usize) -> Vec<llm_port::ToolCall> {
+    const TOOLS: [&str; 4] = ["list_files", "read_file", "edit_file", "write_file"];
+    let mut calls = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find('{') {
+        let candidate = &rest[start..];
+        let mut stream = serde_json::Deserializer::from_str(candidate).into_iter::<Value>();
+        match stream.next() {
+            Some(Ok(Value::Object(object))) => {
+                let consumed = stream.byte_offset();
+                let name = object.get("name").and_then(Value::as_str);
+                let arguments = object
+                    .get("arguments")
+                    .or_else(|| object.get("parameters"))
+                    .cloned()
+                    .unwrap_or_else(|| json!({}));
+                if let Some(name) = name.filter(|n| TOOLS.contains(n))
+                    && arguments.is_object()
+                {
+                    calls.push(llm_port::ToolCall::with_json(
+                        format!("text_{step}_{}", calls.len()),
+                        name,
+                        &arguments,
+                    ));
+                }
+                rest = &candidate[consumed.max(1)..];
+            }
+            _ => rest = &candidate[1..],
+        }
+    }
+    calls
 }
 
 /// File diffs between two snapshots (Dream's cursor left out).

@@ -872,3 +872,21 @@ fn report_accounts_for_everything_and_hashes_the_stable_prefix() {
         context_builder::HistoryTokens::FromCaller
     );
 }
+
+// A bot without tools can leave the tool notes out (spec weakness 15).
+#[test]
+fn the_tool_contract_can_be_left_out() {
+    let mut config = BuilderConfig::new(host());
+    config.tool_contract = false;
+    let prompt = builder_with(config)
+        .build(&workspace(), &Turn::default())
+        .unwrap();
+    assert!(!prompt.system_prompt().contains("# Tool Usage Notes"));
+    assert!(
+        prompt
+            .report
+            .omitted
+            .contains(&(Part::ToolContract, Omission::Disabled))
+    );
+    assert_eq!(parts(prompt.system_prompt()).len(), 1);
+}

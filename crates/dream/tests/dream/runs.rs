@@ -559,3 +559,24 @@ async fn the_journal_is_compacted_after_a_completed_run() {
     let left = f.journal.read_since(0, None).await.unwrap();
     assert_eq!(left.iter().map(|e| e.cursor).collect::<Vec<_>>(), [4, 5]);
 }
+
+// Models without native tool calls write them as JSON in the text; Dream accepts that.
+#[tokio::test]
+async fn tool_calls_written_as_text_are_accepted() {
+    let text = "I'll save it.\n```json\n{\n  \"name\": \"write_file\",\n  \"arguments\": {\"path\": \"USER.md\", \"content\": \"# User\\n- Likes tea\\n\"}\n}\n```\nand {\"name\": \"rm_rf\", \"arguments\": {}} is not a tool";
+    let calls = dream::text_tool_calls(text, 1);
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].function.name, "write_file");
+    let f = fixture(
+        ScriptedLlm::new()
+            .then_text(text)
+            .then_text("Saved the preference."),
+    );
+    f.append(&["- [permanent] likes tea"]).await;
+    let report = f.dream.run(Trigger::Manual).await.unwrap();
+    assert!(report.completed());
+    assert_eq!(
+        f.doc(Document::User).await.unwrap(),
+        "# User\n- Likes tea\n"
+    );
+}

@@ -1,0 +1,435 @@
+//! The stack, wired: sessions, the journal and documents on files, the Consolidator and
+//! AutoCompact, Dream with its versions, the context builder, and a model. Everything here a
+//! user can wire by hand (see `examples/minimal-bot`).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use context_builder::govern::{GovernorConfig, GovernorState, govern};
+use context_builder::{
+    BuilderConfig, ContextBuilder, CurrentMessage, Host, JournalEntry, Summary, Turn,
+    WorkspaceSnapshot,
+};
+use dream::{Dream, DreamConfig, DreamSchedule};
+use llm_port::{Cl100kBase, Clock, LlmClient, LlmRequest, Message, TextSink, TokenCounter, Usage};
+use memory_core::{
+    AutoCompact, ConsolidationConfig, Consolidator, PromptBuilder, SessionSummary,
+    replayed_messages,
+};
+use memory_store::{
+    FileDocuments, FileJournal, FileLease, GitVersions, HistoryJournalExt, MemoryVersions,
+    WorkspaceLoader,
+};
+use session_store::{
+    Durability, FileSessionStore, FileStoreOptions, HistoryOptions, Replayed, Session, SessionKey,
+    SessionManager, StoredMessage, get_history_counted,
+};
+
+use crate::config::{Config, Provider};
+use crate::error::AppError;
+
+/// The parts of a bot, shared by its commands.
+pub struct Bot {
+    /// The configuration it runs with.
+    pub config: Config,
+    /// Sessions.
+    pub sessions: Arc<SessionManager>,
+    /// The history journal.
+    pub journal: Arc<FileJournal>,
+    /// The durable documents.
+    pub documents: Arc<FileDocuments>,
+    /// The prompt builder.
+    pub builder: Arc<ContextBuilder>,
+    /// Token-pressure and idle archiving.
+    pub consolidator: Arc<Consolidator>,
+    /// Idle timers (`None` when the idle TTL is 0).
+    pub autocompact: Option<Arc<AutoCompact>>,
+    /// Dream.
+    pub dream: Arc<Dream>,
+    /// The Dream schedule (`None` when disabled).
+    pub schedule: Option<DreamSchedule>,
+    /// The model.
+    pub llm: Arc<dyn LlmClient>,
+    /// The clock.
+    pub clock: Arc<dyn Clock>,
+    loader: WorkspaceLoader,
+    prompt: Arc<ContextPrompt>,
+    counter: Arc<dyn TokenCounter>,
+    background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Bot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bot")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one turn did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnReport {
+    /// The answer.
+    pub answer: String,
+    /// The prompt's estimate (the build report's total).
+    pub prompt_tokens: usize,
+    /// What the provider reported.
+    pub usage: Option<Usage>,
+    /// Archives made before the turn because the request would not fit.
+    pub consolidated_before: usize,
+}
+
+/// The model the configuration names.
+pub fn model_client(config: &Config) -> Result<Arc<dyn LlmClient>, AppError> {
+    let timeouts = llm_http::Timeouts {
+        connect: Duration::from_secs(10),
+        idle: Duration::from_secs(config.request_timeout_secs),
+    };
+    let client: Arc<dyn LlmClient> = match config.provider {
+        Provider::OpenAi | Provider::Local => Arc::new(llm_openai::OpenAiClient::new(
+            llm_openai::OpenAiConfig::new(&config.base_url, &config.model)
+                .with_api_key(config.api_key.clone())
+                .streaming(config.stream)
+                .with_context_window(&config.model, config.context_window as u32)
+                .with_timeouts(timeouts),
+        )?),
+        Provider::Anthropic => {
+            let mut anthropic = llm_anthropic::AnthropicConfig::new(&config.model)
+                .with_base_url(&config.base_url)
+                .with_api_key(config.api_key.clone())
+                .streaming(config.stream)
+                .with_timeouts(timeouts);
+            anthropic.context_window = config.context_window as u32;
+            anthropic.default_max_tokens = config.max_output_tokens as u32;
+            Arc::new(llm_anthropic::AnthropicClient::new(anthropic)?)
+        }
+    };
+    Ok(Arc::new(llm_port::Retry::new(
+        llm_port::Timeout::new(
+            client,
+            Duration::from_secs(config.request_timeout_secs),
+            Arc::new(llm_port::TokioClock::system()),
+        ),
+        llm_port::RetryPolicy::default(),
+        Arc::new(llm_port::TokioClock::system()),
+    )))
+}
+
+impl Bot {
+    /// Opens the workspace of `config` with `llm`, creating what is missing.
+    pub async fn open(
+        config: Config,
+        llm: Arc<dyn LlmClient>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Bot, AppError> {
+        let workspace = config.workspace.clone();
+        std::fs::create_dir_all(&workspace).map_err(|e| AppError::Config {
+            key: "workspace".into(),
+            file: config.source.clone(),
+            reason: format!("{} cannot be created: {e}", workspace.display()),
+        })?;
+        let counter: Arc<dyn TokenCounter> = Arc::new(Cl100kBase);
+        let durability = match config.durability.as_str() {
+            "none" => Durability::None,
+            "always" => Durability::Always,
+            _ => Durability::TurnEnd,
+        };
+        let store = FileSessionStore::open_workspace(
+            &workspace,
+            FileStoreOptions {
+                durability,
+                clock: clock.clone(),
+            },
+        )?;
+        let sessions = Arc::new(
+            SessionManager::new(Arc::new(store), clock.clone(), counter.clone())
+                .with_recorded_token_counts(true),
+        );
+        let journal = Arc::new(FileJournal::open_with(
+            &workspace,
+            clock.clone(),
+            memory_store::JournalDurability::default(),
+        )?);
+        let documents = Arc::new(FileDocuments::open(&workspace)?);
+        // This bot offers the model no tools, so the tool notes are left out.
+        let mut builder_config = BuilderConfig::new(Host::this_build());
+        builder_config.tool_contract = false;
+        let builder = Arc::new(ContextBuilder::new(builder_config, counter.clone()));
+        let prompt = Arc::new(ContextPrompt {
+            builder: builder.clone(),
+            inputs: Mutex::new((WorkspaceSnapshot::default(), Vec::new())),
+        });
+        let mut consolidation = ConsolidationConfig::new(
+            config.model.clone(),
+            config.context_window,
+            config.max_output_tokens,
+        );
+        consolidation.ratio = config.consolidation_ratio;
+        let consolidator = Arc::new(Consolidator::new(
+            consolidation,
+            llm.clone(),
+            journal.clone(),
+            sessions.clone(),
+            prompt.clone(),
+            counter.clone(),
+        )?);
+        let autocompact = (config.idle_ttl_minutes > 0).then(|| {
+            AutoCompact::new(
+                consolidator.clone(),
+                Duration::from_secs(config.idle_ttl_minutes * 60),
+            )
+        });
+        let versions: Result<Arc<dyn MemoryVersions>, String> = GitVersions::open(&workspace)
+            .map(|g| Arc::new(g) as Arc<dyn MemoryVersions>)
+            .map_err(|e| e.to_string());
+        let mut dream_config = DreamConfig::new(config.model.clone());
+        dream_config.max_steps = config.dream_max_steps;
+        dream_config.max_tokens = config.dream_max_tokens;
+        dream_config.batch_entries = config.dream_batch_entries;
+        dream_config.max_output_tokens = config.max_output_tokens as u32;
+        dream_config.batch_tokens = (config.context_window / 3).max(256);
+        dream_config.prompt_file_chars = (config.context_window).clamp(1_000, 16_000);
+        let dream = Arc::new(Dream::new(
+            dream_config,
+            llm.clone(),
+            journal.clone(),
+            documents.clone(),
+            versions,
+            Arc::new(FileLease::open(&workspace)?),
+            clock.clone(),
+            counter.clone(),
+        )?);
+        let schedule = if config.dream_enabled {
+            Some(DreamSchedule::from_settings(
+                config.dream_interval_hours,
+                config.dream_cron.as_deref(),
+                chrono::FixedOffset::east_opt(0).unwrap_or_else(|| chrono::Utc.fix()),
+            )?)
+        } else {
+            // Disabled Dream: Recent History must not grow without bound.
+            dream.fast_forward_cursor().await?;
+            None
+        };
+        Ok(Bot {
+            loader: WorkspaceLoader::new(&workspace)?,
+            config,
+            sessions,
+            journal,
+            documents,
+            builder,
+            consolidator,
+            autocompact,
+            dream,
+            schedule,
+            llm,
+            clock,
+            prompt,
+            counter,
+            background: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn replay_budget(&self) -> usize {
+        self.config
+            .context_window
+            .saturating_sub(self.config.max_output_tokens + 1_024)
+            .max(128)
+    }
+
+    /// The prompt for `text` in session `key`, as the next turn would send it.
+    pub async fn build_prompt(
+        &self,
+        key: &SessionKey,
+        text: &str,
+    ) -> Result<context_builder::BuiltPrompt, AppError> {
+        let handle = self.sessions.get_or_create(key).await?;
+        let snapshot = self.loader.load()?;
+        let entries = self.journal.unprocessed(Some(200)).await?;
+        self.prompt.remember(snapshot.clone(), entries.clone());
+        let summary = handle.read(SessionSummary::of).map(|s| Summary {
+            text: s.text,
+            last_active: s.last_active,
+        });
+        let options = HistoryOptions {
+            max_tokens: self.replay_budget(),
+            ..HistoryOptions::default()
+        };
+        let (rows, history_tokens) = handle.read(|s| {
+            get_history_counted(
+                s.messages(),
+                s.last_consolidated(),
+                &options,
+                self.counter.as_ref(),
+            )
+        });
+        let history = replayed_messages(&rows);
+        Ok(self.builder.build(
+            &snapshot,
+            &Turn {
+                channel: Some(key.channel()),
+                session_key: Some(key.as_str()),
+                summary: summary.as_ref(),
+                history: &history,
+                history_tokens: Some(history_tokens),
+                journal: &entries,
+                current: Some(CurrentMessage::user(text)),
+                ..Turn::default()
+            },
+        )?)
+    }
+
+    /// One turn, in nanobot's order: consolidate first if the request would not fit, build
+    /// the context, save the user's message, call the model (its text goes to `sink` as it
+    /// arrives), save the answer, consolidate in the background.
+    pub async fn turn(
+        &self,
+        key: &SessionKey,
+        text: &str,
+        sink: &TextSink,
+    ) -> Result<TurnReport, AppError> {
+        let _busy = self.autocompact.as_ref().map(|a| a.turn_started(key));
+        let handle = self.sessions.get_or_create(key).await?;
+        let mut consolidated_before = 0;
+        if self.consolidator.needs_consolidation(&handle, None) {
+            consolidated_before = self
+                .consolidator
+                .maybe_consolidate(key, None)
+                .await?
+                .archives
+                .len();
+        }
+        let built = self.build_prompt(key, text).await?;
+        let mut user = StoredMessage::user(text);
+        if let Some(marker) = &built.runtime_context {
+            user = user.with("_runtime_context", marker.to_json());
+        }
+        handle.add_message(user);
+        self.sessions.save(&handle).await?;
+
+        let input_budget = GovernorConfig::input_budget_for(
+            self.config.context_window,
+            Some(self.config.max_output_tokens),
+            None,
+        );
+        let initial = built.messages.len();
+        let governed = govern(
+            &built.messages,
+            initial,
+            &[],
+            &GovernorConfig::new(input_budget),
+            &mut GovernorState::default(),
+            self.builder.as_ref(),
+        );
+        let request = LlmRequest::new(self.config.model.clone(), governed.messages)
+            .with_max_tokens(self.config.max_output_tokens as u32)
+            .with_cache_breakpoint(built.report.stable_prefix_bytes);
+        let response = self.llm.complete_streaming(&request, sink).await?;
+        let answer = llm_port::text::strip_think(&response.message.text_content());
+        handle.add_message(StoredMessage::assistant(answer.clone()));
+        self.sessions.end_turn(&handle).await?;
+
+        let reported = response.usage.as_ref().map(|u| u.prompt_tokens as usize);
+        let task = self
+            .consolidator
+            .consolidate_in_background(key.clone(), reported);
+        self.background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(tokio::spawn(async move {
+                let _ = task.await;
+            }));
+        if let Some(autocompact) = &self.autocompact {
+            autocompact.touch(key);
+        }
+        Ok(TurnReport {
+            answer,
+            prompt_tokens: built.report.total_tokens,
+            usage: response.usage,
+            consolidated_before,
+        })
+    }
+
+    /// Waits for background consolidations and saves every session (before exiting).
+    pub async fn finish(&self) -> Result<(), AppError> {
+        let tasks: Vec<_> = self
+            .background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+            .collect();
+        for task in tasks {
+            let _ = task.await;
+        }
+        let (_, error) = self.sessions.flush_all().await;
+        match error {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// `/new`: the live part is archived into the journal, then the session starts over.
+    pub async fn new_session(&self, key: &SessionKey) -> Result<String, AppError> {
+        let handle = self.sessions.get_or_create(key).await?;
+        let snapshot = handle.snapshot();
+        let record = self.consolidator.archive_snapshot(&snapshot).await?;
+        self.sessions.clear(&handle).await?;
+        if let Some(autocompact) = &self.autocompact {
+            autocompact.forget(key);
+        }
+        Ok(match record.end - record.start {
+            0 => "New session started.".to_owned(),
+            n => format!("New session started; the {n} earlier messages were archived to memory."),
+        })
+    }
+}
+
+/// The Consolidator's archive requests through the context builder, so they share the
+/// conversation's prompt prefix (and its provider cache).
+struct ContextPrompt {
+    builder: Arc<ContextBuilder>,
+    inputs: Mutex<(WorkspaceSnapshot, Vec<JournalEntry>)>,
+}
+
+impl ContextPrompt {
+    fn remember(&self, snapshot: WorkspaceSnapshot, entries: Vec<JournalEntry>) {
+        *self.inputs.lock().unwrap_or_else(|p| p.into_inner()) = (snapshot, entries);
+    }
+}
+
+impl PromptBuilder for ContextPrompt {
+    fn build(&self, session: &Session, history: &[Replayed], current: &str) -> Vec<Message> {
+        let (snapshot, entries) = self
+            .inputs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let summary = SessionSummary::of(session).map(|s| Summary {
+            text: s.text,
+            last_active: s.last_active,
+        });
+        let history = replayed_messages(history);
+        let key = session.key();
+        match self.builder.build(
+            &snapshot,
+            &Turn {
+                channel: Some(key.channel()),
+                session_key: Some(key.as_str()),
+                summary: summary.as_ref(),
+                history: &history,
+                journal: &entries,
+                current: Some(CurrentMessage::user(current)),
+                ..Turn::default()
+            },
+        ) {
+            Ok(built) => built.messages,
+            Err(_) => {
+                let mut messages = vec![Message::system(String::new())];
+                messages.extend(history);
+                memory_core::append_user_text(&mut messages, current);
+                messages
+            }
+        }
+    }
+}
+
+use chrono::Offset;

@@ -1,0 +1,484 @@
+//! The configuration: a TOML file, then environment overrides, then checks. Every key, its
+//! default and its variable are in the README; a bad value is named with its key and file.
+
+use std::path::{Path, PathBuf};
+
+use llm_http::ApiKey;
+use serde::Deserialize;
+
+use crate::error::AppError;
+
+/// Which model backend to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// Any OpenAI-compatible server (OpenAI, vLLM, llama.cpp, Ollama, OpenRouter, ...).
+    OpenAi,
+    /// Anthropic's Messages API.
+    Anthropic,
+    /// The project's own local model (`cargo xtask llm start`), OpenAI-compatible on
+    /// 127.0.0.1.
+    Local,
+}
+
+impl Provider {
+    fn parse(text: &str) -> Option<Provider> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "openai" | "openai-compatible" => Some(Provider::OpenAi),
+            "anthropic" => Some(Provider::Anthropic),
+            "local" => Some(Provider::Local),
+            _ => None,
+        }
+    }
+
+    /// The name used in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "openai",
+            Provider::Anthropic => "anthropic",
+            Provider::Local => "local",
+        }
+    }
+}
+
+/// The effective configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it was read from, if any.
+    pub source: Option<PathBuf>,
+    /// The agent workspace (nanobot-ai's layout).
+    pub workspace: PathBuf,
+    /// `files` (the only storage backend today; PostgreSQL is planned).
+    pub storage: String,
+    /// `none`, `turn-end` or `always`.
+    pub durability: String,
+    /// The model backend.
+    pub provider: Provider,
+    /// The model name sent with each request.
+    pub model: String,
+    /// The API root.
+    pub base_url: String,
+    /// The API key (never printed).
+    pub api_key: Option<ApiKey>,
+    /// The variable the key was read from.
+    pub api_key_env: String,
+    /// Stream answers.
+    pub stream: bool,
+    /// The model's context window, in tokens.
+    pub context_window: usize,
+    /// Output tokens reserved per answer.
+    pub max_output_tokens: usize,
+    /// Seconds one model call may take.
+    pub request_timeout_secs: u64,
+    /// Consolidation archives down to this share of the budget.
+    pub consolidation_ratio: f64,
+    /// Minutes of silence before a session is compacted (0: never).
+    pub idle_ttl_minutes: u64,
+    /// Dream on schedule.
+    pub dream_enabled: bool,
+    /// Hours between Dream runs.
+    pub dream_interval_hours: u32,
+    /// A cron expression that takes precedence over the interval.
+    pub dream_cron: Option<String>,
+    /// Dream's step budget.
+    pub dream_max_steps: usize,
+    /// Dream's token budget.
+    pub dream_max_tokens: u64,
+    /// Journal entries per Dream run.
+    pub dream_batch_entries: usize,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    workspace: Option<String>,
+    storage: Option<StorageSection>,
+    llm: Option<LlmSection>,
+    memory: Option<MemorySection>,
+    dream: Option<DreamSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StorageSection {
+    backend: Option<String>,
+    durability: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LlmSection {
+    provider: Option<String>,
+    model: Option<String>,
+    base_url: Option<String>,
+    api_key_env: Option<String>,
+    stream: Option<bool>,
+    context_window: Option<i64>,
+    max_output_tokens: Option<i64>,
+    request_timeout_secs: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemorySection {
+    consolidation_ratio: Option<f64>,
+    idle_ttl_minutes: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DreamSection {
+    enabled: Option<bool>,
+    interval_hours: Option<i64>,
+    cron: Option<String>,
+    max_steps: Option<i64>,
+    max_tokens: Option<i64>,
+    batch_entries: Option<i64>,
+}
+
+/// Every key with its environment variable, for the README and `config show`.
+pub const KEYS: [(&str, &str, &str); 18] = [
+    ("workspace", "NANOBOT_WORKSPACE", "~/.nanobot/workspace"),
+    ("storage.backend", "NANOBOT_STORAGE", "files"),
+    ("storage.durability", "NANOBOT_DURABILITY", "turn-end"),
+    ("llm.provider", "NANOBOT_PROVIDER", "local"),
+    (
+        "llm.model",
+        "NANOBOT_MODEL",
+        "local (openai: gpt-4o-mini, anthropic: claude-sonnet-4-5)",
+    ),
+    (
+        "llm.base_url",
+        "NANOBOT_BASE_URL",
+        "the provider's (local: http://127.0.0.1:8088/v1)",
+    ),
+    (
+        "llm.api_key_env",
+        "NANOBOT_API_KEY_ENV",
+        "OPENAI_API_KEY / ANTHROPIC_API_KEY",
+    ),
+    ("llm.stream", "NANOBOT_STREAM", "true"),
+    (
+        "llm.context_window",
+        "NANOBOT_CONTEXT_WINDOW",
+        "4096 (local), 128000, 200000",
+    ),
+    (
+        "llm.max_output_tokens",
+        "NANOBOT_MAX_OUTPUT_TOKENS",
+        "512 (local), 4096",
+    ),
+    (
+        "llm.request_timeout_secs",
+        "NANOBOT_REQUEST_TIMEOUT_SECS",
+        "300",
+    ),
+    (
+        "memory.consolidation_ratio",
+        "NANOBOT_CONSOLIDATION_RATIO",
+        "0.5",
+    ),
+    ("memory.idle_ttl_minutes", "NANOBOT_IDLE_TTL_MINUTES", "15"),
+    ("dream.enabled", "NANOBOT_DREAM_ENABLED", "true"),
+    ("dream.interval_hours", "NANOBOT_DREAM_INTERVAL_HOURS", "2"),
+    ("dream.cron", "NANOBOT_DREAM_CRON", "none"),
+    ("dream.max_steps", "NANOBOT_DREAM_MAX_STEPS", "30"),
+    ("dream.max_tokens", "NANOBOT_DREAM_MAX_TOKENS", "400000"),
+];
+
+impl Config {
+    /// Reads `path` (when given; a missing file given explicitly is an error), then the
+    /// environment through `env`, then checks every value.
+    pub fn load(
+        path: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, AppError> {
+        let (file, source) = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| AppError::Config {
+                    key: "(file)".into(),
+                    file: Some(path.to_owned()),
+                    reason: format!("cannot be read: {e}"),
+                })?;
+                let parsed: FileConfig =
+                    basic_toml::from_str(&text).map_err(|e| AppError::Config {
+                        key: "(syntax)".into(),
+                        file: Some(path.to_owned()),
+                        reason: e.to_string(),
+                    })?;
+                (parsed, Some(path.to_owned()))
+            }
+            None => (FileConfig::default(), None),
+        };
+        let bad = |key: &str, reason: String| AppError::Config {
+            key: key.to_owned(),
+            file: source.clone(),
+            reason,
+        };
+        let llm = file.llm.unwrap_or_default();
+        let storage = file.storage.unwrap_or_default();
+        let memory = file.memory.unwrap_or_default();
+        let dream = file.dream.unwrap_or_default();
+
+        let text = |key: &str, var: &str, from_file: Option<String>| {
+            env(var).or(from_file).map(|v| (key.to_owned(), v))
+        };
+        let int = |key: &str,
+                   var: &str,
+                   from_file: Option<i64>,
+                   min: i64|
+         -> Result<Option<i64>, AppError> {
+            let value =
+                match env(var) {
+                    Some(v) => Some(v.trim().parse::<i64>().map_err(|_| {
+                        bad(key, format!("{v:?} (from {var}) is not a whole number"))
+                    })?),
+                    None => from_file,
+                };
+            match value {
+                Some(v) if v < min => Err(bad(key, format!("{v} is below the minimum {min}"))),
+                other => Ok(other),
+            }
+        };
+        let boolean =
+            |key: &str, var: &str, from_file: Option<bool>| -> Result<Option<bool>, AppError> {
+                match env(var) {
+                    Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                        "1" | "true" | "yes" | "on" => Ok(Some(true)),
+                        "0" | "false" | "no" | "off" => Ok(Some(false)),
+                        _ => Err(bad(key, format!("{v:?} (from {var}) is not true or false"))),
+                    },
+                    None => Ok(from_file),
+                }
+            };
+
+        let provider_text = text("llm.provider", "NANOBOT_PROVIDER", llm.provider)
+            .map(|(_, v)| v)
+            .unwrap_or_else(|| "local".into());
+        let provider = Provider::parse(&provider_text).ok_or_else(|| {
+            bad(
+                "llm.provider",
+                format!("{provider_text:?} is not one of openai, anthropic, local"),
+            )
+        })?;
+        let (default_model, default_url, default_key, default_window, default_output) =
+            match provider {
+                Provider::Local => (
+                    "local",
+                    "http://127.0.0.1:8088/v1",
+                    "NANOBOT_API_KEY",
+                    4_096,
+                    512,
+                ),
+                Provider::OpenAi => (
+                    "gpt-4o-mini",
+                    "https://api.openai.com/v1",
+                    "OPENAI_API_KEY",
+                    128_000,
+                    4_096,
+                ),
+                Provider::Anthropic => (
+                    "claude-sonnet-4-5",
+                    "https://api.anthropic.com",
+                    "ANTHROPIC_API_KEY",
+                    200_000,
+                    4_096,
+                ),
+            };
+        let workspace = text("workspace", "NANOBOT_WORKSPACE", file.workspace)
+            .map(|(_, v)| expand_home(&v, env))
+            .unwrap_or_else(|| expand_home("~/.nanobot/workspace", env));
+        let storage_backend = text("storage.backend", "NANOBOT_STORAGE", storage.backend)
+            .map(|(_, v)| v)
+            .unwrap_or_else(|| "files".into());
+        if storage_backend != "files" {
+            return Err(bad(
+                "storage.backend",
+                format!(
+                    "{storage_backend:?} is not available; use \"files\" (PostgreSQL is planned)"
+                ),
+            ));
+        }
+        let durability = text(
+            "storage.durability",
+            "NANOBOT_DURABILITY",
+            storage.durability,
+        )
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| "turn-end".into());
+        if !["none", "turn-end", "always"].contains(&durability.as_str()) {
+            return Err(bad(
+                "storage.durability",
+                format!("{durability:?} is not one of none, turn-end, always"),
+            ));
+        }
+        let base_url = text("llm.base_url", "NANOBOT_BASE_URL", llm.base_url)
+            .map(|(_, v)| v)
+            .unwrap_or_else(|| default_url.into());
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            return Err(bad(
+                "llm.base_url",
+                format!("{base_url:?} must start with http:// or https://"),
+            ));
+        }
+        let api_key_env = text("llm.api_key_env", "NANOBOT_API_KEY_ENV", llm.api_key_env)
+            .map(|(_, v)| v)
+            .unwrap_or_else(|| default_key.into());
+        let api_key = env("NANOBOT_API_KEY")
+            .or_else(|| env(&api_key_env))
+            .and_then(ApiKey::new);
+        let context_window = int(
+            "llm.context_window",
+            "NANOBOT_CONTEXT_WINDOW",
+            llm.context_window,
+            512,
+        )?
+        .unwrap_or(default_window) as usize;
+        let max_output_tokens = int(
+            "llm.max_output_tokens",
+            "NANOBOT_MAX_OUTPUT_TOKENS",
+            llm.max_output_tokens,
+            16,
+        )?
+        .unwrap_or(default_output) as usize;
+        if max_output_tokens + 1_024 >= context_window {
+            return Err(bad(
+                "llm.max_output_tokens",
+                format!(
+                    "{max_output_tokens} leaves no room for the prompt in a {context_window}-token window (1,024 are kept as a margin)"
+                ),
+            ));
+        }
+        let ratio = match env("NANOBOT_CONSOLIDATION_RATIO") {
+            Some(v) => v.trim().parse::<f64>().map_err(|_| {
+                bad(
+                    "memory.consolidation_ratio",
+                    format!("{v:?} is not a number"),
+                )
+            })?,
+            None => memory.consolidation_ratio.unwrap_or(0.5),
+        };
+        if !(0.1..=0.95).contains(&ratio) {
+            return Err(bad(
+                "memory.consolidation_ratio",
+                format!("{ratio} is outside 0.1 to 0.95"),
+            ));
+        }
+        let config = Config {
+            workspace,
+            storage: storage_backend,
+            durability,
+            provider,
+            model: text("llm.model", "NANOBOT_MODEL", llm.model)
+                .map(|(_, v)| v)
+                .unwrap_or_else(|| default_model.into()),
+            base_url,
+            api_key,
+            api_key_env,
+            stream: boolean("llm.stream", "NANOBOT_STREAM", llm.stream)?.unwrap_or(true),
+            context_window,
+            max_output_tokens,
+            request_timeout_secs: int(
+                "llm.request_timeout_secs",
+                "NANOBOT_REQUEST_TIMEOUT_SECS",
+                llm.request_timeout_secs,
+                1,
+            )?
+            .unwrap_or(300) as u64,
+            consolidation_ratio: ratio,
+            idle_ttl_minutes: int(
+                "memory.idle_ttl_minutes",
+                "NANOBOT_IDLE_TTL_MINUTES",
+                memory.idle_ttl_minutes,
+                0,
+            )?
+            .unwrap_or(15) as u64,
+            dream_enabled: boolean("dream.enabled", "NANOBOT_DREAM_ENABLED", dream.enabled)?
+                .unwrap_or(true),
+            dream_interval_hours: int(
+                "dream.interval_hours",
+                "NANOBOT_DREAM_INTERVAL_HOURS",
+                dream.interval_hours,
+                1,
+            )?
+            .unwrap_or(2) as u32,
+            dream_cron: text("dream.cron", "NANOBOT_DREAM_CRON", dream.cron)
+                .map(|(_, v)| v)
+                .filter(|c| !c.trim().is_empty()),
+            dream_max_steps: int(
+                "dream.max_steps",
+                "NANOBOT_DREAM_MAX_STEPS",
+                dream.max_steps,
+                1,
+            )?
+            .unwrap_or(30) as usize,
+            dream_max_tokens: int(
+                "dream.max_tokens",
+                "NANOBOT_DREAM_MAX_TOKENS",
+                dream.max_tokens,
+                1_000,
+            )?
+            .unwrap_or(400_000) as u64,
+            dream_batch_entries: int(
+                "dream.batch_entries",
+                "NANOBOT_DREAM_BATCH_ENTRIES",
+                dream.batch_entries,
+                1,
+            )?
+            .unwrap_or(20) as usize,
+            source: source.clone(),
+        };
+        if let Some(cron) = &config.dream_cron {
+            dream::CronExpr::parse(
+                cron,
+                chrono::FixedOffset::east_opt(0).unwrap_or(chrono::Utc.fix()),
+            )
+            .map_err(|e| bad("dream.cron", e.to_string()))?;
+        }
+        Ok(config)
+    }
+
+    /// The effective configuration as TOML, the key redacted.
+    pub fn show(&self) -> String {
+        format!(
+            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndurability = {:?}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\n",
+            self.source
+                .as_ref()
+                .map_or("defaults and the environment".to_owned(), |p| p
+                    .display()
+                    .to_string()),
+            self.workspace.display().to_string(),
+            self.storage,
+            self.durability,
+            self.provider.name(),
+            self.model,
+            self.base_url,
+            self.api_key_env,
+            if self.api_key.is_some() {
+                "set (***)"
+            } else {
+                "not set"
+            },
+            self.stream,
+            self.context_window,
+            self.max_output_tokens,
+            self.request_timeout_secs,
+            self.consolidation_ratio,
+            self.idle_ttl_minutes,
+            self.dream_enabled,
+            self.dream_interval_hours,
+            self.dream_cron.as_deref().unwrap_or(""),
+            self.dream_max_steps,
+            self.dream_max_tokens,
+            self.dream_batch_entries,
+        )
+    }
+}
+
+use chrono::Offset;
+
+fn expand_home(path: &str, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    match path.strip_prefix("~/") {
+        Some(rest) => PathBuf::from(env("HOME").unwrap_or_default()).join(rest),
+        None => PathBuf::from(path),
+    }
+}

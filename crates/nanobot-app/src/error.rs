@@ -1,0 +1,85 @@
+//! The app's one error type: every failure as a sentence with what to do next.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Why a command failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AppError {
+    /// A configuration value is wrong.
+    Config {
+        /// The key (`llm.context_window`).
+        key: String,
+        /// The file, when it came from one.
+        file: Option<PathBuf>,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The command line is wrong.
+    Usage(String),
+    /// Something the user asked for does not exist.
+    NotFound(String),
+    /// Sessions failed.
+    Sessions(session_store::SessionError),
+    /// Memory failed.
+    Memory(memory_store::MemoryError),
+    /// Consolidation failed.
+    Consolidation(memory_core::ConsolidationError),
+    /// Dream failed.
+    Dream(dream::DreamError),
+    /// The model failed.
+    Llm(llm_port::LlmError),
+    /// The prompt could not be built.
+    Context(context_builder::ContextError),
+    /// The terminal failed.
+    Terminal(String),
+}
+
+impl fmt::Display for AppError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AppError::Config { key, file, reason } => match file {
+                Some(file) => write!(
+                    f,
+                    "configuration error: {key} in {}: {reason}",
+                    file.display()
+                ),
+                None => write!(f, "configuration error: {key}: {reason}"),
+            },
+            AppError::Usage(text) => write!(f, "{text}\nRun `nanobot help` for the commands."),
+            AppError::NotFound(text) => write!(f, "{text}"),
+            AppError::Sessions(e) => write!(f, "the sessions could not be read or saved: {e}"),
+            AppError::Memory(e) => write!(f, "the memory files could not be used: {e}"),
+            AppError::Consolidation(e) => write!(f, "consolidation failed: {e}"),
+            AppError::Dream(e) => write!(f, "Dream failed: {e}"),
+            AppError::Llm(e) => write!(
+                f,
+                "{e}\nCheck llm.base_url and the API key (`nanobot config show`); for the local model run `cargo xtask llm start`."
+            ),
+            AppError::Context(e) => write!(f, "the prompt could not be built: {e}"),
+            AppError::Terminal(e) => write!(f, "the terminal failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for AppError {}
+
+macro_rules! from {
+    ($($variant:ident($ty:ty)),*) => {$(
+        impl From<$ty> for AppError {
+            fn from(e: $ty) -> Self {
+                AppError::$variant(e)
+            }
+        }
+    )*};
+}
+
+from!(
+    Sessions(session_store::SessionError),
+    Memory(memory_store::MemoryError),
+    Consolidation(memory_core::ConsolidationError),
+    Dream(dream::DreamError),
+    Llm(llm_port::LlmError),
+    Context(context_builder::ContextError)
+);

@@ -1,0 +1,12 @@
+#![doc = include_str!("../README.md")]
+
+pub mod bot;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod demo;
+mod error;
+
+pub use bot::{Bot, TurnReport, model_client};
+pub use config::{Config, Provider};
+pub use error::AppError;

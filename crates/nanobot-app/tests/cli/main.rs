@@ -1,0 +1,210 @@
+//! The `nanobot` binary, run as a user would: output snapshotted (paths redacted), exit codes,
+//! configuration errors, secrets kept out of the terminal, one turn against a loopback
+//! model, and the demo end to end against the real local model when its URL is set.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout,
+    missing_docs
+)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use bench_workload::testing::TempDir;
+use llm_http::testing::{FakeServer, Reply};
+use serde_json::json;
+
+fn nanobot(workspace: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_nanobot"));
+    command
+        .arg("--workspace")
+        .arg(workspace)
+        .args(args)
+        .current_dir(workspace);
+    for var in [
+        "NANOBOT_CONFIG",
+        "NANOBOT_PROVIDER",
+        "NANOBOT_API_KEY",
+        "NANOBOT_BASE_URL",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+    ] {
+        command.env_remove(var);
+    }
+    command
+        .env("NANOBOT_STREAM", "false")
+        .envs(envs.iter().copied());
+    command.output().unwrap()
+}
+
+fn text(output: &Output, workspace: &Path) -> String {
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    all.replace(&workspace.display().to_string(), "[workspace]")
+}
+
+#[test]
+fn help_config_init_and_empty_listings() {
+    let ws = TempDir::new("cli-basics");
+    let help = nanobot(ws.path(), &["help"], &[]);
+    assert!(help.status.success());
+    insta::assert_snapshot!("help", text(&help, ws.path()));
+
+    let config = nanobot(
+        ws.path(),
+        &["config", "show"],
+        &[("NANOBOT_API_KEY", "sk-very-SECRET")],
+    );
+    assert!(config.status.success());
+    let shown = text(&config, ws.path());
+    assert!(!shown.contains("SECRET"), "{shown}");
+    insta::assert_snapshot!("config_show", shown);
+
+    let init = nanobot(ws.path(), &["init"], &[]);
+    assert!(init.status.success(), "{}", text(&init, ws.path()));
+    insta::assert_snapshot!("init", text(&init, ws.path()));
+    assert!(ws.path().join("SOUL.md").is_file() && ws.path().join("memory/MEMORY.md").is_file());
+
+    for (name, args) in [
+        ("sessions_list", &["sessions", "list"][..]),
+        ("memory_history", &["memory", "history"][..]),
+        ("memory_log", &["memory", "log"][..]),
+    ] {
+        let out = nanobot(ws.path(), args, &[]);
+        assert!(out.status.success(), "{name}: {}", text(&out, ws.path()));
+        insta::assert_snapshot!(name, text(&out, ws.path()));
+    }
+    let dream = nanobot(ws.path(), &["dream", "run"], &[]);
+    assert!(dream.status.success());
+    assert!(text(&dream, ws.path()).contains("Dream has no conversation history to process yet."));
+}
+
+#[test]
+fn bad_input_is_named_and_exits_non_zero() {
+    let ws = TempDir::new("cli-errors");
+    let unknown = nanobot(ws.path(), &["fly"], &[]);
+    assert_eq!(unknown.status.code(), Some(2));
+    insta::assert_snapshot!("unknown_command", text(&unknown, ws.path()));
+
+    std::fs::write(ws.path().join("bad.toml"), "[llm]\ncontext_window = 100\n").unwrap();
+    let bad = nanobot(ws.path(), &["--config", "bad.toml", "config", "show"], &[]);
+    assert_eq!(bad.status.code(), Some(1));
+    insta::assert_snapshot!("bad_config", text(&bad, ws.path()));
+
+    let unknown_key = std::fs::write(ws.path().join("typo.toml"), "[llm]\nmodle = \"x\"\n");
+    unknown_key.unwrap();
+    let typo = nanobot(ws.path(), &["--config", "typo.toml", "config", "show"], &[]);
+    assert_eq!(typo.status.code(), Some(1));
+    assert!(
+        text(&typo, ws.path()).contains("typo.toml") && text(&typo, ws.path()).contains("modle")
+    );
+
+    let env_bad = nanobot(
+        ws.path(),
+        &["config", "show"],
+        &[("NANOBOT_STREAM", "maybe")],
+    );
+    assert_eq!(env_bad.status.code(), Some(1));
+    assert!(
+        text(&env_bad, ws.path())
+            .contains("llm.stream: \"maybe\" (from NANOBOT_STREAM) is not true or false")
+    );
+
+    // A model that cannot be reached: a sentence with what to do, exit code 1.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let down = nanobot(
+        ws.path(),
+        &["run", "-m", "hi"],
+        &[
+            ("NANOBOT_BASE_URL", &format!("http://127.0.0.1:{port}/v1")),
+            ("NANOBOT_REQUEST_TIMEOUT_SECS", "2"),
+        ],
+    );
+    assert_eq!(down.status.code(), Some(1));
+    let said = text(&down, ws.path());
+    assert!(
+        said.starts_with("error: ") && said.contains("cargo xtask llm start"),
+        "{said}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_turn_against_a_loopback_model_is_saved() {
+    let ws = TempDir::new("cli-run");
+    let answer = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello Ada!"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 300, "completion_tokens": 3}});
+    let server = FakeServer::start(vec![Reply::json(200, &answer)]).await;
+    let url = format!("{}/v1", server.url());
+    let path = ws.path().to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        nanobot(
+            &path,
+            &["--session", "cli:ada", "run", "-m", "Hi, I am Ada."],
+            &[("NANOBOT_BASE_URL", &url)],
+        )
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out, ws.path()));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Hello Ada!\n");
+    let sent = server.requests()[0].json();
+    assert_eq!(
+        sent["messages"].as_array().unwrap().last().unwrap()["content"],
+        json!("Hi, I am Ada.")
+    );
+    assert!(
+        sent["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("## Runtime")
+    );
+    let listed = nanobot(ws.path(), &["sessions", "list"], &[]);
+    assert!(text(&listed, ws.path()).starts_with("cli:ada  2 messages"));
+    let shown = nanobot(ws.path(), &["sessions", "show", "cli:ada"], &[]);
+    let shown = text(&shown, ws.path());
+    assert!(
+        shown.contains("[0] user: Hi, I am Ada.") && shown.contains("[1] assistant: Hello Ada!"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn the_demo_runs_against_the_local_model() {
+    let Ok(url) = std::env::var("LOCAL_LLM_BASE_URL") else {
+        println!("skipped: LOCAL_LLM_BASE_URL is not set (cargo xtask llm start prints it)");
+        return;
+    };
+    let ws = TempDir::new("cli-demo");
+    let out = nanobot(
+        ws.path(),
+        &["demo", "--workspace", ws.path().to_str().unwrap()],
+        &[
+            ("NANOBOT_BASE_URL", &url),
+            ("NANOBOT_REQUEST_TIMEOUT_SECS", "120"),
+            ("NANOBOT_CONTEXT_WINDOW", "2560"),
+        ],
+    );
+    let said = text(&out, ws.path());
+    assert!(out.status.success(), "{said}");
+    for step in [
+        "== 1. A conversation that outgrows its window",
+        "== 2. An idle session is compacted",
+        "== 3. Dream turns the journal",
+        "== 4. What Dream changed",
+        "memory: initial state",
+    ] {
+        assert!(said.contains(step), "missing {step:?} in:\n{said}");
+    }
+    assert!(
+        said.contains("[memory] consolidated into journal entry #1"),
+        "the conversation crossed the threshold:\n{said}"
+    );
+}
