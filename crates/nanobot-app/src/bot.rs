@@ -134,13 +134,21 @@ impl Bot {
             "always" => Durability::Always,
             _ => Durability::TurnEnd,
         };
-        let store = FileSessionStore::open_workspace(
-            &workspace,
-            FileStoreOptions {
-                durability,
-                clock: clock.clone(),
-            },
-        )?;
+        let options = FileStoreOptions {
+            durability,
+            clock: clock.clone(),
+        };
+        // An existing nanobot-ai workspace keeps its sessions where nanobot-ai put them.
+        let nanobot_layout = match config.layout.as_str() {
+            "nanobot" => true,
+            "auto" => workspace.join(".nanobot/workspace-id").is_file(),
+            _ => false,
+        };
+        let store = if nanobot_layout {
+            FileSessionStore::open_nanobot(&workspace, &config.sessions_root, options)?
+        } else {
+            FileSessionStore::open_workspace(&workspace, options)?
+        };
         let sessions = Arc::new(
             SessionManager::new(Arc::new(store), clock.clone(), counter.clone())
                 .with_recorded_token_counts(true),

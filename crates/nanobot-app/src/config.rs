@@ -51,6 +51,12 @@ pub struct Config {
     pub storage: String,
     /// `none`, `turn-end` or `always`.
     pub durability: String,
+    /// Where session files live: `workspace` (`<workspace>/sessions`), `nanobot`
+    /// (nanobot-ai's `<sessions_root>/<workspace id>/`), or `auto`: nanobot-ai's when the
+    /// workspace has its `.nanobot/workspace-id`.
+    pub layout: String,
+    /// nanobot-ai's sessions directory, for the `nanobot` layout.
+    pub sessions_root: PathBuf,
     /// The model backend.
     pub provider: Provider,
     /// The model name sent with each request.
@@ -102,6 +108,8 @@ struct FileConfig {
 struct StorageSection {
     backend: Option<String>,
     durability: Option<String>,
+    layout: Option<String>,
+    sessions_root: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -136,10 +144,16 @@ struct DreamSection {
 }
 
 /// Every key with its environment variable, for the README and `config show`.
-pub const KEYS: [(&str, &str, &str); 18] = [
+pub const KEYS: [(&str, &str, &str); 20] = [
     ("workspace", "NANOBOT_WORKSPACE", "~/.nanobot/workspace"),
     ("storage.backend", "NANOBOT_STORAGE", "files"),
     ("storage.durability", "NANOBOT_DURABILITY", "turn-end"),
+    ("storage.layout", "NANOBOT_SESSIONS_LAYOUT", "auto"),
+    (
+        "storage.sessions_root",
+        "NANOBOT_SESSIONS_ROOT",
+        "~/.nanobot/sessions",
+    ),
     ("llm.provider", "NANOBOT_PROVIDER", "local"),
     (
         "llm.model",
@@ -311,6 +325,22 @@ impl Config {
                 format!("{durability:?} is not one of none, turn-end, always"),
             ));
         }
+        let layout = text("storage.layout", "NANOBOT_SESSIONS_LAYOUT", storage.layout)
+            .map(|(_, v)| v)
+            .unwrap_or_else(|| "auto".into());
+        if !["auto", "workspace", "nanobot"].contains(&layout.as_str()) {
+            return Err(bad(
+                "storage.layout",
+                format!("{layout:?} is not one of auto, workspace, nanobot"),
+            ));
+        }
+        let sessions_root = text(
+            "storage.sessions_root",
+            "NANOBOT_SESSIONS_ROOT",
+            storage.sessions_root,
+        )
+        .map(|(_, v)| expand_home(&v, env))
+        .unwrap_or_else(|| expand_home("~/.nanobot/sessions", env));
         let base_url = text("llm.base_url", "NANOBOT_BASE_URL", llm.base_url)
             .map(|(_, v)| v)
             .unwrap_or_else(|| default_url.into());
@@ -367,6 +397,8 @@ impl Config {
             workspace,
             storage: storage_backend,
             durability,
+            layout,
+            sessions_root,
             provider,
             model: text("llm.model", "NANOBOT_MODEL", llm.model)
                 .map(|(_, v)| v)
@@ -440,7 +472,7 @@ impl Config {
     /// The effective configuration as TOML, the key redacted.
     pub fn show(&self) -> String {
         format!(
-            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndurability = {:?}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\n",
+            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndurability = {:?}\nlayout = {:?}\nsessions_root = {:?}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\n",
             self.source
                 .as_ref()
                 .map_or("defaults and the environment".to_owned(), |p| p
@@ -449,6 +481,8 @@ impl Config {
             self.workspace.display().to_string(),
             self.storage,
             self.durability,
+            self.layout,
+            self.sessions_root.display().to_string(),
             self.provider.name(),
             self.model,
             self.base_url,

@@ -35,6 +35,7 @@ fn nanobot(workspace: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
     }
     command
         .env("NANOBOT_STREAM", "false")
+        .env("HOME", workspace)
         .envs(envs.iter().copied());
     command.output().unwrap()
 }
@@ -207,4 +208,52 @@ fn the_demo_runs_against_the_local_model() {
         said.contains("[memory] consolidated into journal entry #1"),
         "the conversation crossed the threshold:\n{said}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_nanobot_ai_workspace_continues_where_it_stopped() {
+    let ws = TempDir::new("cli-nanobot-layout");
+    let root = TempDir::new("cli-nanobot-sessions");
+    std::fs::create_dir_all(ws.path().join(".nanobot")).unwrap();
+    std::fs::write(
+        ws.path().join(".nanobot/workspace-id"),
+        "0123456789abcdef0123456789abcdef\n",
+    )
+    .unwrap();
+    let answer = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi again"}, "finish_reason": "stop"}]});
+    let server = FakeServer::start(vec![Reply::json(200, &answer)]).await;
+    let (path, url, sessions) = (
+        ws.path().to_owned(),
+        format!("{}/v1", server.url()),
+        root.path().display().to_string(),
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        nanobot(
+            &path,
+            &["run", "-m", "hello"],
+            &[
+                ("NANOBOT_BASE_URL", &url),
+                ("NANOBOT_SESSIONS_ROOT", &sessions),
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out, ws.path()));
+    assert!(
+        !ws.path().join("sessions").exists(),
+        "no second session directory in the workspace"
+    );
+    let namespaces: Vec<_> = std::fs::read_dir(root.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .collect();
+    assert_eq!(namespaces.len(), 1, "sessions go to nanobot-ai's namespace");
+    let files: Vec<_> = std::fs::read_dir(namespaces[0].path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    assert_eq!(files.len(), 1);
 }
