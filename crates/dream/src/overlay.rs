@@ -15,6 +15,9 @@ pub struct Overlay {
     base: BTreeMap<Target, String>,
     current: BTreeMap<Target, String>,
     max_file_chars: usize,
+    /// What each file held when the model last read it (a repeated read of an unchanged
+    /// file gets a short note instead of the text again, as nanobot's `read_file` does).
+    last_read: BTreeMap<Target, String>,
 }
 
 /// What one tool call did.
@@ -75,6 +78,7 @@ impl Overlay {
             current: base.clone(),
             base,
             max_file_chars,
+            last_read: BTreeMap::new(),
         })
     }
 
@@ -125,7 +129,16 @@ impl Overlay {
                 None => missing("read_file", "path"),
                 Some(Err(e)) => ToolOutcome::error(e),
                 Some(Ok(target)) => match self.current.get(&target) {
-                    Some(body) => ToolOutcome::ok(format!("{}:\n{body}", target.path())),
+                    Some(body) if self.last_read.get(&target) == Some(body) => {
+                        ToolOutcome::ok(format!(
+                            "[File unchanged since last read: {}. Its text is above; edit it with edit_file or write_file, or give your final answer.]",
+                            target.path()
+                        ))
+                    }
+                    Some(body) => {
+                        self.last_read.insert(target.clone(), body.clone());
+                        ToolOutcome::ok(format!("{}:\n{body}", target.path()))
+                    }
                     None => ToolOutcome::error(format!(
                         "Error: {} does not exist yet; create it with write_file",
                         target.path()

@@ -162,6 +162,12 @@ impl Bot {
         // This bot offers the model no tools, so the tool notes are left out.
         let mut builder_config = BuilderConfig::new(Host::this_build());
         builder_config.tool_contract = false;
+        // The builder's caps suit large windows; a small window gets proportional ones, so
+        // unprocessed history or a grown MEMORY.md cannot fill it.
+        let window = config.context_window;
+        builder_config.limits.recent_history_tokens = (window / 5).clamp(200, 8_000);
+        builder_config.limits.memory_tokens = (window / 4).clamp(400, 16_000);
+        builder_config.limits.bootstrap_file_tokens = (window / 8).clamp(200, 8_000);
         let builder = Arc::new(ContextBuilder::new(builder_config, counter.clone()));
         let prompt = Arc::new(ContextPrompt {
             builder: builder.clone(),
@@ -194,7 +200,8 @@ impl Bot {
         dream_config.max_steps = config.dream_max_steps;
         dream_config.max_tokens = config.dream_max_tokens;
         dream_config.batch_entries = config.dream_batch_entries;
-        dream_config.max_output_tokens = config.max_output_tokens as u32;
+        // Dream writes whole files: it needs more room to answer than a chat turn.
+        dream_config.max_output_tokens = config.max_output_tokens.max(1_024) as u32;
         dream_config.batch_tokens = (config.context_window / 3).max(256);
         dream_config.prompt_file_chars = (config.context_window).clamp(1_000, 16_000);
         let dream = Arc::new(Dream::new(

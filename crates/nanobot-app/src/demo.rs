@@ -16,17 +16,19 @@ use crate::bot::{Bot, model_client};
 use crate::config::Config;
 use crate::error::AppError;
 
-const CONVERSATION: [&str; 10] = [
-    "Hi! I'm Ada. I'm planning a trip to Lisbon in May with my two kids.",
-    "My youngest is allergic to peanuts, so restaurants matter.",
-    "We love aquariums. Is the Lisbon Oceanarium worth it?",
-    "We'll stay near Alfama. How do we get around with kids?",
-    "My daughter wants to ride tram 28. Any tips?",
-    "I prefer short answers, by the way.",
-    "Should we do a day trip to Sintra?",
-    "What should we pack for May weather?",
-    "Any good places for pastel de nata?",
-    "Remind me: what did I say about allergies?",
+const CONVERSATION: [&str; 12] = [
+    "Hi! I'm Ada, a software engineer from Berlin. I'm planning a trip to Lisbon in May with my two kids, Max who is nine and Lina who is six. We have one week and a modest budget.",
+    "Important: Lina, my youngest, is allergic to peanuts, so every restaurant matters. I always carry an epinephrine auto-injector, and I'd like to know how to explain the allergy in Portuguese.",
+    "Both kids love aquariums and sea animals. Is the Lisbon Oceanarium worth a whole morning, and should we book tickets ahead or just show up early on a weekday?",
+    "We booked an apartment near Alfama, which is hilly with narrow streets. How do we get around with two kids without taking taxis everywhere? Is a Viva Viagem card the right thing?",
+    "Max has read about tram 28 and wants to ride it end to end. I heard it gets very crowded and there are pickpockets. Any tips for riding it with children?",
+    "By the way, I prefer short, practical answers with concrete steps rather than long descriptions. Bullet points are fine, no need for introductions.",
+    "Should we do a day trip to Sintra? The kids like castles, but I worry about the walking, the crowds and the train ride from Rossio station.",
+    "What should we pack for Lisbon in May? I expect warm afternoons but I'm not sure about evenings, rain, or how much sun protection the kids will need.",
+    "Where can we find good pastel de nata? I know about Belem, but is there a place near Alfama that is less touristy and good for a quick breakfast?",
+    "We might visit a beach one afternoon. Is Cascais easy to reach by train, and is the water warm enough in May for kids to swim?",
+    "One evening I'd like a quiet dinner with fado music that still works for children. Is that realistic, and how late do restaurants usually serve dinner?",
+    "Remind me: what did I tell you about allergies, and what should I say in Portuguese at restaurants?",
 ];
 
 /// Runs the demo; `args` may hold `--workspace DIR`.
@@ -48,8 +50,10 @@ pub async fn run(
         match name {
             "NANOBOT_WORKSPACE" => Some(workspace.display().to_string()),
             "NANOBOT_PROVIDER" => env(name).or(Some("local".into())),
-            "NANOBOT_CONTEXT_WINDOW" => env(name).or(Some("3072".into())),
-            "NANOBOT_MAX_OUTPUT_TOKENS" => env(name).or(Some("160".into())),
+            "NANOBOT_CONTEXT_WINDOW" => env(name).or(Some("2560".into())),
+            // Archive a little at a time, so each archive request fits the small window.
+            "NANOBOT_CONSOLIDATION_RATIO" => env(name).or(Some("0.8".into())),
+            "NANOBOT_MAX_OUTPUT_TOKENS" => env(name).or(Some("128".into())),
             "NANOBOT_DREAM_MAX_STEPS" => env(name).or(Some("8".into())),
             "NANOBOT_STREAM" => env(name).or(Some("true".into())),
             _ => env(name),

@@ -182,3 +182,32 @@ async fn links_in_the_workspace_lead_nowhere() {
         "secret"
     );
 }
+
+// A second read of an unchanged file gets a short note, not the text again.
+#[test]
+fn repeated_reads_of_an_unchanged_file_get_a_note() {
+    let mut overlay = Overlay::default();
+    overlay.call(
+        "write_file",
+        &json!({"path": "SOUL.md", "content": "# Soul\n"}).to_string(),
+    );
+    let read = || json!({"path": "SOUL.md"}).to_string();
+    assert_eq!(
+        overlay.call("read_file", &read()).text,
+        "SOUL.md:\n# Soul\n"
+    );
+    assert!(
+        overlay
+            .call("read_file", &read())
+            .text
+            .starts_with("[File unchanged since last read: SOUL.md.")
+    );
+    overlay.call(
+        "edit_file",
+        &json!({"path": "SOUL.md", "old_text": "# Soul", "new_text": "# Soul!"}).to_string(),
+    );
+    assert_eq!(
+        overlay.call("read_file", &read()).text,
+        "SOUL.md:\n# Soul!\n"
+    );
+}
