@@ -14,7 +14,7 @@ pub use config::DreamConfig;
 pub use error::DreamError;
 pub use overlay::{Overlay, ToolOutcome};
 pub use run::{
-    Dream, RestoreReport, RunReport, RunStatus, StopReason, Trigger, diff_snapshots,
+    Dream, Progress, RestoreReport, RunReport, RunStatus, StopReason, Trigger, diff_snapshots,
     text_tool_calls,
 };
 pub use schedule::{CronExpr, DreamSchedule};

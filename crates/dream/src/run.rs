@@ -154,7 +154,12 @@ pub struct Dream {
     clock: Arc<dyn Clock>,
     counter: Arc<dyn TokenCounter>,
     config: DreamConfig,
+    progress: Option<Progress>,
 }
+
+/// Receives one line per step of a run ("step 2 of at most 30: edit_file SOUL.md"), for a
+/// terminal or a log.
+pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl std::fmt::Debug for Dream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -224,7 +229,20 @@ impl Dream {
             clock,
             counter,
             config,
+            progress: None,
         })
+    }
+
+    /// Reports each step of a run to `progress`.
+    pub fn with_progress(mut self, progress: Progress) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
+    fn tell(&self, line: &str) {
+        if let Some(progress) = &self.progress {
+            progress(line);
+        }
     }
 
     /// The configuration.
@@ -305,6 +323,12 @@ impl Dream {
             return Ok(report);
         };
         report.batch = Some((first.cursor, last.cursor, batch.len()));
+        self.tell(&format!(
+            "reading {} journal entries ({}-{})",
+            batch.len(),
+            first.cursor,
+            last.cursor
+        ));
         if !dry_run {
             report.outside_edits = self.record_outside_edits().await?;
         }
@@ -382,6 +406,10 @@ impl Dream {
         let mut no_ops = 0;
         while report.steps < self.config.max_steps {
             report.steps += 1;
+            self.tell(&format!(
+                "step {} of at most {}: asking the model",
+                report.steps, self.config.max_steps
+            ));
             let request = LlmRequest::new(self.config.model.clone(), messages.clone())
                 .with_tools(tools.clone())
                 .with_tool_choice(ToolChoice::Auto)
@@ -430,6 +458,11 @@ impl Dream {
                         tool: call.function.name.clone(),
                     });
                 }
+                let target = serde_json::from_str::<Value>(&call.function.arguments)
+                    .ok()
+                    .and_then(|a| a.get("path").and_then(Value::as_str).map(str::to_owned))
+                    .unwrap_or_default();
+                self.tell(&format!("  {} {target}", call.function.name));
                 let outcome = overlay.call(&call.function.name, &call.function.arguments);
                 if outcome.is_error {
                     report.tool_errors += 1;

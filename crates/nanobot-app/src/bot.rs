@@ -204,16 +204,19 @@ impl Bot {
         dream_config.max_output_tokens = config.max_output_tokens.max(1_024) as u32;
         dream_config.batch_tokens = (config.context_window / 3).max(256);
         dream_config.prompt_file_chars = (config.context_window).clamp(1_000, 16_000);
-        let dream = Arc::new(Dream::new(
-            dream_config,
-            llm.clone(),
-            journal.clone(),
-            documents.clone(),
-            versions,
-            Arc::new(FileLease::open(&workspace)?),
-            clock.clone(),
-            counter.clone(),
-        )?);
+        let dream = Arc::new(
+            Dream::new(
+                dream_config,
+                llm.clone(),
+                journal.clone(),
+                documents.clone(),
+                versions,
+                Arc::new(FileLease::open(&workspace)?),
+                clock.clone(),
+                counter.clone(),
+            )?
+            .with_progress(progress_printer()),
+        );
         let schedule = if config.dream_enabled {
             Some(DreamSchedule::from_settings(
                 config.dream_interval_hours,
@@ -395,6 +398,32 @@ impl Bot {
             0 => "New session started.".to_owned(),
             n => format!("New session started; the {n} earlier messages were archived to memory."),
         })
+    }
+}
+
+/// Dream's steps: on a terminal one line rewritten in place, otherwise plain lines (on
+/// stderr, so scripted output stays clean).
+fn progress_printer() -> dream::Progress {
+    use std::io::{IsTerminal, Write};
+    let terminal = std::io::stderr().is_terminal();
+    Arc::new(move |line: &str| {
+        let mut err = std::io::stderr();
+        if terminal {
+            let _ = write!(err, "\r\x1b[2K[dream] {line}");
+        } else {
+            let _ = writeln!(err, "[dream] {line}");
+        }
+        let _ = err.flush();
+    })
+}
+
+/// Clears the progress line on a terminal once the work is done.
+pub fn clear_progress() {
+    use std::io::{IsTerminal, Write};
+    if std::io::stderr().is_terminal() {
+        let mut err = std::io::stderr();
+        let _ = write!(err, "\r\x1b[2K");
+        let _ = err.flush();
     }
 }
 

@@ -98,11 +98,12 @@ pub async fn status(bot: &Bot, key: &SessionKey) -> Result<String, AppError> {
 /// `/dream` and `nanobot dream run [--dry-run]`.
 pub async fn dream_run(bot: &Bot, dry_run: bool) -> Result<String, AppError> {
     let report = if dry_run {
-        bot.dream.dry_run().await?
+        bot.dream.dry_run().await
     } else {
-        bot.dream.run(Trigger::Manual).await?
+        bot.dream.run(Trigger::Manual).await
     };
-    Ok(format::run_reply(&report))
+    crate::bot::clear_progress();
+    Ok(format::run_reply(&report?))
 }
 
 /// `/dream-log [id]`.

@@ -580,3 +580,25 @@ async fn tool_calls_written_as_text_are_accepted() {
         "# User\n- Likes tea\n"
     );
 }
+
+// Progress: one line per step and per tool call, for a terminal or a log.
+#[tokio::test]
+async fn progress_is_reported_step_by_step() {
+    let f = fixture(script(&[&[write("USER.md", "# User\n")]], "done"));
+    f.append(&["- [permanent] x"]).await;
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = lines.clone();
+    let dream = f.dream.with_progress(std::sync::Arc::new(move |l: &str| {
+        seen.lock().unwrap().push(l.to_owned())
+    }));
+    dream.run(Trigger::Manual).await.unwrap();
+    assert_eq!(
+        lines.lock().unwrap().clone(),
+        [
+            "reading 1 journal entries (1-1)",
+            "step 1 of at most 30: asking the model",
+            "  write_file USER.md",
+            "step 2 of at most 30: asking the model"
+        ]
+    );
+}
