@@ -1,8 +1,7 @@
 //! The client.
 
 use async_trait::async_trait;
-use chrono::Utc;
-use llm_http::{ApiKey, HttpClient, SseParser, Timeouts, error_for_status};
+use llm_http::{Answer, ApiKey, HttpClient, Timeouts, deliver};
 use llm_port::{Capabilities, LlmClient, LlmError, LlmRequest, LlmResponse, TextSink};
 
 use crate::wire::{Assembly, body, parse_response};
@@ -128,41 +127,21 @@ impl AnthropicClient {
             self.config.cache,
             self.config.stream,
         )?;
-        let mut response = self.http.post_json(&url, &self.headers(), payload).await?;
-        if !(200..300).contains(&response.status) {
-            let status = response.status;
-            let headers = response.headers.clone();
-            let body = response.body().await.unwrap_or_default();
-            // 529: Anthropic is overloaded; worth a retry.
-            let status = if status == 529 { 503 } else { status };
-            return Err(error_for_status(
-                "anthropic",
-                status,
-                &headers,
-                &body,
-                Utc::now(),
-            ));
-        }
-        let is_stream = response
-            .header("content-type")
-            .is_some_and(|t| t.starts_with("text/event-stream"));
-        if !is_stream {
-            let answer = parse_response(&response.body().await?)?;
-            let text = answer.message.text_content();
-            if let (Some(sink), false) = (sink, text.is_empty()) {
-                sink(&text);
+        let response = self.http.post_json(&url, &self.headers(), payload).await?;
+        // 529: Anthropic is overloaded; worth a retry, like a 503.
+        let overloaded = |status| if status == 529 { 503 } else { status };
+        let stream = match response.into_answer("anthropic", overloaded).await? {
+            Answer::Whole(body) => {
+                let answer = parse_response(&body)?;
+                deliver(sink, &answer.message.text_content());
+                return Ok(answer);
             }
-            return Ok(answer);
-        }
-        let mut parser = SseParser::new();
+            Answer::Stream(stream) => stream,
+        };
         let mut answer = Assembly::default();
-        'read: while let Some(chunk) = response.next_chunk().await? {
-            for event in parser.feed(&chunk) {
-                if answer.event(event.event.as_deref(), &event.data, sink)? {
-                    break 'read;
-                }
-            }
-        }
+        stream
+            .each_event(|event| answer.event(event.event.as_deref(), &event.data, sink))
+            .await?;
         answer.finish()
     }
 }

@@ -1,8 +1,8 @@
 //! Our OpenAI-shaped messages to and from the Messages API.
 
 use llm_port::{
-    AssistantMessage, Content, ContentPart, FinishReason, FunctionCall, LlmError, LlmRequest,
-    LlmResponse, Message, ToolCall, ToolChoice, Usage,
+    AssistantMessage, Content, ContentPart, FinishReason, LlmError, LlmRequest, LlmResponse,
+    Message, ToolCall, ToolChoice, Usage,
 };
 use serde_json::{Map, Value, json};
 
@@ -404,19 +404,13 @@ impl Assembly {
         let calls: Vec<ToolCall> = self
             .calls
             .into_iter()
-            .map(|(id, name, args)| ToolCall {
-                id,
-                kind: "function".into(),
-                function: FunctionCall {
-                    name,
-                    arguments: if args.trim().is_empty() {
-                        "{}".into()
-                    } else {
-                        args
-                    },
-                    extra: Default::default(),
-                },
-                extra: Default::default(),
+            .map(|(id, name, args)| {
+                let arguments = if args.trim().is_empty() {
+                    "{}".into()
+                } else {
+                    args
+                };
+                ToolCall::new(id, name, arguments)
             })
             .collect();
         Ok(LlmResponse {

@@ -176,6 +176,23 @@ fn source_chain(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// A successful answer.
+#[derive(Debug)]
+pub enum Answer {
+    /// A whole JSON body.
+    Whole(Vec<u8>),
+    /// Server-sent events still arriving.
+    Stream(HttpResponse),
+}
+
+/// Hands a non-streamed answer's whole text to `sink`, so streaming callers see every
+/// answer once.
+pub fn deliver(sink: Option<&llm_port::TextSink>, text: &str) {
+    if let (Some(sink), false) = (sink, text.is_empty()) {
+        sink(text);
+    }
+}
+
 /// A response whose head has arrived.
 #[derive(Debug)]
 pub struct HttpResponse {
@@ -226,6 +243,57 @@ impl HttpResponse {
                 source_chain(&e)
             ))),
         }
+    }
+
+    /// Whether the body is a stream of server-sent events.
+    pub fn is_event_stream(&self) -> bool {
+        self.header("content-type")
+            .is_some_and(|t| t.starts_with("text/event-stream"))
+    }
+
+    /// The answer of a successful response, whole or as a stream; for a failed one the
+    /// error, by remedy, with `provider` named. `status_of` maps a provider's own statuses
+    /// onto standard ones (Anthropic's 529 "overloaded" is a 503).
+    pub async fn into_answer(
+        self,
+        provider: &str,
+        status_of: fn(u16) -> u16,
+    ) -> Result<Answer, LlmError> {
+        if (200..300).contains(&self.status) {
+            return Ok(if self.is_event_stream() {
+                Answer::Stream(self)
+            } else {
+                Answer::Whole(self.body().await?)
+            });
+        }
+        let status = status_of(self.status);
+        let headers = self.headers.clone();
+        let body = self.body().await.unwrap_or_default();
+        Err(error_for_status(
+            provider,
+            status,
+            &headers,
+            &body,
+            chrono::Utc::now(),
+        ))
+    }
+
+    /// Feeds each server-sent event to `on_event` until it returns `true` (the stream's
+    /// end) or the body ends; the piece left without its closing blank line, if any (the
+    /// tail of a cut stream).
+    pub async fn each_event(
+        mut self,
+        mut on_event: impl FnMut(SseEvent) -> Result<bool, LlmError>,
+    ) -> Result<Option<SseEvent>, LlmError> {
+        let mut parser = SseParser::new();
+        while let Some(chunk) = self.next_chunk().await? {
+            for event in parser.feed(&chunk) {
+                if on_event(event)? {
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(parser.finish())
     }
 
     /// The whole body.

@@ -3,8 +3,7 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use chrono::Utc;
-use llm_http::{ApiKey, HttpClient, SseParser, Timeouts, error_for_status};
+use llm_http::{Answer, ApiKey, HttpClient, Timeouts, deliver};
 use llm_port::{Capabilities, LlmClient, LlmError, LlmRequest, LlmResponse, TextSink};
 
 use crate::wire::{StreamAssembler, body, parse_response};
@@ -156,41 +155,21 @@ impl OpenAiClient {
     ) -> Result<LlmResponse, LlmError> {
         let url = format!("{}/chat/completions", self.config.base_url);
         let payload = body(request, self.config.stream)?;
-        let mut response = self.http.post_json(&url, &self.headers(), payload).await?;
-        if !(200..300).contains(&response.status) {
-            let status = response.status;
-            let headers = response.headers.clone();
-            let body = response.body().await.unwrap_or_default();
-            return Err(error_for_status(
-                &self.config.provider,
-                status,
-                &headers,
-                &body,
-                Utc::now(),
-            ));
-        }
-        let is_stream = response
-            .header("content-type")
-            .is_some_and(|t| t.starts_with("text/event-stream"));
-        if !is_stream {
-            let answer = parse_response(&response.body().await?)?;
-            let text = answer.message.text_content();
-            if let (Some(sink), false) = (sink, text.is_empty()) {
-                sink(&text);
+        let response = self.http.post_json(&url, &self.headers(), payload).await?;
+        let stream = match response.into_answer(&self.config.provider, |s| s).await? {
+            Answer::Whole(body) => {
+                let answer = parse_response(&body)?;
+                deliver(sink, &answer.message.text_content());
+                return Ok(answer);
             }
-            return Ok(answer);
-        }
-        let mut parser = SseParser::new();
+            Answer::Stream(stream) => stream,
+        };
         let mut answer = StreamAssembler::default();
-        'read: while let Some(chunk) = response.next_chunk().await? {
-            for event in parser.feed(&chunk) {
-                if answer.push(&event.data, sink)? {
-                    break 'read;
-                }
-            }
-        }
+        let tail = stream
+            .each_event(|event| answer.push(&event.data, sink))
+            .await?;
         // A piece without its closing blank line is the end of a cut stream.
-        if let Some(event) = parser.finish()
+        if let Some(event) = tail
             && answer.push(&event.data, sink).is_err()
         {
             return Err(LlmError::invalid_response(

@@ -2,8 +2,7 @@
 //! streamed pieces assembled into the same answer.
 
 use llm_port::{
-    AssistantMessage, Content, FinishReason, FunctionCall, LlmError, LlmRequest, LlmResponse,
-    ToolCall, Usage,
+    AssistantMessage, Content, FinishReason, LlmError, LlmRequest, LlmResponse, ToolCall, Usage,
 };
 use serde_json::{Map, Value, json};
 
@@ -52,16 +51,7 @@ fn tool_call(value: &Value) -> Result<ToolCall, LlmError> {
         Some(Value::Null) | None => "{}".to_owned(),
         Some(other) => other.to_string(),
     };
-    Ok(ToolCall {
-        id: id.to_owned(),
-        kind: "function".into(),
-        function: FunctionCall {
-            name: name.to_owned(),
-            arguments,
-            extra: Default::default(),
-        },
-        extra: Default::default(),
-    })
+    Ok(ToolCall::new(id, name, arguments))
 }
 
 fn text_of(content: Option<&Value>) -> Option<String> {
@@ -253,19 +243,13 @@ impl StreamAssembler {
             .calls
             .into_iter()
             .filter(|c| !c.name.is_empty())
-            .map(|c| ToolCall {
-                id: c.id,
-                kind: "function".into(),
-                function: FunctionCall {
-                    name: c.name,
-                    arguments: if c.arguments.is_empty() {
-                        "{}".into()
-                    } else {
-                        c.arguments
-                    },
-                    extra: Default::default(),
-                },
-                extra: Default::default(),
+            .map(|c| {
+                let arguments = if c.arguments.is_empty() {
+                    "{}".into()
+                } else {
+                    c.arguments
+                };
+                ToolCall::new(c.id, c.name, arguments)
             })
             .collect();
         Ok(LlmResponse {

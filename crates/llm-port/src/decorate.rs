@@ -209,19 +209,7 @@ impl<C> Timeout<C> {
 #[async_trait]
 impl<C: LlmClient> LlmClient for Timeout<C> {
     async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
-        let mut call = self.inner.complete(request);
-        let mut deadline = self.clock.sleep(self.limit);
-        // The call is polled first, so an answer that is ready at the deadline wins.
-        poll_fn(|cx| {
-            if let Poll::Ready(result) = call.as_mut().poll(cx) {
-                return Poll::Ready(result);
-            }
-            if deadline.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Err(LlmError::Timeout { after: self.limit }));
-            }
-            Poll::Pending
-        })
-        .await
+        self.within_limit(self.inner.complete(request)).await
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -233,7 +221,18 @@ impl<C: LlmClient> LlmClient for Timeout<C> {
         request: &LlmRequest,
         sink: &TextSink,
     ) -> Result<LlmResponse, LlmError> {
-        let mut call = self.inner.complete_streaming(request, sink);
+        self.within_limit(self.inner.complete_streaming(request, sink))
+            .await
+    }
+}
+
+impl<C> Timeout<C> {
+    /// `call`'s result, or a timeout error when the limit passes first. The call is polled
+    /// first, so an answer that is ready at the deadline wins.
+    async fn within_limit<'a>(
+        &self,
+        mut call: crate::time::BoxFuture<'a, Result<LlmResponse, LlmError>>,
+    ) -> Result<LlmResponse, LlmError> {
         let mut deadline = self.clock.sleep(self.limit);
         poll_fn(|cx| {
             if let Poll::Ready(result) = call.as_mut().poll(cx) {

@@ -264,10 +264,7 @@ impl Bot {
         let snapshot = self.loader.load()?;
         let entries = self.journal.unprocessed(Some(200)).await?;
         self.prompt.remember(snapshot.clone(), entries.clone());
-        let summary = handle.read(SessionSummary::of).map(|s| Summary {
-            text: s.text,
-            last_active: s.last_active,
-        });
+        let summary = handle.read(summary_of);
         let options = HistoryOptions {
             max_tokens: self.replay_budget(),
             ..HistoryOptions::default()
@@ -417,6 +414,14 @@ fn progress_printer() -> dream::Progress {
     })
 }
 
+/// The session's archived-context summary, as the context builder takes it.
+fn summary_of(session: &Session) -> Option<Summary> {
+    SessionSummary::of(session).map(|s| Summary {
+        text: s.text,
+        last_active: s.last_active,
+    })
+}
+
 /// Clears the progress line on a terminal once the work is done.
 pub fn clear_progress() {
     use std::io::{IsTerminal, Write};
@@ -447,10 +452,7 @@ impl PromptBuilder for ContextPrompt {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let summary = SessionSummary::of(session).map(|s| Summary {
-            text: s.text,
-            last_active: s.last_active,
-        });
+        let summary = summary_of(session);
         let history = replayed_messages(history);
         let key = session.key();
         match self.builder.build(
