@@ -1,7 +1,7 @@
 //! The client.
 
 use async_trait::async_trait;
-use llm_http::{Answer, ApiKey, HttpClient, Timeouts, deliver};
+use llm_http::{Answer, ApiKey, HttpClient, Timeouts, check_base_url, deliver};
 use llm_port::{Capabilities, LlmClient, LlmError, LlmRequest, LlmResponse, TextSink};
 
 use crate::wire::{Assembly, body, parse_response};
@@ -84,12 +84,7 @@ pub struct AnthropicClient {
 impl AnthropicClient {
     /// A client for `config`.
     pub fn new(config: AnthropicConfig) -> Result<Self, LlmError> {
-        if !(config.base_url.starts_with("http://") || config.base_url.starts_with("https://")) {
-            return Err(LlmError::permanent(format!(
-                "the base URL {:?} must start with http:// or https://",
-                config.base_url
-            )));
-        }
+        check_base_url(&config.base_url)?;
         Ok(AnthropicClient {
             http: HttpClient::new(config.timeouts)?,
             config,
@@ -107,11 +102,9 @@ impl AnthropicClient {
 
     /// Keeps the key out of every error.
     fn scrub(&self, result: Result<LlmResponse, LlmError>) -> Result<LlmResponse, LlmError> {
-        match (&self.config.api_key, result) {
-            (Some(key), Err(e)) if e.to_string().contains(key.expose()) => {
-                Err(LlmError::permanent(key.redact(&e.to_string())))
-            }
-            (_, result) => result,
+        match &self.config.api_key {
+            Some(key) => result.map_err(|e| key.scrub(e)),
+            None => result,
         }
     }
 

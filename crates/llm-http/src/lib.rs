@@ -39,6 +39,46 @@ impl ApiKey {
     pub fn redact(&self, text: &str) -> String {
         text.replace(&*self.0, "***")
     }
+
+    /// `error` with the key redacted from its message (a server may echo the key back),
+    /// its kind kept.
+    pub fn scrub(&self, error: LlmError) -> LlmError {
+        if !error.to_string().contains(&*self.0) {
+            return error;
+        }
+        match error {
+            LlmError::ContextLengthExceeded { message } => LlmError::ContextLengthExceeded {
+                message: self.redact(&message),
+            },
+            LlmError::RateLimited {
+                retry_after,
+                message,
+            } => LlmError::RateLimited {
+                retry_after,
+                message: self.redact(&message),
+            },
+            LlmError::Transient { message } => LlmError::transient(self.redact(&message)),
+            LlmError::Permanent { status, message } => LlmError::Permanent {
+                status,
+                message: self.redact(&message),
+            },
+            LlmError::InvalidResponse { message } => {
+                LlmError::invalid_response(self.redact(&message))
+            }
+            other => LlmError::permanent(self.redact(&other.to_string())),
+        }
+    }
+}
+
+/// Refuses a base URL that is not HTTP(S), before any request is made.
+pub fn check_base_url(url: &str) -> Result<(), LlmError> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        Ok(())
+    } else {
+        Err(LlmError::permanent(format!(
+            "the base URL {url:?} must start with http:// or https://"
+        )))
+    }
 }
 
 impl fmt::Debug for ApiKey {

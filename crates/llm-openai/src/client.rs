@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use llm_http::{Answer, ApiKey, HttpClient, Timeouts, deliver};
+use llm_http::{Answer, ApiKey, HttpClient, Timeouts, check_base_url, deliver};
 use llm_port::{Capabilities, LlmClient, LlmError, LlmRequest, LlmResponse, TextSink};
 
 use crate::wire::{StreamAssembler, body, parse_response};
@@ -88,12 +88,7 @@ pub struct OpenAiClient {
 impl OpenAiClient {
     /// A client for `config`.
     pub fn new(config: OpenAiConfig) -> Result<Self, LlmError> {
-        if !(config.base_url.starts_with("http://") || config.base_url.starts_with("https://")) {
-            return Err(LlmError::permanent(format!(
-                "the base URL {:?} must start with http:// or https://",
-                config.base_url
-            )));
-        }
+        check_base_url(&config.base_url)?;
         Ok(OpenAiClient {
             http: HttpClient::new(config.timeouts)?,
             config,
@@ -118,33 +113,9 @@ impl OpenAiClient {
 
     /// Keeps the key out of every error.
     fn scrub(&self, error: LlmError) -> LlmError {
-        let Some(key) = &self.config.api_key else {
-            return error;
-        };
-        let text = error.to_string();
-        if !text.contains(key.expose()) {
-            return error;
-        }
-        match error {
-            LlmError::ContextLengthExceeded { message } => LlmError::ContextLengthExceeded {
-                message: key.redact(&message),
-            },
-            LlmError::RateLimited {
-                retry_after,
-                message,
-            } => LlmError::RateLimited {
-                retry_after,
-                message: key.redact(&message),
-            },
-            LlmError::Transient { message } => LlmError::transient(key.redact(&message)),
-            LlmError::Permanent { status, message } => LlmError::Permanent {
-                status,
-                message: key.redact(&message),
-            },
-            LlmError::InvalidResponse { message } => {
-                LlmError::invalid_response(key.redact(&message))
-            }
-            other => other,
+        match &self.config.api_key {
+            Some(key) => key.scrub(error),
+            None => error,
         }
     }
 
