@@ -4,8 +4,8 @@
 //! (`git --git-dir .nanobot/memory.git log -p`); it never touches a repository the user
 //! keeps around the workspace, so versioning also works inside one.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
@@ -13,6 +13,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use sha1::{Digest, Sha1};
 
 use crate::error::MemoryError;
+use crate::file_documents::write_atomic;
 use crate::versions::{MemoryVersions, Snapshot, Version, resolve_prefix};
 
 /// The repository's place under the workspace.
@@ -78,18 +79,7 @@ impl GitVersions {
     }
 
     fn write_file(&self, relative: &str, bytes: &[u8]) -> Result<(), MemoryError> {
-        let path = self.dir.join(relative);
-        let temp = path.with_extension(format!("tmp{}", std::process::id()));
-        let result = (|| {
-            let mut file = File::create(&temp)?;
-            file.write_all(bytes)?;
-            file.sync_all()?;
-            fs::rename(&temp, &path)
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&temp);
-        }
-        result.map_err(|e| MemoryError::io("write", &path, e))
+        write_atomic(&self.dir.join(relative), bytes)
     }
 
     fn object_path(&self, id: &str) -> PathBuf {
@@ -105,23 +95,8 @@ impl GitVersions {
         if path.exists() {
             return Ok(id);
         }
-        let dir = path.parent().unwrap_or(&self.dir);
-        fs::create_dir_all(dir).map_err(|e| MemoryError::io("create", dir, e))?;
         let compressed = miniz_oxide::deflate::compress_to_vec_zlib(&raw, 6);
-        let temp = dir.join(format!("tmp_obj_{}_{}", std::process::id(), &id[2..10]));
-        let result = (|| {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&temp)?;
-            file.write_all(&compressed)?;
-            file.sync_all()?;
-            fs::rename(&temp, &path)
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&temp);
-        }
-        result.map_err(|e| MemoryError::io("write", &path, e))?;
+        write_atomic(&path, &compressed)?;
         Ok(id)
     }
 
