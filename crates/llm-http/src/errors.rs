@@ -6,26 +6,51 @@ use chrono::{DateTime, Utc};
 use llm_port::LlmError;
 use serde_json::Value;
 
+/// The longest wait a `retry-after` header is taken at its word for. Anything longer (a day
+/// is already absurd for a rate limit) is clamped here; the retry decorator then refuses to
+/// wait that long and returns the error instead.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// How long the server asks to wait: `retry-after-ms`, or `retry-after` in seconds or as an
-/// HTTP date (measured from `now`).
+/// HTTP date (measured from `now`). The value comes from the network, so any text gives a
+/// bounded answer: negative, NaN and unparsable values are ignored, infinite and huge ones
+/// are clamped to [`MAX_RETRY_AFTER`].
 pub fn retry_after(headers: &[(String, String)], now: DateTime<Utc>) -> Option<Duration> {
     let get = |name: &str| {
         headers
             .iter()
-            .find(|(k, _)| k == name)
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.trim())
     };
     if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
-        return (ms >= 0.0).then(|| Duration::from_secs_f64(ms / 1000.0));
+        return bounded_seconds(ms / 1000.0);
     }
     let value = get("retry-after")?;
     if let Ok(seconds) = value.parse::<f64>() {
-        return (seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
+        return bounded_seconds(seconds);
     }
     let at = DateTime::parse_from_rfc2822(value)
         .ok()?
         .with_timezone(&Utc);
-    Some((at - now).to_std().unwrap_or(Duration::ZERO))
+    Some(
+        at.signed_duration_since(now)
+            .to_std()
+            .unwrap_or(Duration::ZERO)
+            .min(MAX_RETRY_AFTER),
+    )
+}
+
+/// A wait of `seconds` from a header: `None` for NaN or a negative number, clamped to
+/// [`MAX_RETRY_AFTER`] (infinity included); never panics.
+fn bounded_seconds(seconds: f64) -> Option<Duration> {
+    if seconds.is_nan() || seconds < 0.0 {
+        return None;
+    }
+    Some(
+        Duration::try_from_secs_f64(seconds)
+            .unwrap_or(MAX_RETRY_AFTER)
+            .min(MAX_RETRY_AFTER),
+    )
 }
 
 /// The provider's own error message in a JSON error body (`{"error": {"message": …}}`,
@@ -146,6 +171,37 @@ mod tests {
             Some(Duration::from_secs(30))
         );
         assert_eq!(retry_after(&h(&[("retry-after", "soon")]), now), None);
+        // Hostile values from the network: bounded, never a panic.
+        for huge in [
+            "1e20",
+            "inf",
+            "+inf",
+            "Infinity",
+            "99999999999999999999",
+            "1.8e308",
+        ] {
+            assert_eq!(
+                retry_after(&h(&[("retry-after", huge)]), now),
+                Some(MAX_RETRY_AFTER),
+                "{huge}"
+            );
+            assert_eq!(
+                retry_after(&h(&[("retry-after-ms", huge)]), now),
+                Some(MAX_RETRY_AFTER),
+                "{huge} ms"
+            );
+        }
+        for ignored in ["-1", "nan", "NaN", "-inf", "", "1e", "0x10"] {
+            assert_eq!(
+                retry_after(&h(&[("retry-after", ignored)]), now),
+                None,
+                "{ignored}"
+            );
+        }
+        assert_eq!(
+            retry_after(&h(&[("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT")]), now),
+            Some(MAX_RETRY_AFTER)
+        );
         assert_eq!(retry_after(&[], now), None);
     }
 

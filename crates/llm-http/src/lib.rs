@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use llm_port::LlmError;
 
-pub use errors::{error_for_status, excerpt, is_context_overflow, provider_message, retry_after};
+pub use errors::{
+    MAX_RETRY_AFTER, error_for_status, excerpt, is_context_overflow, provider_message, retry_after,
+};
 pub use sse::{SseEvent, SseParser};
 
 /// An API key. It never appears in `Debug`, `Display`, logs or error messages.

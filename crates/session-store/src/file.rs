@@ -784,7 +784,7 @@ fn render(key: &SessionKey, meta: &SessionMeta, messages: &[StoredMessage]) -> R
         messages: messages.len(),
         bytes: (capacity + 1 + body.len()) as u64,
     };
-    let line1 = format!("{:<capacity$}", with_mark(&meta_line, mark));
+    let line1 = pad_to_bytes(with_mark(&meta_line, mark), capacity);
     let mut bytes = String::with_capacity(capacity + 1 + body.len());
     bytes.push_str(&line1);
     bytes.push('\n');
@@ -827,7 +827,17 @@ fn render_session(session: &Session) -> Rendered {
 /// reader and ours accept them.
 fn padded(meta_line: &str) -> String {
     let capacity = (meta_line.len() + meta_line.len().max(256)).next_multiple_of(64);
-    format!("{meta_line:<capacity$}")
+    pad_to_bytes(meta_line.to_owned(), capacity)
+}
+
+/// `line` followed by spaces up to `width` *bytes* (`format!`'s width counts characters,
+/// which overruns a line holding non-ASCII text). A line already `width` bytes or longer is
+/// returned as it is.
+fn pad_to_bytes(mut line: String, width: usize) -> String {
+    let missing = width.saturating_sub(line.len());
+    line.reserve(missing);
+    line.extend(std::iter::repeat_n(' ', missing));
+    line
 }
 
 fn metadata_line(key: &SessionKey, meta: &SessionMeta) -> String {
@@ -1375,12 +1385,21 @@ impl SessionStore for FileSessionStore {
         let marked = with_mark(&line1_text, mark);
         let wasteful =
             state.dead_bytes >= COMPACT_MIN_DEAD_BYTES && state.dead_bytes * 2 >= found.offset;
-        let outgrown = line1_stale && marked.len() > state.line1_capacity;
+        let outgrown = line1_stale
+            && (marked.len() > state.line1_capacity
+                || !line1_ends_at(&locked.file, state.line1_capacity, found.offset)
+                    .map_err(|e| SessionError::io("read line 1 of", &path, e))?);
         if wasteful || outgrown {
+            // A record that no longer fits line 1 (or a line 1 that is not what this process
+            // recorded) goes through the atomic rewrite, never past line 1's own bytes.
             return self.compact_locked(key, &path, &mut locked, state.pending_updated_at);
         }
         if line1_stale {
-            let line1 = format!("{:<width$}", marked, width = state.line1_capacity);
+            let line1 = pad_to_bytes(marked, state.line1_capacity);
+            debug_assert_eq!(line1.len(), state.line1_capacity);
+            if line1.len() != state.line1_capacity {
+                return self.compact_locked(key, &path, &mut locked, state.pending_updated_at);
+            }
             write_at_start(&locked.file, line1.as_bytes())
                 .map_err(|e| SessionError::io("update line 1 of", &path, e))?;
             if !state.line1_current {
@@ -1405,6 +1424,32 @@ impl SessionStore for FileSessionStore {
         self.remember(key, state);
         Ok(found)
     }
+}
+
+/// Whether line 1 of the locked file ends (its newline) exactly at byte `capacity`: the
+/// last check before line 1 is rewritten in place, so a rewrite can only ever replace line
+/// 1's own bytes, whatever this process believed about the file.
+fn line1_ends_at(file: &File, capacity: usize, len: u64) -> io::Result<bool> {
+    if capacity == 0 || capacity as u64 >= len {
+        return Ok(false);
+    }
+    let mut head = vec![0u8; capacity + 1];
+    read_exact_at(file, &mut head, 0)?;
+    Ok(head[capacity] == b'\n' && !head[..capacity].contains(&b'\n'))
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.read_exact_at(buf, offset)
+}
+
+#[cfg(not(unix))]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = file;
+    file.seek(SeekFrom::Start(offset))?;
+    file.read_exact(buf)
 }
 
 #[cfg(unix)]

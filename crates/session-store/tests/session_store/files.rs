@@ -1044,3 +1044,139 @@ async fn open_for_replay_matches_the_full_replay() {
             .is_none()
     );
 }
+
+/// Issue 12.1: a session file nanobot-ai wrote has an unpadded line 1. Continuing it here
+/// must never write line 1 past its own bytes, whatever the metadata does: shrink a little
+/// (the marked line then fits, and `format!` width padding, which counts characters, wrote
+/// non-ASCII lines past their newline), grow by a few bytes, or grow by kilobytes.
+/// nanobot-ai reloads every message after each step.
+#[tokio::test]
+async fn foreign_unpadded_line1_is_never_overrun() {
+    let Some(python) = peer_python("foreign line 1 test") else {
+        return;
+    };
+    let original = "摘要：花园里的玫瑰需要在傍晚浇水 — ".repeat(12);
+    let cases: [(&str, [String; 3]); 3] = [
+        (
+            "shrinks a little",
+            [
+                original.chars().skip(30).collect(),
+                original.chars().skip(31).collect(),
+                "ok".to_owned(),
+            ],
+        ),
+        (
+            "grows by a few bytes",
+            [
+                format!("{original}é"),
+                format!("{original}éü"),
+                format!("{original}éüö—"),
+            ],
+        ),
+        (
+            "grows by kilobytes",
+            [
+                format!("{original}{}", "記憶 memory — ".repeat(300)),
+                format!("{original}{}", "記憶 memory — ".repeat(600)),
+                "short again".to_owned(),
+            ],
+        ),
+    ];
+    let write = r#"
+import json, os, sys
+from pathlib import Path
+from nanobot.session.manager import SessionManager
+ws, root, note = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+os.environ["HOME"] = str(ws.parent)
+m = SessionManager(ws, sessions_root=root)
+s = m.get_or_create("cli:direct")
+for i in range(10):
+    s.add_message("user", f"question {i}: what about the garden?")
+    s.add_message("assistant", f"answer {i}: water it in the evening")
+s.metadata["note"] = note
+m.save(s)
+print(json.dumps({"path": str(m._get_session_path("cli:direct"))}))
+"#;
+    let reload = r#"
+import json, os, sys
+from pathlib import Path
+from nanobot.session.manager import SessionManager
+ws, root = Path(sys.argv[1]), Path(sys.argv[2])
+os.environ["HOME"] = str(ws.parent)
+m = SessionManager(ws, sessions_root=root)
+s = m.get_or_create("cli:direct")
+print(json.dumps({"count": len(s.messages), "first": s.messages[0]["content"],
+                  "lc": s.last_consolidated, "note": s.metadata.get("note"),
+                  "listed": [r["key"] if isinstance(r, dict) else r.key for r in m.list_sessions()]}))
+"#;
+    for (case, notes) in &cases {
+        let root = TempDir::new("foreign-line1");
+        let workspace = root.path().join("ws");
+        let sessions_root = root.path().join("state/sessions");
+        fs::create_dir_all(&workspace).unwrap();
+        let written = run_peer(
+            &python,
+            write,
+            &[
+                workspace.as_os_str(),
+                sessions_root.as_os_str(),
+                std::ffi::OsStr::new(&original),
+            ],
+            None,
+        );
+        let path = std::path::PathBuf::from(written["path"].as_str().unwrap());
+        let line1 = fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .to_owned();
+        assert_eq!(line1.trim_end(), line1, "nanobot-ai pads nothing");
+
+        for (round, note) in notes.iter().enumerate() {
+            // A fresh process each step, as `nanobot run` is.
+            let store = FileSessionStore::open_nanobot(
+                &workspace,
+                &sessions_root,
+                FileStoreOptions::default(),
+            )
+            .unwrap();
+            let manager =
+                SessionManager::new(Arc::new(store), Arc::new(llm_port::SystemClock), counter());
+            let k = key("cli:direct");
+            let handle = manager.get_or_create(&k).await.unwrap();
+            assert_eq!(handle.message_count(), 20 + 2 * round, "{case}");
+            handle.add_message(u(&format!("turn {round}")));
+            handle.add_message(a(&format!("reply {round}")));
+            handle.update(|s| {
+                s.metadata_mut().insert("note".into(), json!(note));
+                s.set_last_consolidated(2 * (round + 1)).unwrap();
+            });
+            manager.end_turn(&handle).await.unwrap();
+            drop(manager);
+
+            let label = format!("{case}, step {}", round + 1);
+            for (n, line) in fs::read_to_string(&path).unwrap().lines().enumerate() {
+                assert!(
+                    serde_json::from_str::<Value>(line).is_ok(),
+                    "{label}: line {} is not JSON: {line:.160}",
+                    n + 1
+                );
+            }
+            let seen = run_peer(
+                &python,
+                reload,
+                &[workspace.as_os_str(), sessions_root.as_os_str()],
+                None,
+            );
+            assert_eq!(seen["count"], 22 + 2 * round, "{label}: {seen}");
+            assert_eq!(
+                seen["first"], "question 0: what about the garden?",
+                "{label}"
+            );
+            assert_eq!(seen["lc"], 2 * (round + 1), "{label}");
+            assert_eq!(seen["note"], json!(note), "{label}");
+            assert_eq!(seen["listed"], json!(["cli:direct"]), "{label}");
+        }
+    }
+}
