@@ -281,3 +281,34 @@ async fn new_archives_the_conversation_and_starts_over() {
     );
     assert!(status.contains("Journal: 1 entries not yet read by Dream"));
 }
+
+/// Issue 12.5: with a backlog longer than the prompt is offered (over 200 entries after
+/// Dream's cursor), Recent History shows the newest entries, not the oldest.
+#[tokio::test]
+async fn recent_history_shows_the_newest_entries_of_a_long_backlog() {
+    let ws = TempDir::new("scenario-backlog");
+    let model = Arc::new(FakeModel::default());
+    let bot = bot(ws.path(), 16_384, model).await;
+    let texts: Vec<String> = (1..=300).map(|i| format!("backlog entry {i:03}")).collect();
+    let entries: Vec<memory_store::NewEntry<'_>> = texts
+        .iter()
+        .map(|t| memory_store::NewEntry {
+            session_key: Some("cli:ada"),
+            ..memory_store::NewEntry::text(t)
+        })
+        .collect();
+    bot.journal.append(&entries).await.unwrap();
+    let built = bot.build_prompt(&key("cli:ada"), "hello").await.unwrap();
+    let system = built.messages[0]
+        .content()
+        .map(llm_port::Content::joined_text)
+        .unwrap_or_default();
+    assert!(
+        system.contains("backlog entry 300"),
+        "the newest entry is shown:\n{system}"
+    );
+    assert!(
+        !system.contains("backlog entry 001"),
+        "the oldest entries give way to the newest"
+    );
+}

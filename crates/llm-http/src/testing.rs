@@ -117,7 +117,43 @@ pub struct FakeServer {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// A scripted model: the reply to each request, computed from the request.
+pub type Responder = Arc<dyn Fn(&Recorded) -> Reply + Send + Sync>;
+
 impl FakeServer {
+    /// Listens on `127.0.0.1` and answers every request with what `responder` makes of it,
+    /// as many requests as come (a scripted model for whole-program tests).
+    pub async fn respond_with(responder: Responder) -> FakeServer {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1");
+        let url = format!("http://{}", listener.local_addr().expect("local address"));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let recorded = requests.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let recorded = recorded.clone();
+                let responder = responder.clone();
+                tokio::spawn(async move {
+                    let Some(request) = read_request(&mut stream).await else {
+                        return;
+                    };
+                    let reply = responder(&request);
+                    recorded.lock().unwrap().push(request);
+                    write_reply(&mut stream, reply).await;
+                });
+            }
+        });
+        FakeServer {
+            url,
+            requests,
+            task,
+        }
+    }
+
     /// Listens on `127.0.0.1` and answers each connection with the next reply.
     pub async fn start(replies: Vec<Reply>) -> FakeServer {
         let listener = TcpListener::bind("127.0.0.1:0")
@@ -174,6 +210,10 @@ async fn serve(mut stream: TcpStream, reply: Option<Reply>, recorded: Arc<Mutex<
             .await;
         return;
     };
+    write_reply(&mut stream, reply).await;
+}
+
+async fn write_reply(stream: &mut TcpStream, reply: Reply) {
     match reply {
         Reply::Full {
             status,

@@ -75,10 +75,20 @@ pub trait HistoryJournalExt: HistoryJournal {
             })
     }
 
-    /// Entries Dream has not processed yet, oldest first, at most `limit`.
+    /// Entries Dream has not processed yet, oldest first, at most `limit` (the oldest
+    /// `limit`: what Dream reads next).
     async fn unprocessed(&self, limit: Option<usize>) -> Result<Vec<JournalEntry>, MemoryError> {
         let cursor = self.dream_cursor().await?;
         self.read_since(cursor, limit).await
+    }
+
+    /// The newest `limit` entries Dream has not processed yet, oldest first: what a
+    /// prompt's Recent History shows when the backlog is longer than it can hold.
+    async fn unprocessed_newest(&self, limit: usize) -> Result<Vec<JournalEntry>, MemoryError> {
+        let cursor = self.dream_cursor().await?;
+        let mut newest = self.read_last(limit).await?;
+        newest.retain(|entry| entry.cursor > cursor);
+        Ok(newest)
     }
 }
 

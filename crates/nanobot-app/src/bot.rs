@@ -2,6 +2,7 @@
 //! AutoCompact, Dream with its versions, the context builder, and a model. Everything here a
 //! user can wire by hand (see `examples/minimal-bot`).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ use session_store::{
 };
 
 use crate::config::{Config, Provider};
-use crate::error::AppError;
+use crate::error::{AppError, Saved};
 
 /// The parts of a bot, shared by its commands.
 pub struct Bot {
@@ -52,7 +53,7 @@ pub struct Bot {
     pub llm: Arc<dyn LlmClient>,
     /// The clock.
     pub clock: Arc<dyn Clock>,
-    loader: WorkspaceLoader,
+    loader: Arc<WorkspaceLoader>,
     prompt: Arc<ContextPrompt>,
     counter: Arc<dyn TokenCounter>,
     background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -90,7 +91,7 @@ pub fn model_client(config: &Config) -> Result<Arc<dyn LlmClient>, AppError> {
             llm_openai::OpenAiConfig::new(&config.base_url, &config.model)
                 .with_api_key(config.api_key.clone())
                 .streaming(config.stream)
-                .with_context_window(&config.model, config.context_window as u32)
+                .with_context_window(&config.model, saturating_u32(config.context_window))
                 .with_timeouts(timeouts),
         )?),
         Provider::Anthropic => {
@@ -99,8 +100,8 @@ pub fn model_client(config: &Config) -> Result<Arc<dyn LlmClient>, AppError> {
                 .with_api_key(config.api_key.clone())
                 .streaming(config.stream)
                 .with_timeouts(timeouts);
-            anthropic.context_window = config.context_window as u32;
-            anthropic.default_max_tokens = config.max_output_tokens as u32;
+            anthropic.context_window = saturating_u32(config.context_window);
+            anthropic.default_max_tokens = saturating_u32(config.max_output_tokens);
             Arc::new(llm_anthropic::AnthropicClient::new(anthropic)?)
         }
     };
@@ -169,9 +170,11 @@ impl Bot {
         builder_config.limits.memory_tokens = (window / 4).clamp(400, 16_000);
         builder_config.limits.bootstrap_file_tokens = (window / 8).clamp(200, 8_000);
         let builder = Arc::new(ContextBuilder::new(builder_config, counter.clone()));
+        let loader = Arc::new(WorkspaceLoader::new(&workspace)?);
         let prompt = Arc::new(ContextPrompt {
             builder: builder.clone(),
-            inputs: Mutex::new((WorkspaceSnapshot::default(), Vec::new())),
+            loader: loader.clone(),
+            inputs: Mutex::new(HashMap::new()),
         });
         let mut consolidation = ConsolidationConfig::new(
             config.model.clone(),
@@ -190,7 +193,7 @@ impl Bot {
         let autocompact = (config.idle_ttl_minutes > 0).then(|| {
             AutoCompact::new(
                 consolidator.clone(),
-                Duration::from_secs(config.idle_ttl_minutes * 60),
+                Duration::from_secs(config.idle_ttl_minutes.saturating_mul(60)),
             )
         });
         let versions: Result<Arc<dyn MemoryVersions>, String> = GitVersions::open(&workspace)
@@ -201,7 +204,7 @@ impl Bot {
         dream_config.max_tokens = config.dream_max_tokens;
         dream_config.batch_entries = config.dream_batch_entries;
         // Dream writes whole files: it needs more room to answer than a chat turn.
-        dream_config.max_output_tokens = config.max_output_tokens.max(1_024) as u32;
+        dream_config.max_output_tokens = saturating_u32(config.max_output_tokens.max(1_024));
         dream_config.batch_tokens = (config.context_window / 3).max(256);
         dream_config.prompt_file_chars = (config.context_window).clamp(1_000, 16_000);
         let dream = Arc::new(
@@ -229,7 +232,7 @@ impl Bot {
             None
         };
         Ok(Bot {
-            loader: WorkspaceLoader::new(&workspace)?,
+            loader,
             config,
             sessions,
             journal,
@@ -254,16 +257,37 @@ impl Bot {
             .max(128)
     }
 
+    /// What a prompt of this workspace reads besides the session: the workspace files and
+    /// the newest journal entries Dream has not processed yet (the builder keeps the newest
+    /// of them that fit; older ones are counted in a marker line).
+    async fn prompt_inputs(&self) -> Result<PromptInputs, AppError> {
+        let snapshot = self.loader.load()?;
+        let entries = self
+            .journal
+            .unprocessed_newest(RECENT_HISTORY_ENTRIES)
+            .await?;
+        Ok((snapshot, entries))
+    }
+
     /// The prompt for `text` in session `key`, as the next turn would send it.
     pub async fn build_prompt(
         &self,
         key: &SessionKey,
         text: &str,
     ) -> Result<context_builder::BuiltPrompt, AppError> {
+        let inputs = self.prompt_inputs().await?;
+        self.build_prompt_from(key, text, inputs).await
+    }
+
+    async fn build_prompt_from(
+        &self,
+        key: &SessionKey,
+        text: &str,
+        (snapshot, entries): PromptInputs,
+    ) -> Result<context_builder::BuiltPrompt, AppError> {
         let handle = self.sessions.get_or_create(key).await?;
-        let snapshot = self.loader.load()?;
-        let entries = self.journal.unprocessed(Some(200)).await?;
-        self.prompt.remember(snapshot.clone(), entries.clone());
+        self.prompt
+            .remember(key, (snapshot.clone(), entries.clone()));
         let summary = handle.read(summary_of);
         let options = HistoryOptions {
             max_tokens: self.replay_budget(),
@@ -296,6 +320,11 @@ impl Bot {
     /// One turn, in nanobot's order: consolidate first if the request would not fit, build
     /// the context, save the user's message, call the model (its text goes to `sink` as it
     /// arrives), save the answer, consolidate in the background.
+    ///
+    /// The turn holds the session's turn lock from loading it to the saved answer, so turns
+    /// of one session never interleave, across processes too; past
+    /// `storage.turn_wait_secs` it fails with "session busy" and writes nothing. A failure
+    /// says what was saved ([`AppError::Turn`]).
     pub async fn turn(
         &self,
         key: &SessionKey,
@@ -303,7 +332,27 @@ impl Bot {
         sink: &TextSink,
     ) -> Result<TurnReport, AppError> {
         let _busy = self.autocompact.as_ref().map(|a| a.turn_started(key));
+        let _turn = self
+            .sessions
+            .lock_turn(key, Duration::from_secs(self.config.turn_wait_secs))
+            .await
+            .map_err(|e| AppError::turn(key, Saved::Nothing, e))?;
+        let mut saved = Saved::Nothing;
+        let result = self.turn_locked(key, text, sink, &mut saved).await;
+        result.map_err(|e| AppError::turn(key, saved, e))
+    }
+
+    async fn turn_locked(
+        &self,
+        key: &SessionKey,
+        text: &str,
+        sink: &TextSink,
+        saved: &mut Saved,
+    ) -> Result<TurnReport, AppError> {
         let handle = self.sessions.get_or_create(key).await?;
+        // The archive requests made before the turn share this turn's inputs.
+        let inputs = self.prompt_inputs().await?;
+        self.prompt.remember(key, inputs.clone());
         let mut consolidated_before = 0;
         if self.consolidator.needs_consolidation(&handle, None) {
             consolidated_before = self
@@ -313,13 +362,14 @@ impl Bot {
                 .archives
                 .len();
         }
-        let built = self.build_prompt(key, text).await?;
+        let built = self.build_prompt_from(key, text, inputs).await?;
         let mut user = StoredMessage::user(text);
         if let Some(marker) = &built.runtime_context {
             user = user.with("_runtime_context", marker.to_json());
         }
         handle.add_message(user);
         self.sessions.save(&handle).await?;
+        *saved = Saved::UserMessage;
 
         let input_budget = GovernorConfig::input_budget_for(
             self.config.context_window,
@@ -336,11 +386,13 @@ impl Bot {
             self.builder.as_ref(),
         );
         let request = LlmRequest::new(self.config.model.clone(), governed.messages)
-            .with_max_tokens(self.config.max_output_tokens as u32)
+            .with_max_tokens(saturating_u32(self.config.max_output_tokens))
             .with_cache_breakpoint(built.report.stable_prefix_bytes);
         let response = self.llm.complete_streaming(&request, sink).await?;
         let answer = llm_port::text::strip_think(&response.message.text_content());
         handle.add_message(StoredMessage::assistant(answer.clone()));
+        self.sessions.save(&handle).await?;
+        *saved = Saved::Answer;
         self.sessions.end_turn(&handle).await?;
 
         let reported = response.usage.as_ref().map(|u| u.prompt_tokens as usize);
@@ -432,29 +484,58 @@ pub fn clear_progress() {
     }
 }
 
+/// How many of the newest unprocessed journal entries a prompt is offered (the builder
+/// keeps the newest that fit its Recent History cap).
+const RECENT_HISTORY_ENTRIES: usize = 200;
+
+/// How many sessions' prompt inputs the archive-request builder keeps.
+const PROMPT_INPUTS_KEPT: usize = 256;
+
+/// The workspace snapshot and journal entries a prompt was built from.
+type PromptInputs = (WorkspaceSnapshot, Vec<JournalEntry>);
+
+/// A `u32` setting from a `usize` one, saturating instead of wrapping.
+fn saturating_u32(value: usize) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
 /// The Consolidator's archive requests through the context builder, so they share the
-/// conversation's prompt prefix (and its provider cache).
+/// conversation's prompt prefix (and its provider cache). The inputs are kept per session:
+/// an archive request of one session never sees what another session's prompt was built
+/// from. A session with none recorded (an idle compaction after a restart) gets the
+/// workspace as it is now and no journal entries.
 struct ContextPrompt {
     builder: Arc<ContextBuilder>,
-    inputs: Mutex<(WorkspaceSnapshot, Vec<JournalEntry>)>,
+    loader: Arc<WorkspaceLoader>,
+    inputs: Mutex<HashMap<SessionKey, PromptInputs>>,
 }
 
 impl ContextPrompt {
-    fn remember(&self, snapshot: WorkspaceSnapshot, entries: Vec<JournalEntry>) {
-        *self.inputs.lock().unwrap_or_else(|p| p.into_inner()) = (snapshot, entries);
+    fn remember(&self, key: &SessionKey, inputs: PromptInputs) {
+        let mut kept = self.inputs.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() >= PROMPT_INPUTS_KEPT && !kept.contains_key(key) {
+            kept.clear();
+        }
+        kept.insert(key.clone(), inputs);
+    }
+
+    fn inputs_for(&self, key: &SessionKey) -> PromptInputs {
+        let kept = self
+            .inputs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned();
+        kept.unwrap_or_else(|| (self.loader.load().unwrap_or_default(), Vec::new()))
     }
 }
 
 impl PromptBuilder for ContextPrompt {
     fn build(&self, session: &Session, history: &[Replayed], current: &str) -> Vec<Message> {
-        let (snapshot, entries) = self
-            .inputs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let key = session.key();
+        let (snapshot, entries) = self.inputs_for(key);
         let summary = summary_of(session);
         let history = replayed_messages(history);
-        let key = session.key();
         match self.builder.build(
             &snapshot,
             &Turn {
@@ -479,3 +560,57 @@ impl PromptBuilder for ContextPrompt {
 }
 
 use chrono::Offset;
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn snapshot(user: &str) -> WorkspaceSnapshot {
+        WorkspaceSnapshot {
+            user_md: Some(format!("# User\n\n{user}\n")),
+            ..WorkspaceSnapshot::default()
+        }
+    }
+
+    /// Issue 12.6: an archive request of one session is built from the inputs recorded
+    /// for that session, never from another session's.
+    #[test]
+    fn archive_prompts_use_their_own_sessions_inputs() {
+        let dir = std::env::temp_dir().join(format!("nanobot-prompt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let counter: Arc<dyn TokenCounter> = Arc::new(Cl100kBase);
+        let mut config = BuilderConfig::new(Host::this_build());
+        config.tool_contract = false;
+        let prompt = ContextPrompt {
+            builder: Arc::new(ContextBuilder::new(config, counter)),
+            loader: Arc::new(WorkspaceLoader::new(&dir).unwrap()),
+            inputs: Mutex::new(HashMap::new()),
+        };
+        let (a, b) = (
+            SessionKey::new("telegram:a").unwrap(),
+            SessionKey::new("telegram:b").unwrap(),
+        );
+        prompt.remember(&a, (snapshot("canary-of-a"), Vec::new()));
+        prompt.remember(&b, (snapshot("canary-of-b"), Vec::new()));
+        let session_a = Session::new(a.clone(), chrono::NaiveDateTime::default());
+        let built = prompt.build(&session_a, &[], "summarise");
+        let system = built[0]
+            .content()
+            .map(llm_port::Content::joined_text)
+            .unwrap_or_default();
+        assert!(system.contains("canary-of-a"), "{system}");
+        assert!(!system.contains("canary-of-b"), "{system}");
+        // A session with nothing recorded reads the workspace, not the last session's.
+        let c = Session::new(
+            SessionKey::new("telegram:c").unwrap(),
+            chrono::NaiveDateTime::default(),
+        );
+        let system = prompt.build(&c, &[], "summarise")[0]
+            .content()
+            .map(llm_port::Content::joined_text)
+            .unwrap_or_default();
+        assert!(!system.contains("canary-of"), "{system}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

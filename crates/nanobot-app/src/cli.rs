@@ -6,7 +6,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use llm_port::{SystemClock, TextSink};
+use llm_port::{TextSink, TokioClock};
 use memory_store::{Document, MemoryDocuments, MemoryDocumentsExt};
 use session_store::SessionKey;
 
@@ -289,7 +289,7 @@ async fn dispatch(
 
 async fn open(config: Config) -> Result<Bot, AppError> {
     let llm = model_client(&config)?;
-    Bot::open(config, llm, Arc::new(SystemClock)).await
+    Bot::open(config, llm, Arc::new(TokioClock::system())).await
 }
 
 fn silent() -> TextSink {

@@ -57,6 +57,9 @@ pub struct Config {
     pub layout: String,
     /// nanobot-ai's sessions directory, for the `nanobot` layout.
     pub sessions_root: PathBuf,
+    /// How long a turn waits for another turn of the same session (in this or another
+    /// process) before it gives up with "session busy".
+    pub turn_wait_secs: u64,
     /// The model backend.
     pub provider: Provider,
     /// The model name sent with each request.
@@ -110,6 +113,7 @@ struct StorageSection {
     durability: Option<String>,
     layout: Option<String>,
     sessions_root: Option<String>,
+    turn_wait_secs: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -144,7 +148,7 @@ struct DreamSection {
 }
 
 /// Every key with its environment variable, for the README and `config show`.
-pub const KEYS: [(&str, &str, &str); 20] = [
+pub const KEYS: [(&str, &str, &str); 21] = [
     ("workspace", "NANOBOT_WORKSPACE", "~/.nanobot/workspace"),
     ("storage.backend", "NANOBOT_STORAGE", "files"),
     ("storage.durability", "NANOBOT_DURABILITY", "turn-end"),
@@ -154,6 +158,7 @@ pub const KEYS: [(&str, &str, &str); 20] = [
         "NANOBOT_SESSIONS_ROOT",
         "~/.nanobot/sessions",
     ),
+    ("storage.turn_wait_secs", "NANOBOT_TURN_WAIT_SECS", "60"),
     ("llm.provider", "NANOBOT_PROVIDER", "local"),
     (
         "llm.model",
@@ -399,6 +404,14 @@ impl Config {
             durability,
             layout,
             sessions_root,
+            turn_wait_secs: int(
+                "storage.turn_wait_secs",
+                "NANOBOT_TURN_WAIT_SECS",
+                storage.turn_wait_secs,
+                0,
+            )?
+            .unwrap_or(60)
+            .unsigned_abs(),
             provider,
             model: text("llm.model", "NANOBOT_MODEL", llm.model)
                 .map(|(_, v)| v)
@@ -472,7 +485,7 @@ impl Config {
     /// The effective configuration as TOML, the key redacted.
     pub fn show(&self) -> String {
         format!(
-            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndurability = {:?}\nlayout = {:?}\nsessions_root = {:?}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\n",
+            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndurability = {:?}\nlayout = {:?}\nsessions_root = {:?}\nturn_wait_secs = {}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\n",
             self.source
                 .as_ref()
                 .map_or("defaults and the environment".to_owned(), |p| p
@@ -483,6 +496,7 @@ impl Config {
             self.durability,
             self.layout,
             self.sessions_root.display().to_string(),
+            self.turn_wait_secs,
             self.provider.name(),
             self.model,
             self.base_url,

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use llm_port::{SystemClock, TextSink};
+use llm_port::{TextSink, TokioClock};
 use memory_core::AutoCompact;
 use memory_store::{Document, HistoryJournal, MemoryDocuments, MemoryDocumentsExt};
 use session_store::SessionKey;
@@ -73,7 +73,7 @@ pub async fn run(
         workspace.display()
     ));
     let llm = model_client(&config)?;
-    let bot = Bot::open(config, llm, Arc::new(SystemClock)).await?;
+    let bot = Bot::open(config, llm, Arc::new(TokioClock::system())).await?;
     bot.documents.initialize().await?;
 
     say("== 1. A conversation that outgrows its window");

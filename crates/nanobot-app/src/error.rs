@@ -34,6 +34,39 @@ pub enum AppError {
     Context(context_builder::ContextError),
     /// The terminal failed.
     Terminal(String),
+    /// A turn failed part-way; the message says what of it was saved.
+    Turn {
+        /// The session.
+        key: String,
+        /// What was saved before the failure.
+        saved: Saved,
+        /// Why it failed.
+        cause: Box<AppError>,
+    },
+}
+
+/// How far a failed turn got in saving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Saved {
+    /// Nothing of the turn was written.
+    Nothing,
+    /// The user's message was saved; no answer was.
+    UserMessage,
+    /// The message and the answer were saved; what failed came after (making the session
+    /// durable, or tidying it).
+    Answer,
+}
+
+impl AppError {
+    /// `cause`, as the failure of a turn of `key` that had saved `saved`.
+    pub fn turn(key: &session_store::SessionKey, saved: Saved, cause: impl Into<AppError>) -> Self {
+        AppError::Turn {
+            key: key.to_string(),
+            saved,
+            cause: Box::new(cause.into()),
+        }
+    }
 }
 
 impl fmt::Display for AppError {
@@ -59,6 +92,19 @@ impl fmt::Display for AppError {
             ),
             AppError::Context(e) => write!(f, "the prompt could not be built: {e}"),
             AppError::Terminal(e) => write!(f, "the terminal failed: {e}"),
+            AppError::Turn { key, saved, cause } => {
+                let what = match saved {
+                    Saved::Nothing => format!("Nothing of this turn was saved to session {key}."),
+                    Saved::UserMessage => {
+                        format!("Your message was kept in session {key}; no answer was saved.")
+                    }
+                    Saved::Answer => format!(
+                        "Your message and the answer were saved in session {key}; only \
+                         finishing the save failed."
+                    ),
+                };
+                write!(f, "{cause}\n{what}")
+            }
         }
     }
 }

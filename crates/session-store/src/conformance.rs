@@ -442,6 +442,46 @@ async fn join_all<F: std::future::Future<Output = ()>>(futures: Vec<F>) {
     .await;
 }
 
+/// Turn locks: one holder per session, released when dropped, independent per key and
+/// available for a session that does not exist yet.
+pub async fn turn_locks(store: impl SessionStore) {
+    let one = key("turn:1");
+    let held = store
+        .try_lock_turn(&one)
+        .await
+        .unwrap()
+        .expect("free at first");
+    assert!(
+        store.try_lock_turn(&one).await.unwrap().is_none(),
+        "a second holder while the first holds it"
+    );
+    let other = store.try_lock_turn(&key("turn:2")).await.unwrap();
+    assert!(other.is_some(), "another session's lock is independent");
+    drop(held);
+    assert!(
+        store.try_lock_turn(&one).await.unwrap().is_some(),
+        "released when dropped"
+    );
+}
+
+/// The current revision is the one the last write returned, without a load.
+pub async fn current_revision(store: impl SessionStore) {
+    let k = key("revision:1");
+    assert_eq!(store.current_revision(&k).await.unwrap(), None);
+    let mut session = Session::new(k.clone(), at(1));
+    session.add_message(message(0), at(1));
+    let first = store.save_changes(&mut session, None).await.unwrap();
+    assert_eq!(store.current_revision(&k).await.unwrap(), first);
+    session.add_message(message(1), at(2));
+    let second = store.save_changes(&mut session, first).await.unwrap();
+    assert_ne!(first, second);
+    assert_eq!(store.current_revision(&k).await.unwrap(), second);
+    assert_eq!(
+        store.current_revision(&k).await.unwrap(),
+        store.load(&k).await.unwrap().map(|l| l.revision)
+    );
+}
+
 /// Makes one `#[tokio::test]` per conformance case for a backend. `$make` is an expression
 /// that evaluates to an async closure (or fn) returning a fresh, empty store.
 #[macro_export]
@@ -452,7 +492,8 @@ macro_rules! session_store_conformance {
             use super::*;
             $crate::session_store_conformance!(@case $make, unknown_key, round_trip, ordering,
                 conflict_detection, pointer_bounds, rewrite_and_metadata, concurrent_appends,
-                list_and_delete, flush_keeps_everything, replay_view);
+                list_and_delete, flush_keeps_everything, replay_view, turn_locks,
+                current_revision);
         }
     };
     (@case $make:expr, $($case:ident),*) => {$(

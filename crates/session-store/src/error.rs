@@ -73,6 +73,14 @@ pub enum SessionError {
         /// What is wrong and what to do.
         reason: String,
     },
+    /// Another turn holds the session (in this process or another) and did not finish
+    /// within the wait. Nothing was written; try again when that turn has finished.
+    Busy {
+        /// The session.
+        key: String,
+        /// How long this caller waited.
+        waited: std::time::Duration,
+    },
     /// A backend-specific failure (e.g. a database error), with its description.
     Backend {
         /// What happened.
@@ -145,6 +153,15 @@ impl SessionError {
     pub fn is_conflict(&self) -> bool {
         matches!(self, SessionError::Conflict { .. })
     }
+
+    /// Whether the same operation may succeed if tried again later, unchanged (a busy
+    /// session) or after a reload (a conflict).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            SessionError::Conflict { .. } | SessionError::Busy { .. }
+        )
+    }
 }
 
 impl fmt::Display for SessionError {
@@ -157,6 +174,12 @@ impl fmt::Display for SessionError {
                 f,
                 "session {key:?} was changed by another writer since it was read; reload it and \
                  apply the change again (nothing was written)"
+            ),
+            SessionError::Busy { key, waited } => write!(
+                f,
+                "session {key:?} is busy: another turn has held it for more than {:.1} s \
+                 (nothing was written; try again when it has finished)",
+                waited.as_secs_f64()
             ),
             SessionError::InvalidPointer {
                 key,

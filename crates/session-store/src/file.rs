@@ -51,7 +51,7 @@ use crate::memory::sort_listing;
 use crate::message::StoredMessage;
 use crate::replay::{ReplayView, replay_floor};
 use crate::session::{Session, SessionMeta, local_naive, parse_isoformat, python_isoformat};
-use crate::store::{Append, Loaded, Repair, Revision, SessionInfo, SessionStore};
+use crate::store::{Append, Loaded, Repair, Revision, SessionInfo, SessionStore, TurnLock};
 
 /// Superseded records below this many bytes are never worth a compaction.
 const COMPACT_MIN_DEAD_BYTES: u64 = 64 * 1024;
@@ -194,6 +194,14 @@ impl FileSessionStore {
     /// The file of `key`.
     pub fn path_of(&self, key: &SessionKey) -> PathBuf {
         self.dir.join(format!("{}.jsonl", key.storage_stem()))
+    }
+
+    /// The lock file of `key`'s turns: `<dir>/.turns/<stem>.lock`, beside the session files
+    /// but in a directory of its own, which nanobot-ai's listing does not read.
+    pub fn turn_lock_of(&self, key: &SessionKey) -> PathBuf {
+        self.dir
+            .join(".turns")
+            .join(format!("{}.lock", key.storage_stem()))
     }
 
     /// The file damaged bytes of `key` are kept in.
@@ -1133,6 +1141,39 @@ fn check_recorded_key(key: &SessionKey, path: &Path, parsed: &Parsed) -> Result<
 
 #[async_trait]
 impl SessionStore for FileSessionStore {
+    async fn try_lock_turn(&self, key: &SessionKey) -> Result<Option<TurnLock>, SessionError> {
+        let path = self.turn_lock_of(key);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent)
+                .map_err(|e| SessionError::io("create the turn-lock directory", parent, e))?;
+        }
+        // The lock file is never removed (removing a file someone waits on would hand two
+        // holders two different files); it is empty and tiny.
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| SessionError::io("open the turn lock", &path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(TurnLock::new(file))),
+            Err(fs::TryLockError::WouldBlock) => Ok(None),
+            Err(fs::TryLockError::Error(e)) => Err(SessionError::io("lock the turn of", &path, e)),
+        }
+    }
+
+    async fn current_revision(&self, key: &SessionKey) -> Result<Option<Revision>, SessionError> {
+        let path = self.path_of(key);
+        match fs::metadata(&path) {
+            Ok(metadata) => Ok(Some(Revision {
+                epoch: identity(&metadata),
+                offset: metadata.len(),
+            })),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(SessionError::io("inspect", &path, e)),
+        }
+    }
+
     async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, SessionError> {
         let path = self.path_of(key);
         let Some(mut locked) = self.open_locked(&path)? else {

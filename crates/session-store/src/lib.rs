@@ -25,7 +25,9 @@ pub use history::{
     message_tokens, public_copy, replay_token_budget,
 };
 pub use key::{MAX_KEY_BYTES, SessionKey};
-pub use manager::{DEFAULT_CACHE_CAPACITY, DeleteObserver, SessionHandle, SessionManager};
+pub use manager::{
+    DEFAULT_CACHE_CAPACITY, DeleteObserver, MAX_WRITE_ATTEMPTS, SessionHandle, SessionManager,
+};
 pub use memory::MemorySessionStore;
 pub use message::{StoredMessage, TOKENS_FIELD};
 pub use replay::ReplayView;
@@ -33,4 +35,6 @@ pub use session::{
     LAST_SUMMARY_KEY, PendingWrite, Retention, Session, SessionMeta, local_naive, parse_isoformat,
     python_isoformat,
 };
-pub use store::{Append, Loaded, Repair, Revision, SessionInfo, SessionStore, SessionStoreExt};
+pub use store::{
+    Append, Loaded, Repair, Revision, SessionInfo, SessionStore, SessionStoreExt, TurnLock,
+};

@@ -13,10 +13,16 @@ use crate::key::SessionKey;
 use crate::message::StoredMessage;
 use crate::message::TOKENS_FIELD;
 use crate::session::{Session, local_naive};
-use crate::store::{Repair, Revision, SessionInfo, SessionStore};
+use crate::store::{Repair, Revision, SessionInfo, SessionStore, TurnLock};
 
 /// How many sessions the manager keeps strongly cached (nanobot's default).
 pub const DEFAULT_CACHE_CAPACITY: usize = 128;
+
+/// How many times a write that meets another writer's change is reloaded, merged and tried
+/// again before the conflict is returned. Each retry is a reload and an append; with turns
+/// serialised by [`SessionManager::lock_turn`], only background work (a consolidation
+/// moving the pointer) races, so more than two attempts are rare.
+pub const MAX_WRITE_ATTEMPTS: usize = 8;
 
 /// The one live copy of a session in this process.
 ///
@@ -415,31 +421,97 @@ impl SessionManager {
 
     /// Writes what changed in the session. On a conflict with another writer, the stored
     /// version is reloaded, this copy's new messages and metadata changes are applied on top
-    /// and the write is tried once more, so neither writer loses messages.
+    /// and the write is tried again (at most [`MAX_WRITE_ATTEMPTS`] times), so neither
+    /// writer loses messages and a resolvable conflict never reaches the caller.
     pub async fn save(&self, handle: &SessionHandle) -> Result<(), SessionError> {
         if !handle.persist {
             return Ok(());
         }
         let _writing = handle.write.lock().await;
-        match self.write_pending(handle).await {
-            Err(SessionError::Conflict { .. }) if !handle.read(|s| s.needs_rewrite) => {
-                let loaded = self.store.load(&handle.key).await?;
+        self.save_locked(handle).await
+    }
+
+    /// [`SessionManager::save`] with the handle's write lock held.
+    async fn save_locked(&self, handle: &SessionHandle) -> Result<(), SessionError> {
+        let mut attempt = 1;
+        loop {
+            match self.write_pending(handle).await {
+                Err(SessionError::Conflict { .. })
+                    if attempt < MAX_WRITE_ATTEMPTS && !handle.read(|s| s.needs_rewrite) =>
                 {
-                    let mut state = handle.lock();
-                    let merged = match loaded.as_ref() {
-                        Some(loaded) => state.session.merged_onto(loaded.session.clone()),
-                        None => state.session.merged_onto(Session::new(
-                            handle.key.clone(),
-                            state.session.meta().created_at,
-                        )),
-                    };
-                    state.session = merged;
-                    state.revision = loaded.map(|l| l.revision);
+                    self.merge_onto_stored(handle).await?;
+                    attempt += 1;
                 }
-                self.write_pending(handle).await
+                other => return other,
             }
-            other => other,
         }
+    }
+
+    /// Reloads the stored session and puts this copy's unsaved changes on top of it.
+    async fn merge_onto_stored(&self, handle: &SessionHandle) -> Result<(), SessionError> {
+        let loaded = self.store.load(&handle.key).await?;
+        let mut state = handle.lock();
+        let merged = match loaded.as_ref() {
+            Some(loaded) => state.session.merged_onto(loaded.session.clone()),
+            None => state.session.merged_onto(Session::new(
+                handle.key.clone(),
+                state.session.meta().created_at,
+            )),
+        };
+        state.session = merged;
+        state.revision = loaded.map(|l| l.revision);
+        Ok(())
+    }
+
+    /// The turn of `key`: waits until no other turn (in this process or another sharing the
+    /// store) holds the session, at most `wait`, then returns the lock, which the caller
+    /// keeps until the answer is saved. A cached copy that another process changed
+    /// meanwhile is dropped, so the turn starts from what is stored. Past `wait`:
+    /// [`SessionError::Busy`], and nothing was written.
+    pub async fn lock_turn(
+        &self,
+        key: &SessionKey,
+        wait: std::time::Duration,
+    ) -> Result<TurnLock, SessionError> {
+        let started = self.clock.now();
+        let mut pause = std::time::Duration::from_millis(5);
+        loop {
+            if let Some(lock) = self.store.try_lock_turn(key).await? {
+                self.refresh_if_stale(key).await?;
+                return Ok(lock);
+            }
+            let waited = (self.clock.now() - started)
+                .to_std()
+                .unwrap_or(std::time::Duration::ZERO);
+            if waited >= wait {
+                return Err(SessionError::Busy {
+                    key: key.to_string(),
+                    waited,
+                });
+            }
+            self.clock.sleep(pause.min(wait - waited)).await;
+            pause = (pause * 2).min(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// Drops the cached copy of `key` when the store moved on and the copy holds nothing
+    /// unsaved (with unsaved changes, the next save merges them onto the stored version).
+    async fn refresh_if_stale(&self, key: &SessionKey) -> Result<(), SessionError> {
+        let Some(handle) = self.get_cached(key) else {
+            return Ok(());
+        };
+        if !handle.persist {
+            return Ok(());
+        }
+        let stored = self.store.current_revision(key).await?;
+        let (cached, clean) = {
+            let state = handle.lock();
+            (state.revision, state.session.pending_write().is_empty())
+        };
+        if stored != cached && clean {
+            self.invalidate(key);
+        }
+        Ok(())
     }
 
     async fn write_pending(&self, handle: &SessionHandle) -> Result<(), SessionError> {
@@ -460,19 +532,34 @@ impl SessionManager {
     }
 
     /// Saves, then makes the session durable and tidy ([`SessionStore::flush`]): call it
-    /// when a turn ends and when a session goes idle.
+    /// when a turn ends and when a session goes idle. A flush that meets another writer's
+    /// change reloads, merges and tries again, like [`SessionManager::save`].
     pub async fn end_turn(&self, handle: &SessionHandle) -> Result<(), SessionError> {
         if !handle.persist {
             return Ok(());
         }
-        self.save(handle).await?;
         let _writing = handle.write.lock().await;
-        let Some(expected) = handle.revision() else {
-            return Ok(());
-        };
-        let revision = self.store.flush(&handle.key, expected).await?;
-        handle.lock().revision = Some(revision);
-        Ok(())
+        self.save_locked(handle).await?;
+        let mut attempt = 1;
+        loop {
+            let Some(expected) = handle.revision() else {
+                return Ok(());
+            };
+            match self.store.flush(&handle.key, expected).await {
+                Ok(revision) => {
+                    handle.lock().revision = Some(revision);
+                    return Ok(());
+                }
+                Err(SessionError::Conflict { .. }) if attempt < MAX_WRITE_ATTEMPTS => {
+                    // Everything of ours is written; another writer appended since. Take
+                    // the stored version (with anything still unsaved on top) and flush it.
+                    self.merge_onto_stored(handle).await?;
+                    self.save_locked(handle).await?;
+                    attempt += 1;
+                }
+                Err(other) => return Err(other),
+            }
+        }
     }
 
     /// Empties the session (nanobot's `/new`) and writes it; other metadata stays.

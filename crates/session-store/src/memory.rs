@@ -1,8 +1,8 @@
 //! The in-memory backend: the reference for the conformance suite and the choice for bots
 //! that need no persistence.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
@@ -10,13 +10,29 @@ use crate::error::SessionError;
 use crate::info;
 use crate::key::SessionKey;
 use crate::session::Session;
-use crate::store::{Append, Loaded, Revision, SessionInfo, SessionStore};
+use crate::store::{Append, Loaded, Revision, SessionInfo, SessionStore, TurnLock};
 
 /// Sessions in a map, gone when the process ends.
 #[derive(Debug, Default)]
 pub struct MemorySessionStore {
     sessions: Mutex<HashMap<SessionKey, (Session, Revision)>>,
     epochs: Mutex<u64>,
+    turns: Arc<Mutex<HashSet<SessionKey>>>,
+}
+
+/// A held turn of the in-memory store: the key leaves the held set when dropped.
+struct HeldTurn {
+    key: SessionKey,
+    turns: Arc<Mutex<HashSet<SessionKey>>>,
+}
+
+impl Drop for HeldTurn {
+    fn drop(&mut self) {
+        self.turns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.key);
+    }
 }
 
 impl MemorySessionStore {
@@ -34,6 +50,22 @@ impl MemorySessionStore {
 
 #[async_trait]
 impl SessionStore for MemorySessionStore {
+    async fn try_lock_turn(&self, key: &SessionKey) -> Result<Option<TurnLock>, SessionError> {
+        let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+        if !turns.insert(key.clone()) {
+            return Ok(None);
+        }
+        Ok(Some(TurnLock::new(HeldTurn {
+            key: key.clone(),
+            turns: Arc::clone(&self.turns),
+        })))
+    }
+
+    async fn current_revision(&self, key: &SessionKey) -> Result<Option<Revision>, SessionError> {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(sessions.get(key).map(|(_, revision)| *revision))
+    }
+
     async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, SessionError> {
         let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         Ok(sessions.get(key).map(|(session, revision)| Loaded {

@@ -133,6 +133,28 @@ pub struct SessionInfo {
     pub preview: String,
 }
 
+/// The right to run one turn of a session: held from loading the session to the saved
+/// answer, across processes where the backend is shared by several. Released when dropped
+/// (and, for the file backend, when the process dies).
+pub struct TurnLock {
+    _held: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl TurnLock {
+    /// A lock that holds `guard` (whatever releases the backend's lock when dropped).
+    pub fn new(guard: impl std::any::Any + Send + Sync) -> Self {
+        TurnLock {
+            _held: Box::new(guard),
+        }
+    }
+}
+
+impl fmt::Debug for TurnLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TurnLock")
+    }
+}
+
 /// Where sessions are kept.
 ///
 /// Contract, checked by the conformance suite (`conformance` feature) for every backend:
@@ -148,6 +170,8 @@ pub struct SessionInfo {
 ///   messages.
 /// - **Pointer**: a write whose `last_consolidated` would pass the session's message count
 ///   fails with [`SessionError::InvalidPointer`].
+/// - **Turns**: [`SessionStore::try_lock_turn`] gives at most one holder per session at a
+///   time, across every process that shares the backend; a holder that dies releases it.
 /// - **Metadata**: the last written metadata wins. A backend may record a change of
 ///   `updated_at` alone lazily (the file backend writes it at [`SessionStore::flush`], not
 ///   with every message); everything else is recorded by the write that carries it.
@@ -198,6 +222,15 @@ pub trait SessionStore: Send + Sync {
         let _ = key;
         Ok(expected)
     }
+
+    /// The session's turn lock if nobody holds it now, else `None` at once (the caller
+    /// decides how long to wait: [`crate::SessionManager::lock_turn`]). The session need
+    /// not exist.
+    async fn try_lock_turn(&self, key: &SessionKey) -> Result<Option<TurnLock>, SessionError>;
+
+    /// The session's current revision without reading it (`None`: no such session), so a
+    /// cached copy can be checked for staleness cheaply at the start of a turn.
+    async fn current_revision(&self, key: &SessionKey) -> Result<Option<Revision>, SessionError>;
 }
 
 /// Conveniences over any store.
@@ -263,6 +296,18 @@ macro_rules! forward_session_store {
                 expected: Revision,
             ) -> Result<Revision, SessionError> {
                 (**self).flush(key, expected).await
+            }
+            async fn try_lock_turn(
+                &self,
+                key: &SessionKey,
+            ) -> Result<Option<TurnLock>, SessionError> {
+                (**self).try_lock_turn(key).await
+            }
+            async fn current_revision(
+                &self,
+                key: &SessionKey,
+            ) -> Result<Option<Revision>, SessionError> {
+                (**self).current_revision(key).await
             }
         }
     )*};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use context_builder::{BuilderConfig, ContextBuilder, CurrentMessage, Host, Turn};
 use llm_openai::{OpenAiClient, OpenAiConfig};
-use llm_port::{Cl100kBase, LlmClient, LlmRequest, SystemClock};
+use llm_port::{Cl100kBase, LlmClient, LlmRequest, TokioClock};
 use memory_core::{ConsolidationConfig, Consolidator, PlainPrompt, replayed_messages};
 use memory_store::{FileJournal, WorkspaceLoader};
 use session_store::{FileSessionStore, HistoryOptions, SessionKey, SessionManager, StoredMessage};
@@ -28,7 +28,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = FileSessionStore::open_workspace(&workspace, Default::default())?;
     let sessions = Arc::new(SessionManager::new(
         Arc::new(store),
-        Arc::new(SystemClock),
+        Arc::new(TokioClock::system()),
         Arc::new(Cl100kBase),
     ));
     let journal = Arc::new(FileJournal::open(&workspace)?);

@@ -257,3 +257,110 @@ async fn an_existing_nanobot_ai_workspace_continues_where_it_stopped() {
         .collect();
     assert_eq!(files.len(), 1);
 }
+
+/// Issue 12.2: four processes running 25 `nanobot run` turns each on one session, against a
+/// scripted loopback model that echoes what it was asked. Turns never interleave (every
+/// user message is followed by its own answer), nothing is lost or doubled, no run fails,
+/// though background consolidations race the other processes' appends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_processes_on_one_session_never_interleave() {
+    use session_store::{FileSessionStore, SessionKey, SessionStore};
+    let ws = TempDir::new("cli-four-processes");
+    let responder: llm_http::testing::Responder = std::sync::Arc::new(|request| {
+        let body = request.json();
+        let last = body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let text = match last.strip_prefix("turn ") {
+            Some(turn) => format!("answer to {turn}"),
+            None => "Summary: the user asked numbered questions.".to_owned(),
+        };
+        Reply::json(
+            200,
+            &json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 100, "completion_tokens": 5}}),
+        )
+    });
+    let server = FakeServer::respond_with(responder).await;
+    let url = format!("{}/v1", server.url());
+    const PROCESSES: usize = 4;
+    const TURNS: usize = 25;
+    let mut workers = Vec::new();
+    for p in 0..PROCESSES {
+        let (path, url) = (ws.path().to_owned(), url.clone());
+        workers.push(tokio::task::spawn_blocking(move || {
+            let mut failures = Vec::new();
+            for t in 0..TURNS {
+                let out = nanobot(
+                    &path,
+                    &[
+                        "--session",
+                        "cli:shared",
+                        "run",
+                        "-m",
+                        &format!("turn p{p} t{t}"),
+                    ],
+                    &[
+                        ("NANOBOT_BASE_URL", &url),
+                        // Small enough that background consolidations run and race.
+                        ("NANOBOT_CONTEXT_WINDOW", "2048"),
+                        ("NANOBOT_MAX_OUTPUT_TOKENS", "64"),
+                    ],
+                );
+                if !out.status.success() {
+                    failures.push(format!(
+                        "p{p} t{t}: {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    ));
+                }
+            }
+            failures
+        }));
+    }
+    let mut failures = Vec::new();
+    for worker in workers {
+        failures.extend(worker.await.unwrap());
+    }
+    assert!(failures.is_empty(), "runs failed:\n{}", failures.join("\n"));
+
+    let store = FileSessionStore::open_workspace(ws.path(), Default::default()).unwrap();
+    let loaded = store
+        .load(&SessionKey::new("cli:shared").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(loaded.repairs.is_empty(), "{:?}", loaded.repairs);
+    let messages: Vec<(String, String)> = loaded
+        .session
+        .messages()
+        .iter()
+        .map(|m| {
+            (
+                m.role().unwrap_or_default().to_owned(),
+                m.content()
+                    .and_then(|c| c.as_str())
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(messages.len(), 2 * PROCESSES * TURNS, "{messages:#?}");
+    let mut seen = std::collections::HashSet::new();
+    for pair in messages.chunks(2) {
+        let (role, asked) = &pair[0];
+        assert_eq!(role, "user", "{pair:?}");
+        let turn = asked.strip_prefix("turn ").expect("a user turn");
+        assert_eq!(
+            pair[1],
+            ("assistant".to_owned(), format!("answer to {turn}"))
+        );
+        assert!(seen.insert(turn.to_owned()), "{turn} doubled");
+    }
+    assert_eq!(seen.len(), PROCESSES * TURNS);
+    assert!(
+        loaded.session.last_consolidated() <= messages.len(),
+        "pointer within the messages"
+    );
+}

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use serde_json::json;
 use session_store::{
     Append, HistoryOptions, Loaded, MemorySessionStore, Revision, Session, SessionError,
-    SessionInfo, SessionKey, SessionManager, SessionStore,
+    SessionInfo, SessionKey, SessionManager, SessionStore, TurnLock,
 };
 
 use crate::support::{FixedClock, TempDir, a, counter, file_store, key, u};
@@ -45,6 +45,12 @@ impl SessionStore for Counting {
     }
     async fn delete(&self, key: &SessionKey) -> Result<bool, SessionError> {
         self.inner.delete(key).await
+    }
+    async fn try_lock_turn(&self, key: &SessionKey) -> Result<Option<TurnLock>, SessionError> {
+        self.inner.try_lock_turn(key).await
+    }
+    async fn current_revision(&self, key: &SessionKey) -> Result<Option<Revision>, SessionError> {
+        self.inner.current_revision(key).await
     }
 }
 
