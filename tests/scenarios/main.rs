@@ -312,3 +312,71 @@ async fn recent_history_shows_the_newest_entries_of_a_long_backlog() {
         "the oldest entries give way to the newest"
     );
 }
+
+/// A model whose answers report an enormous prompt, so the background consolidation after
+/// each turn runs (the turn itself does not need one).
+struct ReportsHugePrompts;
+
+#[async_trait]
+impl LlmClient for ReportsHugePrompts {
+    async fn complete(&self, _request: &LlmRequest) -> Result<LlmResponse, LlmError> {
+        let mut response = LlmResponse::text("noted");
+        response.usage = Some(llm_port::Usage {
+            prompt_tokens: 1_000_000,
+            completion_tokens: 1,
+            cached_tokens: 0,
+            cache_write_tokens: 0,
+        });
+        Ok(response)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new(8_192)
+    }
+}
+
+/// Issue 12.7: a background consolidation that fails is not dropped: it is recorded in the
+/// session, and `/status` and `nanobot sessions show` report it.
+#[tokio::test]
+async fn a_failed_background_consolidation_is_reported() {
+    let ws = TempDir::new("scenario-background-failure");
+    let bot = Bot::open(
+        config(ws.path(), 4_096),
+        Arc::new(ReportsHugePrompts),
+        Arc::new(SystemClock),
+    )
+    .await
+    .unwrap();
+    let k = key("cli:ada");
+    for i in 0..3 {
+        bot.turn(&k, &format!("first message {i}"), &quiet())
+            .await
+            .unwrap();
+        bot.finish().await.unwrap();
+    }
+    drop(bot);
+    let bot = Bot::open(
+        config(ws.path(), 4_096),
+        Arc::new(ReportsHugePrompts),
+        Arc::new(SystemClock),
+    )
+    .await
+    .unwrap();
+    // The journal can no longer be written (its counter file is in the way): the next
+    // archive fails.
+    let cursor = ws.path().join("memory/.cursor");
+    let _ = std::fs::remove_file(&cursor);
+    std::fs::create_dir_all(cursor.join("in-the-way")).unwrap();
+    for text in ["one more", "and another"] {
+        bot.turn(&k, text, &quiet()).await.unwrap();
+        bot.finish().await.unwrap();
+    }
+
+    let status = commands::status(&bot, &k).await.unwrap();
+    assert!(
+        status.contains("Last background failure: ") && status.contains("consolidation: "),
+        "{status}"
+    );
+    let shown = commands::sessions_show(&bot, &k).await.unwrap();
+    assert!(shown.contains("Last background failure: "), "{shown}");
+}

@@ -283,7 +283,26 @@ impl Dream {
         self.run_inner(Trigger::Manual, true).await
     }
 
+    #[tracing::instrument(name = "dream_run", skip(self), fields(trigger = trigger.name()))]
     async fn run_inner(&self, trigger: Trigger, dry_run: bool) -> Result<RunReport, DreamError> {
+        let started = std::time::Instant::now();
+        let result = self.run_logged(trigger, dry_run).await;
+        match &result {
+            Ok(report) => tracing::info!(
+                status = ?report.status,
+                steps = report.steps,
+                tool_calls = report.tool_calls,
+                tokens = report.tokens,
+                changes = report.changes.len(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "dream run finished"
+            ),
+            Err(e) => tracing::warn!(error = %e, "dream run failed"),
+        }
+        result
+    }
+
+    async fn run_logged(&self, trigger: Trigger, dry_run: bool) -> Result<RunReport, DreamError> {
         let _lease = self.acquire(if dry_run { "dry run" } else { trigger.name() })?;
         let started = self.clock.now();
         self.finish_pending().await?;

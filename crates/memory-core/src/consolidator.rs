@@ -85,6 +85,24 @@ pub enum RawReason {
     Empty,
 }
 
+impl std::fmt::Display for RawReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RawReason::NoBudget => f.write_str("the configuration leaves no input budget"),
+            RawReason::NotReplayable => {
+                f.write_str("a message is too large to replay within the budget")
+            }
+            RawReason::RequestTooLarge => {
+                f.write_str("the archive request would not fit the budget")
+            }
+            RawReason::CallFailed(e) => write!(f, "the model call failed: {e}"),
+            RawReason::Unfinished(reason) => write!(f, "the answer was unfinished ({reason:?})"),
+            RawReason::ToolCalls => f.write_str("the model called tools instead of answering"),
+            RawReason::Empty => f.write_str("the answer was empty"),
+        }
+    }
+}
+
 /// What one archive did.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -296,7 +314,45 @@ impl Consolidator {
     /// the budget, until it is at most `budget * ratio` (at most `max_rounds` archives; a raw
     /// fallback stops the run). `reported_prompt_tokens`, the provider's count for the last
     /// request, is used instead of the first estimate when given.
+    #[tracing::instrument(
+        name = "consolidation",
+        skip_all,
+        fields(
+            session = %key.log_id(),
+            estimate_before = tracing::field::Empty,
+            estimate_after = tracing::field::Empty,
+            archives = tracing::field::Empty,
+        )
+    )]
     pub async fn maybe_consolidate(
+        &self,
+        key: &SessionKey,
+        reported_prompt_tokens: Option<usize>,
+    ) -> Result<ConsolidationReport, ConsolidationError> {
+        let started = std::time::Instant::now();
+        let result = self
+            .maybe_consolidate_inner(key, reported_prompt_tokens)
+            .await;
+        let span = tracing::Span::current();
+        match &result {
+            Ok(report) => {
+                span.record("estimate_before", report.estimate_before);
+                span.record("estimate_after", report.estimate_after);
+                span.record("archives", report.archives.len());
+                if !report.archives.is_empty() {
+                    tracing::info!(
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        over_budget = report.over_budget,
+                        "consolidated"
+                    );
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "consolidation failed"),
+        }
+        result
+    }
+
+    async fn maybe_consolidate_inner(
         &self,
         key: &SessionKey,
         reported_prompt_tokens: Option<usize>,
@@ -353,7 +409,27 @@ impl Consolidator {
     /// Archives everything not yet archived (the session went idle): one summary of the whole
     /// live part, kept in the session's metadata for the next turn's prompt. Messages added
     /// while the model answers stay live. `None` when there was nothing to archive.
+    #[tracing::instrument(name = "idle_compaction", skip_all, fields(session = %key.log_id()))]
     pub async fn compact_idle(
+        &self,
+        key: &SessionKey,
+    ) -> Result<Option<ArchiveRecord>, ConsolidationError> {
+        let started = std::time::Instant::now();
+        let result = self.compact_idle_inner(key).await;
+        match &result {
+            Ok(Some(record)) => tracing::info!(
+                messages = record.end - record.start,
+                raw = matches!(record.outcome, Archived::Raw { .. }),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "idle session archived"
+            ),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "idle compaction failed"),
+        }
+        result
+    }
+
+    async fn compact_idle_inner(
         &self,
         key: &SessionKey,
     ) -> Result<Option<ArchiveRecord>, ConsolidationError> {
@@ -623,6 +699,13 @@ impl Consolidator {
         chunk: &[session_store::StoredMessage],
         reason: RawReason,
     ) -> Result<Archived, ConsolidationError> {
+        tracing::warn!(
+            session = %key.log_id(),
+            start,
+            end,
+            reason = %reason,
+            "archive fell back to the raw messages"
+        );
         let lines = format_messages(chunk);
         let parts = raw_entries(chunk.len(), &lines, self.config.raw_part_max_chars);
         let entries: Vec<NewEntry<'_>> = parts

@@ -331,6 +331,37 @@ impl Bot {
         text: &str,
         sink: &TextSink,
     ) -> Result<TurnReport, AppError> {
+        use tracing::Instrument;
+        let span = tracing::info_span!(
+            "turn",
+            session = %key.log_id(),
+            prompt_tokens = tracing::field::Empty,
+            consolidated_before = tracing::field::Empty,
+        );
+        tracing::debug!(parent: &span, key = %key, "turn started");
+        let started = std::time::Instant::now();
+        let result = self
+            .turn_traced(key, text, sink)
+            .instrument(span.clone())
+            .await;
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        match &result {
+            Ok(report) => {
+                span.record("prompt_tokens", report.prompt_tokens);
+                span.record("consolidated_before", report.consolidated_before);
+                tracing::info!(parent: &span, elapsed_ms, "turn finished");
+            }
+            Err(e) => tracing::info!(parent: &span, elapsed_ms, error = %e, "turn failed"),
+        }
+        result
+    }
+
+    async fn turn_traced(
+        &self,
+        key: &SessionKey,
+        text: &str,
+        sink: &TextSink,
+    ) -> Result<TurnReport, AppError> {
         let _busy = self.autocompact.as_ref().map(|a| a.turn_started(key));
         let _turn = self
             .sessions
@@ -399,11 +430,26 @@ impl Bot {
         let task = self
             .consolidator
             .consolidate_in_background(key.clone(), reported);
+        let (sessions, clock, key_owned) = (self.sessions.clone(), self.clock.clone(), key.clone());
         self.background
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(tokio::spawn(async move {
-                let _ = task.await;
+                let failure = match task.await {
+                    Ok(Ok(_)) => None,
+                    Ok(Err(e)) => Some(e.to_string()),
+                    Err(e) => Some(format!("the task ended abnormally: {e}")),
+                };
+                if let Some(error) = failure {
+                    record_background_failure(
+                        &sessions,
+                        clock.as_ref(),
+                        &key_owned,
+                        "consolidation",
+                        &error,
+                    )
+                    .await;
+                }
             }));
         if let Some(autocompact) = &self.autocompact {
             autocompact.touch(key);
@@ -448,6 +494,48 @@ impl Bot {
             n => format!("New session started; the {n} earlier messages were archived to memory."),
         })
     }
+}
+
+/// The session metadata field that holds the last failure of background work on the
+/// session (`{"at", "what", "error"}`), so `/status` and `nanobot sessions show` can report
+/// it from any process. nanobot-ai keeps unknown metadata as it is.
+pub const BACKGROUND_FAILURE_KEY: &str = "_nanobot_rs_background_failure";
+
+/// Logs a failure of background work (`what`: consolidation, idle compaction) on `key` and
+/// records it in the session's metadata. A failure to record it is logged too; neither
+/// can fail the caller.
+pub async fn record_background_failure(
+    sessions: &SessionManager,
+    clock: &dyn Clock,
+    key: &SessionKey,
+    what: &str,
+    error: &str,
+) {
+    tracing::warn!(session = %key.log_id(), what, error, "background work failed");
+    let Ok(handle) = sessions.get_or_create(key).await else {
+        return;
+    };
+    let at = clock.now().format("%Y-%m-%d %H:%M:%S UTC").to_string();
+    handle.update(|s| {
+        s.metadata_mut().insert(
+            BACKGROUND_FAILURE_KEY.into(),
+            serde_json::json!({"at": at, "what": what, "error": error}),
+        );
+    });
+    if let Err(e) = sessions.end_turn(&handle).await {
+        tracing::warn!(session = %key.log_id(), error = %e, "the failure could not be recorded");
+    }
+}
+
+/// The last recorded background failure of a session, as one line.
+pub fn background_failure(session: &Session) -> Option<String> {
+    let failure = session.meta().metadata.get(BACKGROUND_FAILURE_KEY)?;
+    Some(format!(
+        "{} {}: {}",
+        failure.get("at")?.as_str()?,
+        failure.get("what")?.as_str()?,
+        failure.get("error")?.as_str()?
+    ))
 }
 
 /// Dream's steps: on a terminal one line rewritten in place, otherwise plain lines (on

@@ -10,71 +10,159 @@ use llm_port::{TextSink, TokioClock};
 use memory_store::{Document, MemoryDocuments, MemoryDocumentsExt};
 use session_store::SessionKey;
 
+use clap::{ArgAction, CommandFactory, Parser, Subcommand, ValueEnum};
+
 use crate::bot::{Bot, model_client};
 use crate::commands;
 use crate::config::Config;
 use crate::error::AppError;
 
-/// The usage text.
-pub const USAGE: &str = "nanobot: a personal bot with memory.
-
-Usage: nanobot [--config FILE] [--workspace DIR] [--session KEY] <command>
-
-Commands:
-  chat                          talk with the bot (Ctrl-C cancels an answer, Ctrl-D leaves)
-  run -m TEXT                   one turn (the text from stdin without -m); exit code 1 on failure
-  sessions list|show KEY|export KEY|delete KEY
-  memory show|history [N]|log|restore ID
-  dream run [--dry-run]|status
-  init                          a new workspace from the templates
-  config show                   the effective configuration (secrets redacted)
-  demo                          memory at work against the local model (cargo xtask demo)
-  help                          this text
-
-Configuration: --config FILE, else $NANOBOT_CONFIG, else ./nanobot.toml when present;
-environment variables override it (see the README).";
-
-struct Options {
-    config: Option<PathBuf>,
-    workspace: Option<String>,
-    session: String,
-    rest: Vec<String>,
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "nanobot",
+    version,
+    about = "nanobot: a personal bot with memory.",
+    after_help = "Configuration: --config FILE, else $NANOBOT_CONFIG, else ./nanobot.toml when \
+                  present; environment variables override it (see the README). Logs go to \
+                  stderr: -v for more, -q for errors only, RUST_LOG for a filter.",
+    args_override_self = true,
+    disable_help_subcommand = false
+)]
+pub struct Cli {
+    /// The configuration file.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The agent workspace (overrides `workspace` of the configuration).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub workspace: Option<String>,
+    /// The session key, `channel:chat_id`.
+    #[arg(long, global = true, value_name = "KEY", default_value = "cli:direct")]
+    pub session: String,
+    /// More log output on stderr (-v: info, -vv: debug, -vvv: trace).
+    #[arg(short, long, global = true, action = ArgAction::Count)]
+    pub verbose: u8,
+    /// Errors only on stderr.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Option<Command>,
 }
 
-fn parse(args: &[String]) -> Result<Options, AppError> {
-    let mut options = Options {
-        config: None,
-        workspace: None,
-        session: "cli:direct".into(),
-        rest: Vec::new(),
-    };
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        let mut value = |name: &str| {
-            iter.next()
-                .cloned()
-                .ok_or_else(|| AppError::Usage(format!("{name} needs a value")))
-        };
-        match arg.as_str() {
-            "--config" => options.config = Some(PathBuf::from(value("--config")?)),
-            "--workspace" => options.workspace = Some(value("--workspace")?),
-            "--session" => options.session = value("--session")?,
-            _ => {
-                options.rest.push(arg.clone());
-                options.rest.extend(iter.by_ref().cloned());
-                break;
-            }
-        }
-    }
-    Ok(options)
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Talk with the bot (Ctrl-C cancels an answer, Ctrl-D leaves).
+    Chat,
+    /// One turn; the text from stdin without -m. Exit code 1 on failure.
+    Run {
+        /// The message.
+        #[arg(short, long, value_name = "TEXT", num_args = 1.., allow_hyphen_values = true)]
+        message: Option<Vec<String>>,
+    },
+    /// The stored sessions.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
+    /// Long-term memory: the files, the journal, the versions.
+    #[command(subcommand)]
+    Memory(MemoryCommand),
+    /// Dream, the memory curator.
+    #[command(subcommand)]
+    Dream(DreamCommand),
+    /// A new workspace from the templates.
+    Init,
+    /// The configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Memory at work against the local model (`cargo xtask demo`).
+    Demo,
+    /// A completion script for a shell, on stdout.
+    Completions {
+        /// The shell.
+        shell: Shell,
+    },
+}
+
+/// `nanobot sessions ...`
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Every session, most recently updated first.
+    List,
+    /// A session's messages.
+    Show {
+        /// The session key.
+        key: String,
+    },
+    /// A session as JSON lines.
+    Export {
+        /// The session key.
+        key: String,
+    },
+    /// Deletes a session.
+    Delete {
+        /// The session key.
+        key: String,
+    },
+}
+
+/// `nanobot memory ...`
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// The memory files.
+    Show,
+    /// The newest history entries.
+    History {
+        /// How many.
+        #[arg(default_value_t = 10)]
+        count: usize,
+    },
+    /// The memory versions, or one version's diff.
+    Log {
+        /// A version id (a unique prefix is enough).
+        id: Option<String>,
+    },
+    /// Restores the memory files of a version (itself a new, restorable version).
+    Restore {
+        /// A version id (a unique prefix is enough).
+        id: String,
+    },
+}
+
+/// `nanobot dream ...`
+#[derive(Debug, Subcommand)]
+pub enum DreamCommand {
+    /// Runs Dream now.
+    Run {
+        /// Shows what would change and changes nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// The backlog, the next and the last run.
+    Status,
+}
+
+/// `nanobot config ...`
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// The effective configuration (secrets redacted).
+    Show,
+}
+
+/// The shells completions are written for.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Shell {
+    /// Bash.
+    Bash,
+    /// Zsh.
+    Zsh,
+    /// Fish.
+    Fish,
 }
 
 /// Loads the configuration the options and environment name.
-fn load_config(
-    options: &Options,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Config, AppError> {
-    let path = options
+fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, AppError> {
+    let path = cli
         .config
         .clone()
         .or_else(|| env("NANOBOT_CONFIG").map(PathBuf::from))
@@ -82,7 +170,7 @@ fn load_config(
             let local = PathBuf::from("nanobot.toml");
             local.is_file().then_some(local)
         });
-    let workspace = options.workspace.clone();
+    let workspace = cli.workspace.clone();
     let with_workspace = move |name: &str| {
         if name == "NANOBOT_WORKSPACE"
             && let Some(ws) = &workspace
@@ -94,13 +182,37 @@ fn load_config(
     Config::load(path.as_deref(), &with_workspace)
 }
 
+/// Parses the command line `args` (without the program name). `Err` holds what to print
+/// and the exit code: help and `--version` on stdout with 0, usage errors (with
+/// suggestions) on stderr with 2.
+pub fn parse(args: &[String]) -> Result<Cli, clap::Error> {
+    Cli::try_parse_from(std::iter::once("nanobot".to_owned()).chain(args.iter().cloned()))
+}
+
 /// Runs the command line `args` (without the program name); the exit code.
 pub async fn run_cli(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let cli = match parse(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let text = e.render().to_string();
+            if e.use_stderr() {
+                let _ = write!(err, "{text}");
+            } else {
+                let _ = write!(out, "{text}");
+            }
+            return e.exit_code();
+        }
+    };
+    run_parsed(cli, out, err).await
+}
+
+/// Runs a parsed command line; the exit code.
+pub async fn run_parsed(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let env = |name: &str| std::env::var(name).ok();
-    match dispatch(args, &env, out).await {
+    match dispatch(cli, &env, out).await {
         Ok(()) => 0,
         Err(AppError::Usage(text)) => {
-            let _ = writeln!(err, "{text}\nRun `nanobot help` for the commands.");
+            let _ = writeln!(err, "error: {text}\n\nFor more information, try '--help'.");
             2
         }
         Err(e) => {
@@ -110,29 +222,40 @@ pub async fn run_cli(args: &[String], out: &mut dyn Write, err: &mut dyn Write) 
     }
 }
 
+fn session_key(text: &str, what: &str) -> Result<SessionKey, AppError> {
+    SessionKey::new(text).map_err(|e| AppError::Usage(format!("{what}: {e}")))
+}
+
 async fn dispatch(
-    args: &[String],
+    cli: Cli,
     env: &dyn Fn(&str) -> Option<String>,
     out: &mut dyn Write,
 ) -> Result<(), AppError> {
-    let options = parse(args)?;
-    let words: Vec<&str> = options.rest.iter().map(String::as_str).collect();
-    let key = SessionKey::new(options.session.clone())
-        .map_err(|e| AppError::Usage(format!("--session: {e}")))?;
+    let key = session_key(&cli.session, "--session")?;
     let say = |out: &mut dyn Write, text: &str| {
         let _ = writeln!(out, "{text}");
     };
-    match words.as_slice() {
-        [] | ["help"] | ["--help"] | ["-h"] => {
-            say(out, USAGE);
+    let Some(command) = &cli.command else {
+        let _ = write!(out, "{}", Cli::command().render_help());
+        return Ok(());
+    };
+    match command {
+        Command::Completions { shell } => {
+            let mut command = Cli::command();
+            let shell = match shell {
+                Shell::Bash => clap_complete::Shell::Bash,
+                Shell::Zsh => clap_complete::Shell::Zsh,
+                Shell::Fish => clap_complete::Shell::Fish,
+            };
+            clap_complete::generate(shell, &mut command, "nanobot", out);
             Ok(())
         }
-        ["config", "show"] => {
-            say(out, &load_config(&options, env)?.show());
+        Command::Config(ConfigCommand::Show) => {
+            say(out, &load_config(&cli, env)?.show());
             Ok(())
         }
-        ["init"] => {
-            let config = load_config(&options, env)?;
+        Command::Init => {
+            let config = load_config(&cli, env)?;
             let bot = open(config).await?;
             let written = bot.documents.initialize().await?;
             let agents = bot.config.workspace.join("AGENTS.md");
@@ -161,23 +284,18 @@ async fn dispatch(
             );
             Ok(())
         }
-        ["run", rest @ ..] => {
-            let text = match rest {
-                ["-m", text @ ..] if !text.is_empty() => text.join(" "),
-                [] => {
-                    let mut text = String::new();
-                    std::io::stdin().lock().read_line(&mut text).ok();
-                    let mut all = text;
+        Command::Run { message } => {
+            let text = match message {
+                Some(words) => words.join(" "),
+                None => {
+                    let mut all = String::new();
                     for line in std::io::stdin().lock().lines().map_while(Result::ok) {
-                        all.push('\n');
+                        if !all.is_empty() {
+                            all.push('\n');
+                        }
                         all.push_str(&line);
                     }
                     all
-                }
-                _ => {
-                    return Err(AppError::Usage(
-                        "usage: nanobot run -m TEXT (or the text on stdin)".into(),
-                    ));
                 }
             };
             if text.trim().is_empty() {
@@ -185,82 +303,70 @@ async fn dispatch(
                     "nothing to say: give -m TEXT or text on stdin".into(),
                 ));
             }
-            let bot = open(load_config(&options, env)?).await?;
+            let bot = open(load_config(&cli, env)?).await?;
             let report = bot.turn(&key, text.trim(), &silent()).await?;
             say(out, &report.answer);
             bot.finish().await
         }
-        ["chat"] => {
-            let bot = Arc::new(open(load_config(&options, env)?).await?);
+        Command::Chat => {
+            let bot = Arc::new(open(load_config(&cli, env)?).await?);
             chat(bot, key).await
         }
-        ["sessions", "list"] => {
-            let bot = open(load_config(&options, env)?).await?;
+        Command::Sessions(SessionsCommand::List) => {
+            let bot = open(load_config(&cli, env)?).await?;
             say(out, &commands::sessions_list(&bot).await?);
             Ok(())
         }
-        ["sessions", action @ ("show" | "export" | "delete"), target] => {
-            let bot = open(load_config(&options, env)?).await?;
-            let target = SessionKey::new(*target).map_err(|e| AppError::Usage(e.to_string()))?;
-            let text = match *action {
-                "show" => commands::sessions_show(&bot, &target).await?,
-                "export" => commands::sessions_export(&bot, &target).await?,
+        Command::Sessions(
+            SessionsCommand::Show { key: target }
+            | SessionsCommand::Export { key: target }
+            | SessionsCommand::Delete { key: target },
+        ) => {
+            let target = session_key(target, "the session key")?;
+            let bot = open(load_config(&cli, env)?).await?;
+            let text = match command {
+                Command::Sessions(SessionsCommand::Show { .. }) => {
+                    commands::sessions_show(&bot, &target).await?
+                }
+                Command::Sessions(SessionsCommand::Export { .. }) => {
+                    commands::sessions_export(&bot, &target).await?
+                }
                 _ => commands::sessions_delete(&bot, &target).await?,
             };
             say(out, &text);
             Ok(())
         }
-        ["memory", "show"] => {
-            let bot = open(load_config(&options, env)?).await?;
+        Command::Memory(MemoryCommand::Show) => {
+            let bot = open(load_config(&cli, env)?).await?;
             say(out, &commands::memory_show(&bot).await?);
             Ok(())
         }
-        ["memory", "history", rest @ ..] => {
-            let count = rest
-                .first()
-                .map(|n| {
-                    n.parse::<usize>()
-                        .map_err(|_| AppError::Usage(format!("{n:?} is not a number")))
-                })
-                .transpose()?
-                .unwrap_or(10);
-            let bot = open(load_config(&options, env)?).await?;
-            say(out, &commands::memory_history(&bot, count).await?);
+        Command::Memory(MemoryCommand::History { count }) => {
+            let bot = open(load_config(&cli, env)?).await?;
+            say(out, &commands::memory_history(&bot, *count).await?);
             Ok(())
         }
-        ["memory", "log", rest @ ..] => {
-            let bot = open(load_config(&options, env)?).await?;
-            say(
-                out,
-                &commands::dream_log(&bot, rest.first().copied()).await?,
-            );
+        Command::Memory(MemoryCommand::Log { id }) => {
+            let bot = open(load_config(&cli, env)?).await?;
+            say(out, &commands::dream_log(&bot, id.as_deref()).await?);
             Ok(())
         }
-        ["memory", "restore", id] => {
-            let bot = open(load_config(&options, env)?).await?;
+        Command::Memory(MemoryCommand::Restore { id }) => {
+            let bot = open(load_config(&cli, env)?).await?;
             say(out, &commands::dream_restore(&bot, Some(id)).await?);
             Ok(())
         }
-        ["dream", "run", rest @ ..] => {
-            let dry = match rest {
-                [] => false,
-                ["--dry-run"] => true,
-                _ => {
-                    return Err(AppError::Usage(
-                        "usage: nanobot dream run [--dry-run]".into(),
-                    ));
-                }
-            };
-            let bot = open(load_config(&options, env)?).await?;
+        Command::Dream(DreamCommand::Run { dry_run }) => {
+            let bot = open(load_config(&cli, env)?).await?;
             progress(
                 out,
                 "Dream: reading new history and curating memory (this can take a while)...",
             );
-            say(out, &commands::dream_run(&bot, dry).await?);
+            say(out, &commands::dream_run(&bot, *dry_run).await?);
             Ok(())
         }
-        ["dream", "status"] => {
-            let bot = open(load_config(&options, env)?).await?;
+        Command::Dream(DreamCommand::Status) => {
+            let bot = open(load_config(&cli, env)?).await?;
             let status = commands::status(&bot, &key).await?;
             let dream_lines: Vec<&str> = status
                 .lines()
@@ -279,11 +385,9 @@ async fn dispatch(
             );
             Ok(())
         }
-        ["demo", rest @ ..] => crate::demo::run(rest, env, out).await,
-        other => Err(AppError::Usage(format!(
-            "unknown command `{}`",
-            other.join(" ")
-        ))),
+        Command::Demo => {
+            crate::demo::run(cli.workspace.as_ref().map(PathBuf::from), env, out).await
+        }
     }
 }
 
@@ -311,16 +415,37 @@ async fn chat(bot: Arc<Bot>, key: SessionKey) -> Result<(), AppError> {
     let shutdown = Arc::new(tokio::sync::Notify::new());
     if let Some(autocompact) = bot.autocompact.clone() {
         let stop = shutdown.clone();
+        let (sessions, clock) = (bot.sessions.clone(), bot.clock.clone());
         tokio::spawn(
-            autocompact.run(async move { stop.notified().await }, |done| {
-                if let Ok(Some(record)) = &done.result {
-                    println!(
+            autocompact.run(
+                async move { stop.notified().await },
+                move |done| match &done.result {
+                    Ok(Some(record)) => println!(
                         "\n[memory] {} was idle: {} messages archived",
                         done.key,
                         record.end - record.start
-                    );
-                }
-            }),
+                    ),
+                    Ok(None) => {}
+                    Err(e) => {
+                        let (sessions, clock, key, error) = (
+                            sessions.clone(),
+                            clock.clone(),
+                            done.key.clone(),
+                            e.to_string(),
+                        );
+                        tokio::spawn(async move {
+                            crate::bot::record_background_failure(
+                                &sessions,
+                                clock.as_ref(),
+                                &key,
+                                "idle compaction",
+                                &error,
+                            )
+                            .await;
+                        });
+                    }
+                },
+            ),
         );
     }
     if let Some(schedule) = bot.schedule.clone() {

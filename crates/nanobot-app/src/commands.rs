@@ -70,7 +70,14 @@ pub async fn status(bot: &Bot, key: &SessionKey) -> Result<String, AppError> {
         }
         None => out.push_str("Last consolidation: none yet\n"),
     }
-    let unread = bot.journal.latest_cursor().await? - bot.journal.dream_cursor().await?;
+    if let Some(failure) = handle.read(crate::bot::background_failure) {
+        let _ = writeln!(out, "Last background failure: {failure}");
+    }
+    let unread = bot
+        .journal
+        .latest_cursor()
+        .await?
+        .saturating_sub(bot.journal.dream_cursor().await?);
     let _ = writeln!(out, "Journal: {unread} entries not yet read by Dream");
     match &bot.schedule {
         Some(schedule) => {
@@ -207,6 +214,9 @@ pub async fn sessions_show(bot: &Bot, key: &SessionKey) -> Result<String, AppErr
         session.messages().len(),
         session.last_consolidated()
     );
+    if let Some(failure) = crate::bot::background_failure(&session) {
+        let _ = writeln!(out, "Last background failure: {failure}");
+    }
     for (i, m) in session.messages().iter().enumerate() {
         let marker = if i < session.last_consolidated() {
             "·"

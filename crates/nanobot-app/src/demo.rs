@@ -31,21 +31,15 @@ const CONVERSATION: [&str; 12] = [
     "Remind me: what did I tell you about allergies, and what should I say in Portuguese at restaurants?",
 ];
 
-/// Runs the demo; `args` may hold `--workspace DIR`.
+/// Runs the demo in `workspace` (a new temporary directory when `None`).
 pub async fn run(
-    args: &[&str],
+    workspace: Option<std::path::PathBuf>,
     env: &dyn Fn(&str) -> Option<String>,
     out: &mut dyn Write,
 ) -> Result<(), AppError> {
-    let workspace = match args {
-        ["--workspace", dir] => std::path::PathBuf::from(dir),
-        [] => std::env::temp_dir().join(format!("nanobot-demo-{}", std::process::id())),
-        _ => {
-            return Err(AppError::Usage(
-                "usage: nanobot demo [--workspace DIR]".into(),
-            ));
-        }
-    };
+    let workspace = workspace.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("nanobot-demo-{}", std::process::id()))
+    });
     let demo_env = |name: &str| -> Option<String> {
         match name {
             "NANOBOT_WORKSPACE" => Some(workspace.display().to_string()),

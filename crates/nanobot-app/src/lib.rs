@@ -6,6 +6,7 @@ pub mod commands;
 pub mod config;
 pub mod demo;
 mod error;
+pub mod logging;
 
 pub use bot::{Bot, TurnReport, model_client};
 pub use config::{Config, Provider};

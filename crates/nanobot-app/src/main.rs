@@ -5,6 +5,15 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let cli = match nanobot_app::cli::parse(&args) {
+        Ok(cli) => cli,
+        // Help, --version and usage errors (with suggestions), printed as clap prints them.
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
+    nanobot_app::logging::init(cli.verbose, cli.quiet);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -19,7 +28,7 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         let mut out = std::io::stdout();
         let mut err = std::io::stderr();
-        nanobot_app::cli::run_cli(&args, &mut out, &mut err).await
+        nanobot_app::cli::run_parsed(cli, &mut out, &mut err).await
     });
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

@@ -69,6 +69,13 @@ impl SessionKey {
         self.0.starts_with("dream:")
     }
 
+    /// A short, stable stand-in for the key in logs (the first 12 hex digits of its
+    /// SHA-256): a key names a person's chat, so logs at info level carry this instead.
+    pub fn log_id(&self) -> String {
+        let digest = Sha256::digest(self.0.as_bytes());
+        digest[..6].iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     /// The file stem nanobot-ai uses: unpadded base64url of the key's UTF-8 bytes. Keys whose
     /// encoding would not fit a file name get `~h` and the SHA-256 of the key instead (the
     /// metadata record keeps the full key, and loading checks it).

@@ -30,6 +30,7 @@ fn nanobot(workspace: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
         "NANOBOT_BASE_URL",
         "OPENAI_API_KEY",
         "ANTHROPIC_API_KEY",
+        "RUST_LOG",
     ] {
         command.env_remove(var);
     }
@@ -363,4 +364,118 @@ async fn four_processes_on_one_session_never_interleave() {
         loaded.session.last_consolidated() <= messages.len(),
         "pointer within the messages"
     );
+}
+
+/// Issue 12.3 and 12.11: a server answering 429 with a hostile `retry-after` (1e20, inf,
+/// twenty nines) gives a bounded wait or none, never a panic (exit 101); the run fails
+/// with exit 1 and says that the user's message was kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_retry_after_fails_cleanly_and_says_what_was_kept() {
+    for value in ["1e20", "inf", "99999999999999999999", "-5", "NaN"] {
+        let ws = TempDir::new("cli-retry-after");
+        let limited = Reply::json_with(
+            429,
+            &json!({"error": {"message": "slow down"}}),
+            &[("retry-after", value)],
+        );
+        // Enough replies for every retry the decorator may make.
+        let server = FakeServer::start(vec![limited; 8]).await;
+        let (path, url) = (ws.path().to_owned(), format!("{}/v1", server.url()));
+        let out = tokio::task::spawn_blocking(move || {
+            nanobot(
+                &path,
+                &["run", "-m", "hello there"],
+                &[
+                    ("NANOBOT_BASE_URL", &url),
+                    ("NANOBOT_REQUEST_TIMEOUT_SECS", "5"),
+                ],
+            )
+        })
+        .await
+        .unwrap();
+        let said = text(&out, ws.path());
+        assert_eq!(out.status.code(), Some(1), "retry-after {value}: {said}");
+        assert!(!said.contains("panicked"), "{said}");
+        assert!(
+            said.contains("Your message was kept in session cli:direct; no answer was saved."),
+            "retry-after {value}: {said}"
+        );
+    }
+}
+
+/// Issue 12.10: help for every command and subcommand, usage errors with suggestions,
+/// `--version`, shell completions; issue 12.7: `-v` logs the turn on stderr.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_behaves_like_one() {
+    let ws = TempDir::new("cli-clap");
+    for args in [
+        &["sessions", "--help"][..],
+        &["help", "sessions"],
+        &["memory", "--help"],
+        &["dream", "run", "--help"],
+        &["run", "--help"],
+    ] {
+        let out = nanobot(ws.path(), args, &[]);
+        assert!(out.status.success(), "{args:?}: {}", text(&out, ws.path()));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("Usage: nanobot"),
+            "{args:?}"
+        );
+    }
+    insta::assert_snapshot!(
+        "sessions_help",
+        text(&nanobot(ws.path(), &["sessions", "--help"], &[]), ws.path())
+    );
+
+    let typo = nanobot(ws.path(), &["sesions", "list"], &[]);
+    assert_eq!(typo.status.code(), Some(2));
+    let said = text(&typo, ws.path());
+    assert!(
+        said.contains("similar subcommand exists: 'sessions'"),
+        "{said}"
+    );
+    let flag = nanobot(ws.path(), &["dream", "run", "--dryrun"], &[]);
+    assert_eq!(flag.status.code(), Some(2));
+    assert!(text(&flag, ws.path()).contains("--dry-run"));
+
+    let version = nanobot(ws.path(), &["--version"], &[]);
+    assert!(version.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout),
+        format!("nanobot {}\n", env!("CARGO_PKG_VERSION"))
+    );
+    for shell in ["bash", "zsh", "fish"] {
+        let out = nanobot(ws.path(), &["completions", shell], &[]);
+        assert!(out.status.success(), "{shell}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            script.contains("sessions") && script.contains("dry-run"),
+            "{shell}"
+        );
+    }
+
+    // -v shows the turn's span and timing on stderr; without it stderr stays quiet.
+    let answer = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}]});
+    let server =
+        FakeServer::start(vec![Reply::json(200, &answer), Reply::json(200, &answer)]).await;
+    let (path, url) = (ws.path().to_owned(), format!("{}/v1", server.url()));
+    let (quiet, verbose) = tokio::task::spawn_blocking(move || {
+        let env = [("NANOBOT_BASE_URL", url.as_str())];
+        (
+            nanobot(&path, &["run", "-m", "hello"], &env),
+            nanobot(&path, &["-v", "run", "-m", "hello again"], &env),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(quiet.status.success() && verbose.status.success());
+    assert_eq!(String::from_utf8_lossy(&quiet.stderr), "");
+    let log = String::from_utf8_lossy(&verbose.stderr);
+    assert!(
+        log.contains("turn finished") && log.contains("elapsed_ms"),
+        "{log}"
+    );
+    // At info level the session is a hash, never its key.
+    assert!(!log.contains("cli:direct"), "{log}");
+    assert_eq!(String::from_utf8_lossy(&verbose.stdout), "Hi\n");
 }
