@@ -91,8 +91,16 @@ fn ci(root: &Path) -> Result<(), String> {
         ],
         &[],
     )?;
-    // Snapshots are never written by CI: a missing or changed one fails the run.
-    let insta = [("INSTA_UPDATE", "no")];
+    // Snapshots are never written by CI: a missing or changed one fails the run. Tests
+    // that skip for a missing service (peer, local model, git) record why in the skip
+    // log; under CI=true they fail instead.
+    let skip_log = env::temp_dir().join(format!("nanobot-xtask-skips-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&skip_log);
+    let skip_log_text = skip_log.display().to_string();
+    let insta = [
+        ("INSTA_UPDATE", "no"),
+        ("NANOBOT_SKIP_LOG", skip_log_text.as_str()),
+    ];
     if has_nextest(root) {
         step(
             root,
@@ -142,8 +150,30 @@ fn ci(root: &Path) -> Result<(), String> {
         ],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
+    report_skips(&skip_log);
     println!("\nxtask ci: all checks passed in {:.0?}", started.elapsed());
     Ok(())
+}
+
+/// Prints how many checks skipped and why (from the skip log the tests append to), so a
+/// green run says what it did not check.
+fn report_skips(log: &Path) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let _ = std::fs::remove_file(log);
+    let mut by_reason: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for line in text.lines() {
+        let (reason, test) = line.split_once('\t').unwrap_or((line, "?"));
+        by_reason.entry(reason).or_default().push(test);
+    }
+    let total: usize = by_reason.values().map(Vec::len).sum();
+    if total == 0 {
+        println!("\nskipped checks: none (every peer, model and git check ran)");
+        return;
+    }
+    println!("\nskipped checks: {total} (they run under CI=true, where a missing service fails)");
+    for (reason, tests) in by_reason {
+        println!("  {} x {reason}: {}", tests.len(), tests.join(", "));
+    }
 }
 
 fn has_nextest(root: &Path) -> bool {

@@ -41,14 +41,73 @@ impl Drop for TempDir {
     }
 }
 
-/// The Python of a nanobot-ai 0.3.5 install, from `NANOBOT_PEER_PYTHON` (`.ci/run` sets
-/// it); without it, prints that `test` skips and returns `None`.
-pub fn peer_python(test: &str) -> Option<String> {
-    let python = std::env::var("NANOBOT_PEER_PYTHON").ok();
-    if python.is_none() {
-        println!("skipped: NANOBOT_PEER_PYTHON is not set ({test})");
+/// Records that `test` skips because `reason` (a missing service: the peer, the local
+/// model, git). Outside CI it prints `skipped: …` and appends a line to the file named by
+/// `NANOBOT_SKIP_LOG` (which `cargo xtask ci` counts and reports at the end). Under
+/// `CI=true` a missing service is a failure: it panics, so a green CI run can never hide
+/// a check that did not run.
+pub fn skip(test: &str, reason: &str) {
+    skip_with(&|name| std::env::var(name).ok(), test, reason);
+}
+
+/// [`skip`] with the environment given, for its own test.
+pub fn skip_with(env: &dyn Fn(&str) -> Option<String>, test: &str, reason: &str) {
+    if env("CI").is_some_and(|v| v == "true" || v == "1") {
+        panic!("{test} cannot run under CI=true: {reason}");
     }
-    python
+    println!("skipped: {reason} ({test})");
+    if let Some(log) = env("NANOBOT_SKIP_LOG") {
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+        {
+            // One write of one line: appends from parallel tests stay whole lines.
+            let _ = file.write_all(format!("{reason}\t{test}\n").as_bytes());
+        }
+    }
+}
+
+/// The value of the environment variable `var`, or a recorded [`skip`] of `test` with
+/// `hint` when it is not set.
+pub fn required_env(var: &str, test: &str, hint: &str) -> Option<String> {
+    let value = std::env::var(var).ok().filter(|v| !v.is_empty());
+    if value.is_none() {
+        skip(test, &format!("{var} is not set ({hint})"));
+    }
+    value
+}
+
+/// The Python of a nanobot-ai 0.3.5 install, from `NANOBOT_PEER_PYTHON` (`.ci/run` sets
+/// it); without it, a recorded [`skip`] of `test` and `None`.
+pub fn peer_python(test: &str) -> Option<String> {
+    required_env(
+        "NANOBOT_PEER_PYTHON",
+        test,
+        "the nanobot-ai peer; .ci/run installs it",
+    )
+}
+
+/// The base URL of the local model (`LOCAL_LLM_BASE_URL`, set by `.ci/run` after
+/// `cargo xtask llm start`); without it, a recorded [`skip`] of `test` and `None`.
+pub fn local_llm(test: &str) -> Option<String> {
+    required_env(
+        "LOCAL_LLM_BASE_URL",
+        test,
+        "the local model; cargo xtask llm start prints it",
+    )
+}
+
+/// Whether a `git` program runs here; without one, a recorded [`skip`] of `test`.
+pub fn git_program(test: &str) -> bool {
+    let found = Command::new("git")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        skip(test, "no git program to cross-check the repository");
+    }
+    found
 }
 
 /// Runs `script` with the peer's Python (`python -c script args...`, `stdin` fed in when
@@ -77,4 +136,28 @@ pub fn run_peer(python: &str, script: &str, args: &[&OsStr], stdin: Option<&[u8]
         String::from_utf8_lossy(&output.stderr)
     );
     serde_json::from_slice(output.stdout.trim_ascii()).expect("the peer script prints JSON")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 12.9: under CI=true a missing service fails the test; outside CI the skip is
+    /// printed and logged for `cargo xtask ci`'s count.
+    #[test]
+    fn skips_fail_under_ci_and_are_logged_outside() {
+        let dir = TempDir::new("skip-log");
+        let log = dir.path().join("skips.log");
+        let log_text = log.display().to_string();
+        let outside = |name: &str| (name == "NANOBOT_SKIP_LOG").then(|| log_text.clone());
+        skip_with(&outside, "a test", "no peer");
+        skip_with(&outside, "another test", "no git");
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            "no peer\ta test\nno git\tanother test\n"
+        );
+        let in_ci = |name: &str| (name == "CI").then(|| "true".to_owned());
+        let failed = std::panic::catch_unwind(|| skip_with(&in_ci, "a test", "no peer"));
+        assert!(failed.is_err(), "CI=true turns a skip into a failure");
+    }
 }

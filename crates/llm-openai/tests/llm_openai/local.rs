@@ -9,10 +9,7 @@ use llm_port::{FinishReason, LlmClient, LlmRequest, Message, ToolDefinition};
 use serde_json::json;
 
 fn local(stream: bool) -> Option<OpenAiClient> {
-    let Ok(url) = std::env::var("LOCAL_LLM_BASE_URL") else {
-        println!("skipped: LOCAL_LLM_BASE_URL is not set (cargo xtask llm start prints it)");
-        return None;
-    };
+    let url = bench_workload::testing::local_llm("llm-openai against the local model")?;
     assert!(
         url.starts_with("http://127.0.0.1") || url.starts_with("http://localhost"),
         "tests reach only loopback: {url}"

@@ -110,7 +110,6 @@ async fn git_versions_keep_the_contract_and_git_reads_them() {
     assert_eq!(again.log(10).await.unwrap(), git.log(10).await.unwrap());
 
     let Some(git_cli) = git_program() else {
-        println!("skipped: no git program to cross-check the repository");
         return;
     };
     let dir = git.dir().to_str().unwrap().to_owned();
@@ -178,12 +177,7 @@ async fn git_versions_keep_the_contract_and_git_reads_them() {
 }
 
 fn git_program() -> Option<String> {
-    Command::new("git")
-        .arg("--version")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|_| "git".to_owned())
+    bench_workload::testing::git_program("git cross-check of GitVersions").then(|| "git".to_owned())
 }
 
 #[tokio::test]

@@ -180,8 +180,7 @@ async fn one_turn_against_a_loopback_model_is_saved() {
 
 #[test]
 fn the_demo_runs_against_the_local_model() {
-    let Ok(url) = std::env::var("LOCAL_LLM_BASE_URL") else {
-        println!("skipped: LOCAL_LLM_BASE_URL is not set (cargo xtask llm start prints it)");
+    let Some(url) = bench_workload::testing::local_llm("the demo end to end") else {
         return;
     };
     let ws = TempDir::new("cli-demo");
