@@ -9,6 +9,7 @@
 //! | `backend` | ports, backend kits | free (that is why it is a crate of its own) |
 //! | `backend-kit` | ports | free; code several backends share (`llm-http`) |
 //! | `app` | anything | free |
+//! | `foundation` | nothing | as `port`; every layer may depend on it (`fs-support`) |
 //! | `support`, `tooling` | nothing | only dev-dependencies of other crates may name them |
 
 use std::collections::BTreeMap;
@@ -151,6 +152,7 @@ pub(crate) fn parse_crates(metadata: &Value) -> Result<Vec<Crate>, String> {
             "policy",
             "backend",
             "backend-kit",
+            "foundation",
             "app",
             "support",
             "tooling",
@@ -201,11 +203,18 @@ pub(crate) fn parse_crates(metadata: &Value) -> Result<Vec<Crate>, String> {
 /// Which workspace crates a crate of each layer may depend on.
 fn allowed_internal(layer: &str) -> &'static [&'static str] {
     match layer {
-        "port" => &["port"],
-        "policy" => &["port", "policy"],
-        "backend" => &["port", "backend-kit"],
-        "backend-kit" => &["port"],
-        "app" => &["port", "policy", "backend", "backend-kit", "app"],
+        "port" => &["port", "foundation"],
+        "policy" => &["port", "policy", "foundation"],
+        "backend" => &["port", "backend-kit", "foundation"],
+        "backend-kit" => &["port", "foundation"],
+        "app" => &[
+            "port",
+            "policy",
+            "backend",
+            "backend-kit",
+            "foundation",
+            "app",
+        ],
         _ => &[],
     }
 }
@@ -227,7 +236,7 @@ pub(crate) fn internal_violations(krate: &Crate, layers: &BTreeMap<&str, &str>) 
 }
 
 fn needs_external_check(krate: &Crate) -> bool {
-    krate.layer == "port" || (krate.layer == "policy" && krate.pure)
+    krate.layer == "port" || krate.layer == "foundation" || (krate.layer == "policy" && krate.pure)
 }
 
 /// The normal-dependency trees of one crate under three feature sets.

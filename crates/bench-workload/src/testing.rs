@@ -56,15 +56,14 @@ pub fn skip_with(env: &dyn Fn(&str) -> Option<String>, test: &str, reason: &str)
         panic!("{test} cannot run under CI=true: {reason}");
     }
     println!("skipped: {reason} ({test})");
-    if let Some(log) = env("NANOBOT_SKIP_LOG") {
-        if let Ok(mut file) = std::fs::OpenOptions::new()
+    if let Some(log) = env("NANOBOT_SKIP_LOG")
+        && let Ok(mut file) = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)
-        {
-            // One write of one line: appends from parallel tests stay whole lines.
-            let _ = file.write_all(format!("{reason}\t{test}\n").as_bytes());
-        }
+    {
+        // One write of one line: appends from parallel tests stay whole lines.
+        let _ = file.write_all(format!("{reason}\t{test}\n").as_bytes());
     }
 }
 

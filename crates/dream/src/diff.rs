@@ -3,67 +3,6 @@
 
 use std::fmt::Write as _;
 
-/// One line of an edit script.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Same(usize, usize),
-    Removed(usize),
-    Added(usize),
-}
-
-/// The longest common subsequence edit script of two line lists (quadratic, bounded: large
-/// inputs fall back to "everything removed, everything added").
-fn script(a: &[&str], b: &[&str]) -> Vec<Op> {
-    // Common head and tail cost nothing.
-    let head = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    let tail = a[head..]
-        .iter()
-        .rev()
-        .zip(b[head..].iter().rev())
-        .take_while(|(x, y)| x == y)
-        .count();
-    let (ma, mb) = (&a[head..a.len() - tail], &b[head..b.len() - tail]);
-    let mut ops: Vec<Op> = (0..head).map(|i| Op::Same(i, i)).collect();
-    if ma.len().saturating_mul(mb.len()) > 4_000_000 {
-        ops.extend((0..ma.len()).map(|i| Op::Removed(head + i)));
-        ops.extend((0..mb.len()).map(|j| Op::Added(head + j)));
-    } else {
-        let (n, m) = (ma.len(), mb.len());
-        let mut lcs = vec![0u32; (n + 1) * (m + 1)];
-        for i in (0..n).rev() {
-            for j in (0..m).rev() {
-                lcs[i * (m + 1) + j] = if ma[i] == mb[j] {
-                    lcs[(i + 1) * (m + 1) + j + 1] + 1
-                } else {
-                    lcs[(i + 1) * (m + 1) + j].max(lcs[i * (m + 1) + j + 1])
-                };
-            }
-        }
-        let (mut i, mut j) = (0, 0);
-        while i < n || j < m {
-            if i < n && j < m && ma[i] == mb[j] {
-                ops.push(Op::Same(head + i, head + j));
-                i += 1;
-                j += 1;
-            } else if i < n && (j == m || lcs[(i + 1) * (m + 1) + j] >= lcs[i * (m + 1) + j + 1]) {
-                ops.push(Op::Removed(head + i));
-                i += 1;
-            } else {
-                ops.push(Op::Added(head + j));
-                j += 1;
-            }
-        }
-    }
-    let (sa, sb) = (a.len() - tail, b.len() - tail);
-    ops.extend((0..tail).map(|k| Op::Same(sa + k, sb + k)));
-    ops
-}
-
-/// Lines of `text`, CRLF read as LF; a missing final newline is a difference of its own.
-fn lines(text: &str) -> Vec<&str> {
-    text.split_inclusive('\n').collect()
-}
-
 /// A file's change: lines added and removed, and its unified diff (3 lines of context).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileDiff {
@@ -84,12 +23,21 @@ pub fn file_diff(path: &str, before: Option<&str>, after: Option<&str>) -> Optio
     if old == new && before.is_some() == after.is_some() {
         return None;
     }
-    let (a, b) = (lines(&old), lines(&new));
-    let ops = script(&a, &b);
-    let added = ops.iter().filter(|o| matches!(o, Op::Added(_))).count();
-    let removed = ops.iter().filter(|o| matches!(o, Op::Removed(_))).count();
-    let mut unified = format!(
-        "--- {}\n+++ {}\n",
+    // Myers' algorithm over lines, without a deadline: the same inputs always give the
+    // same diff, and a large MEMORY.md gets a real diff (O((N+M)·D)), not "all removed,
+    // all added".
+    let diff = similar::TextDiff::configure()
+        .algorithm(similar::Algorithm::Myers)
+        .diff_lines(old.as_str(), new.as_str());
+    let (mut added, mut removed) = (0, 0);
+    for change in diff.iter_all_changes() {
+        match change.tag() {
+            similar::ChangeTag::Insert => added += 1,
+            similar::ChangeTag::Delete => removed += 1,
+            similar::ChangeTag::Equal => {}
+        }
+    }
+    let (from, to) = (
         if before.is_some() {
             format!("a/{path}")
         } else {
@@ -101,52 +49,9 @@ pub fn file_diff(path: &str, before: Option<&str>, after: Option<&str>) -> Optio
             "/dev/null".into()
         },
     );
-    // Hunks: runs of changes with up to 3 lines of context around them.
-    let changed: Vec<usize> = ops
-        .iter()
-        .enumerate()
-        .filter(|(_, o)| !matches!(o, Op::Same(..)))
-        .map(|(i, _)| i)
-        .collect();
-    let mut k = 0;
-    while k < changed.len() {
-        let start = changed[k].saturating_sub(3);
-        let mut end = changed[k];
-        while k + 1 < changed.len() && changed[k + 1] <= end + 7 {
-            k += 1;
-            end = changed[k];
-        }
-        let end = (end + 4).min(ops.len());
-        let hunk = &ops[start..end];
-        let a_start = hunk.iter().find_map(|o| match o {
-            Op::Same(i, _) | Op::Removed(i) => Some(*i),
-            Op::Added(_) => None,
-        });
-        let b_start = hunk.iter().find_map(|o| match o {
-            Op::Same(_, j) | Op::Added(j) => Some(*j),
-            Op::Removed(_) => None,
-        });
-        let a_len = hunk.iter().filter(|o| !matches!(o, Op::Added(_))).count();
-        let b_len = hunk.iter().filter(|o| !matches!(o, Op::Removed(_))).count();
-        let _ = writeln!(
-            unified,
-            "@@ -{},{a_len} +{},{b_len} @@",
-            a_start.map_or(0, |i| i + 1),
-            b_start.map_or(0, |j| j + 1)
-        );
-        for op in hunk {
-            let (mark, line) = match *op {
-                Op::Same(i, _) => (' ', a[i]),
-                Op::Removed(i) => ('-', a[i]),
-                Op::Added(j) => ('+', b[j]),
-            };
-            unified.push(mark);
-            unified.push_str(line);
-            if !line.ends_with('\n') {
-                unified.push_str("\n\\ No newline at end of file\n");
-            }
-        }
-        k += 1;
+    let mut unified = format!("--- {from}\n+++ {to}\n");
+    for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
+        let _ = write!(unified, "{hunk}");
     }
     Some(FileDiff {
         path: path.to_owned(),
@@ -222,6 +127,26 @@ mod tests {
         );
         assert!(file_diff("a", Some("# Memory\n"), Some("# Memory")).is_some());
         assert!(file_diff("a", Some("x\ry"), Some("x\ny")).is_some());
+    }
+
+    /// Issue 12.11: a large file with a few edits gets a real diff, not "remove all, add
+    /// all" (the old quadratic LCS gave up past 4 million line pairs).
+    #[test]
+    fn a_large_file_gets_a_real_diff() {
+        let before: String = (0..5_000).map(|i| format!("- fact number {i}\n")).collect();
+        let after = before
+            .replace("- fact number 10\n", "- fact number ten\n")
+            .replace("- fact number 4000\n", "")
+            + "- a new fact\n";
+        let d = file_diff("memory/MEMORY.md", Some(&before), Some(&after)).unwrap();
+        assert_eq!((d.added, d.removed), (2, 2));
+        assert!(
+            d.unified
+                .contains("-- fact number 10\n+- fact number ten\n"),
+            "{}",
+            d.unified
+        );
+        assert!(d.unified.lines().count() < 40, "{}", d.unified);
     }
 
     #[test]

@@ -117,3 +117,14 @@ impl std::error::Error for MemoryError {
         }
     }
 }
+
+#[cfg(feature = "fs")]
+impl From<fs_support::FsError> for MemoryError {
+    fn from(e: fs_support::FsError) -> Self {
+        MemoryError::Io {
+            action: e.action,
+            path: e.path,
+            source: e.source,
+        }
+    }
+}

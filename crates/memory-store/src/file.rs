@@ -262,58 +262,23 @@ impl FileJournal {
     }
 
     fn keep_aside(&self, pieces: &[(String, Vec<u8>)]) -> Result<(), MemoryError> {
-        if pieces.is_empty() {
-            return Ok(());
-        }
-        let path = self.path(SIDECAR);
-        let mut out = Vec::new();
-        for (label, bytes) in pieces {
-            out.extend_from_slice(
-                format!(
-                    "### nanobot-rs repair {}: {label}\n",
-                    stamp(self.clock.as_ref())
-                )
-                .as_bytes(),
-            );
-            out.extend_from_slice(bytes);
-            out.push(b'\n');
-        }
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| MemoryError::io("open", &path, e))?;
-        file.write_all(&out)
-            .map_err(|e| MemoryError::io("write", &path, e))?;
-        file.sync_all()
-            .map_err(|e| MemoryError::io("sync", &path, e))
+        let stamp = stamp(self.clock.as_ref());
+        Ok(fs_support::keep_aside(&self.path(SIDECAR), &stamp, pieces)?)
     }
 
     /// Replaces `history.jsonl` with `lines` atomically (temporary file, fsync, rename,
     /// directory fsync).
     fn rewrite<'a>(&self, lines: impl Iterator<Item = &'a [u8]>) -> Result<(), MemoryError> {
-        let path = self.path(HISTORY);
-        let temp = self.path(&format!("{HISTORY}.tmp"));
-        let result = (|| {
-            let mut file = File::create(&temp).map_err(|e| MemoryError::io("create", &temp, e))?;
-            let mut out = Vec::new();
-            for line in lines {
-                out.extend_from_slice(line);
-                out.push(b'\n');
-            }
-            file.write_all(&out)
-                .map_err(|e| MemoryError::io("write", &temp, e))?;
-            file.sync_all()
-                .map_err(|e| MemoryError::io("sync", &temp, e))?;
-            fs::rename(&temp, &path).map_err(|e| MemoryError::io("replace", &path, e))?;
-            match File::open(&self.dir).and_then(|d| d.sync_all()) {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::InvalidInput => Ok(()),
-                Err(e) => Err(MemoryError::io("sync", &self.dir, e)),
-            }
-        })();
-        let _ = fs::remove_file(&temp);
-        result
+        let mut out = Vec::new();
+        for line in lines {
+            out.extend_from_slice(line);
+            out.push(b'\n');
+        }
+        Ok(fs_support::write_atomic(
+            &self.path(HISTORY),
+            &out,
+            fs_support::Sync::Yes,
+        )?)
     }
 
     /// Records the latest cursor in `.cursor` (nanobot-ai's counter). The file stays open;
@@ -342,14 +307,11 @@ impl FileJournal {
 
     /// Replaces a small number file atomically (temporary file, fsync, rename).
     fn write_number_atomic(&self, name: &str, value: u64) -> Result<(), MemoryError> {
-        let path = self.path(name);
-        let temp = self.path(&format!("{name}.tmp"));
-        let result = fs::write(&temp, value.to_string())
-            .and_then(|()| File::open(&temp).and_then(|f| f.sync_all()))
-            .and_then(|()| fs::rename(&temp, &path))
-            .map_err(|e| MemoryError::io("write", &path, e));
-        let _ = fs::remove_file(&temp);
-        result
+        Ok(fs_support::write_atomic(
+            &self.path(name),
+            value.to_string().as_bytes(),
+            fs_support::Sync::Yes,
+        )?)
     }
 }
 

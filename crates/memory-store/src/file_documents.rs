@@ -1,7 +1,7 @@
 //! Durable documents as files in the workspace, where nanobot-ai keeps them.
 
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
@@ -69,28 +69,7 @@ fn read_text(path: &Path) -> Result<Option<String>, MemoryError> {
 /// Replaces `path` with `text` atomically: a temporary file beside it, fsync, rename,
 /// directory fsync. A crash leaves the old text or the new, never a mix.
 pub(crate) fn write_atomic(path: &Path, text: &[u8]) -> Result<(), MemoryError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(|e| MemoryError::io("create", dir, e))?;
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("document");
-    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = File::create(&temp).map_err(|e| MemoryError::io("create", &temp, e))?;
-        file.write_all(text)
-            .map_err(|e| MemoryError::io("write", &temp, e))?;
-        file.sync_all()
-            .map_err(|e| MemoryError::io("sync", &temp, e))?;
-        fs::rename(&temp, path).map_err(|e| MemoryError::io("replace", path, e))?;
-        match File::open(dir).and_then(|d| d.sync_all()) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::InvalidInput => Ok(()),
-            Err(e) => Err(MemoryError::io("sync", dir, e)),
-        }
-    })();
-    let _ = fs::remove_file(&temp);
-    result
+    Ok(fs_support::write_atomic(path, text, fs_support::Sync::Yes)?)
 }
 
 #[async_trait]

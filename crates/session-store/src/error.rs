@@ -221,3 +221,14 @@ impl std::error::Error for SessionError {
         }
     }
 }
+
+#[cfg(feature = "fs")]
+impl From<fs_support::FsError> for SessionError {
+    fn from(e: fs_support::FsError) -> Self {
+        SessionError::Io {
+            action: e.action,
+            path: e.path,
+            source: e.source,
+        }
+    }
+}

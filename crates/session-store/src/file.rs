@@ -275,16 +275,7 @@ impl FileSessionStore {
         if self.options.durability == Durability::None {
             return Ok(());
         }
-        match File::open(&self.dir).and_then(|d| d.sync_all()) {
-            Ok(()) => Ok(()),
-            // Some file systems cannot sync a directory; the rename is still atomic.
-            Err(e) if e.kind() == io::ErrorKind::InvalidInput => Ok(()),
-            Err(e) => Err(SessionError::io(
-                "sync the sessions directory",
-                &self.dir,
-                e,
-            )),
-        }
+        Ok(fs_support::sync_dir(&self.dir)?)
     }
 
     /// Writes `content` as the file of `key` through a temporary file and a rename (or, when
@@ -296,34 +287,21 @@ impl FileSessionStore {
         content: &[u8],
         create_only: bool,
     ) -> Result<Revision, SessionError> {
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("session");
-        let temp = self.dir.join(format!(".{name}.{:016x}.tmp", random_u64()));
-        let result = (|| {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&temp)
-                .map_err(|e| SessionError::io("create", &temp, e))?;
-            file.write_all(content)
-                .map_err(|e| SessionError::io("write", &temp, e))?;
-            if self.options.durability != Durability::None {
-                file.sync_all()
-                    .map_err(|e| SessionError::io("sync", &temp, e))?;
-            }
-            let revision = revision_of(&file, &temp)?;
-            if create_only {
-                fs::hard_link(&temp, path).map_err(|e| SessionError::io("create", path, e))?;
-            } else {
-                fs::rename(&temp, path).map_err(|e| SessionError::io("replace", path, e))?;
-            }
-            self.sync_dir()?;
-            Ok(revision)
-        })();
-        let _ = fs::remove_file(&temp);
-        result
+        let how = if create_only {
+            fs_support::Install::CreateNew
+        } else {
+            fs_support::Install::Replace
+        };
+        let sync = if self.options.durability == Durability::None {
+            fs_support::Sync::No
+        } else {
+            fs_support::Sync::Yes
+        };
+        let metadata = fs_support::install(path, content, how, sync)?;
+        Ok(Revision {
+            epoch: identity(&metadata),
+            offset: metadata.len(),
+        })
     }
 
     /// Creates the file of a new session whole, or fails with a conflict if it exists.
@@ -354,31 +332,12 @@ impl FileSessionStore {
         key: &SessionKey,
         pieces: &[(String, Vec<u8>)],
     ) -> Result<(), SessionError> {
-        if pieces.is_empty() {
-            return Ok(());
-        }
-        let path = self.sidecar_of(key);
-        let mut out = Vec::new();
-        for (label, bytes) in pieces {
-            out.extend_from_slice(
-                format!(
-                    "### nanobot-rs repair {}: {label}\n",
-                    python_isoformat(self.now())
-                )
-                .as_bytes(),
-            );
-            out.extend_from_slice(bytes);
-            out.push(b'\n');
-        }
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| SessionError::io("open the damage sidecar", &path, e))?;
-        file.write_all(&out)
-            .map_err(|e| SessionError::io("write the damage sidecar", &path, e))?;
-        file.sync_all()
-            .map_err(|e| SessionError::io("sync the damage sidecar", &path, e))
+        let stamp = python_isoformat(self.now());
+        Ok(fs_support::keep_aside(
+            &self.sidecar_of(key),
+            &stamp,
+            pieces,
+        )?)
     }
 
     /// Reads and parses a locked file, repairing what needs repair (in the file too).

@@ -1,0 +1,226 @@
+//! The file-system primitives every file backend shares, written once: replacing a file
+//! atomically (temporary file, optional fsync, rename or exclusive link, directory fsync)
+//! and keeping damaged bytes in a sidecar beside the file they came from.
+//!
+//! Errors name the action and the path, so each backend maps them onto its own error type
+//! without losing either.
+//!
+//! ```
+//! let dir = std::env::temp_dir().join(format!("fs-support-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir).unwrap();
+//! let path = dir.join("note.txt");
+//! fs_support::write_atomic(&path, b"first", fs_support::Sync::Yes).unwrap();
+//! fs_support::write_atomic(&path, b"second", fs_support::Sync::Yes).unwrap();
+//! assert_eq!(std::fs::read(&path).unwrap(), b"second");
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! ```
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A file-system operation that failed: what was being done, where, and the OS error.
+#[derive(Debug)]
+pub struct FsError {
+    /// What was being done (`"create"`, `"sync"`, `"replace"`, ...).
+    pub action: &'static str,
+    /// The file or directory.
+    pub path: PathBuf,
+    /// The operating system's error.
+    pub source: io::Error,
+}
+
+impl FsError {
+    fn new(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        FsError {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+impl fmt::Display for FsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "could not {} {}: {}",
+            self.action,
+            self.path.display(),
+            self.source
+        )
+    }
+}
+
+impl std::error::Error for FsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// Whether a write waits for stable storage (fsync of the file and its directory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sync {
+    /// fsync the file before the rename and the directory after it.
+    Yes,
+    /// Leave write-back to the OS (a process crash still leaves old or new, whole).
+    No,
+}
+
+/// How [`install`] puts the new file in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Install {
+    /// Replace whatever is at the path (rename).
+    Replace,
+    /// Create the path, failing with `AlreadyExists` if it exists (a hard link).
+    CreateNew,
+}
+
+/// A temporary name beside `path` no other writer (thread or process) uses at once.
+fn temp_beside(path: &Path) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()))
+}
+
+/// Puts `content` at `path` whole: written to a temporary file beside it (synced when
+/// `sync` says so), then renamed or linked into place and the directory synced. A crash
+/// leaves the old file or the new one, never a mix, and never a stray temporary file
+/// that a later write could trip on. Returns the metadata of the file now at `path`.
+pub fn install(
+    path: &Path,
+    content: &[u8],
+    how: Install,
+    sync: Sync,
+) -> Result<fs::Metadata, FsError> {
+    let temp = temp_beside(path);
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+            .map_err(|e| FsError::new("create", &temp, e))?;
+        file.write_all(content)
+            .map_err(|e| FsError::new("write", &temp, e))?;
+        if sync == Sync::Yes {
+            file.sync_all()
+                .map_err(|e| FsError::new("sync", &temp, e))?;
+        }
+        let metadata = file
+            .metadata()
+            .map_err(|e| FsError::new("inspect", &temp, e))?;
+        match how {
+            Install::Replace => {
+                fs::rename(&temp, path).map_err(|e| FsError::new("replace", path, e))?;
+            }
+            Install::CreateNew => {
+                fs::hard_link(&temp, path).map_err(|e| FsError::new("create", path, e))?;
+            }
+        }
+        if sync == Sync::Yes {
+            sync_dir(path.parent().unwrap_or(Path::new(".")))?;
+        }
+        Ok(metadata)
+    })();
+    let _ = fs::remove_file(&temp);
+    result
+}
+
+/// Replaces `path` with `content` atomically, creating its directory if needed.
+pub fn write_atomic(path: &Path, content: &[u8], sync: Sync) -> Result<(), FsError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir).map_err(|e| FsError::new("create", dir, e))?;
+    install(path, content, Install::Replace, sync).map(|_| ())
+}
+
+/// fsyncs a directory, so a rename or a new entry in it survives a power loss. A file
+/// system that cannot sync a directory (`InvalidInput`) is accepted: the rename is atomic
+/// all the same.
+pub fn sync_dir(dir: &Path) -> Result<(), FsError> {
+    match File::open(dir).and_then(|d| d.sync_all()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::InvalidInput => Ok(()),
+        Err(e) => Err(FsError::new("sync", dir, e)),
+    }
+}
+
+/// Appends damaged bytes to the sidecar at `sidecar`, each piece under a header line
+/// `### nanobot-rs repair <stamp>: <label>`, byte for byte, and syncs it: what a repair
+/// removes from a file is kept, never dropped.
+pub fn keep_aside(
+    sidecar: &Path,
+    stamp: &str,
+    pieces: &[(String, Vec<u8>)],
+) -> Result<(), FsError> {
+    if pieces.is_empty() {
+        return Ok(());
+    }
+    let mut out = Vec::new();
+    for (label, bytes) in pieces {
+        out.extend_from_slice(format!("### nanobot-rs repair {stamp}: {label}\n").as_bytes());
+        out.extend_from_slice(bytes);
+        out.push(b'\n');
+    }
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(sidecar)
+        .map_err(|e| FsError::new("open the damage sidecar", sidecar, e))?;
+    file.write_all(&out)
+        .map_err(|e| FsError::new("write the damage sidecar", sidecar, e))?;
+    file.sync_all()
+        .map_err(|e| FsError::new("sync the damage sidecar", sidecar, e))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn dir(label: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("fs-support-{label}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn create_new_refuses_an_existing_file_and_leaves_no_temporary() {
+        let dir = dir("create-new");
+        let path = dir.join("a.jsonl");
+        install(&path, b"one", Install::CreateNew, Sync::No).unwrap();
+        let error = install(&path, b"two", Install::CreateNew, Sync::No).unwrap_err();
+        assert_eq!(error.source.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(&path).unwrap(), b"one");
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(
+            names,
+            vec![std::ffi::OsString::from("a.jsonl")],
+            "no temporary left"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn sidecar_pieces_are_kept_byte_for_byte() {
+        let dir = dir("sidecar");
+        let sidecar = dir.join("a.damaged");
+        keep_aside(&sidecar, "T", &[("torn".into(), vec![0xff, b'{'])]).unwrap();
+        keep_aside(&sidecar, "U", &[]).unwrap();
+        assert_eq!(
+            fs::read(&sidecar).unwrap(),
+            b"### nanobot-rs repair T: torn\n\xff{\n"
+        );
+        let error = write_atomic(&dir.join("a.damaged/x"), b"", Sync::No).unwrap_err();
+        assert!(error.to_string().starts_with("could not create"), "{error}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
