@@ -219,6 +219,11 @@ impl Overlay {
         if let Some(refusal) = self.too_large(&target, &content) {
             return refusal;
         }
+        if matches!(target, Target::Skill(_))
+            && let Err(e) = memory_store::check_front_matter(&content)
+        {
+            return ToolOutcome::error(format!("Error: {} was not written: {e}", target.path()));
+        }
         if self.current.get(&target) == Some(&content) {
             return ToolOutcome::no_op(format!(
                 "Error: {} already has exactly this content; nothing was written",

@@ -4,11 +4,62 @@
 //! multi-document streams are not interpreted; such a value stays as its text. The file
 //! itself is never rewritten from the parsed form, so nothing is lost.
 
+use std::cell::Cell;
+
 use serde_json::{Map, Value};
+
+/// How deeply blocks and flow collections may nest. Deeper values stay as their text, so
+/// a hostile `SKILL.md` (`[[[[…`, or thousands of ever-deeper indented lines) can neither
+/// overflow the stack nor build a value whose drop would.
+pub const MAX_FRONT_MATTER_DEPTH: usize = 64;
+
+/// Why a front matter was refused by [`check_front_matter`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FrontMatterError {
+    /// Blocks or flow collections nest deeper than [`MAX_FRONT_MATTER_DEPTH`].
+    TooDeep {
+        /// The limit.
+        limit: usize,
+    },
+}
+
+impl std::fmt::Display for FrontMatterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrontMatterError::TooDeep { limit } => write!(
+                f,
+                "the front matter nests deeper than {limit} levels; flatten it (the deeper \
+                 values would be read as plain text)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for FrontMatterError {}
+
+thread_local! {
+    /// Set when a parse met a value nested past the limit (kept as text).
+    static TOO_DEEP: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Parses like [`parse_front_matter`], but refuses a front matter nested deeper than
+/// [`MAX_FRONT_MATTER_DEPTH`] (what a writer of skills, such as Dream, should check).
+pub fn check_front_matter(text: &str) -> Result<(Map<String, Value>, &str), FrontMatterError> {
+    TOO_DEEP.with(|flag| flag.set(false));
+    let parsed = parse_front_matter(text);
+    if TOO_DEEP.with(Cell::take) {
+        return Err(FrontMatterError::TooDeep {
+            limit: MAX_FRONT_MATTER_DEPTH,
+        });
+    }
+    Ok(parsed)
+}
 
 /// The front matter of a `SKILL.md` (the block between a first line `---` and the next
 /// `---`) and the body after it. Without a closing `---` there is no front matter and the
-/// whole text is the body.
+/// whole text is the body. Values nested deeper than [`MAX_FRONT_MATTER_DEPTH`] stay as
+/// their text.
 pub fn parse_front_matter(text: &str) -> (Map<String, Value>, &str) {
     let Some(rest) = text
         .strip_prefix("---\n")
@@ -37,11 +88,16 @@ pub fn parse_front_matter(text: &str) -> (Map<String, Value>, &str) {
 /// The front matter's lines with their indentation, comments and blank lines told apart.
 struct Lines<'a> {
     text: &'a [&'a str],
+    /// How many blocks the parse is inside now.
+    depth: Cell<usize>,
 }
 
 impl<'a> Lines<'a> {
     fn new(text: &'a [&'a str]) -> Self {
-        Lines { text }
+        Lines {
+            text,
+            depth: Cell::new(0),
+        }
     }
 
     fn len(&self) -> usize {
@@ -77,11 +133,23 @@ impl<'a> Lines<'a> {
     }
 }
 
-/// The value of lines `[start, end)`, whose entries sit at `indent` or deeper.
+/// The value of lines `[start, end)`, whose entries sit at `indent` or deeper; past the
+/// depth limit, their text.
 fn parse_block(lines: &Lines<'_>, start: usize, end: usize, indent: usize) -> Value {
     let Some(first) = (start..end).find(|&i| lines.is_content(i)) else {
         return Value::Null;
     };
+    if lines.depth.get() >= MAX_FRONT_MATTER_DEPTH {
+        TOO_DEEP.with(|flag| flag.set(true));
+        return Value::String(lines.text[first..end].join("\n"));
+    }
+    lines.depth.set(lines.depth.get() + 1);
+    let value = parse_block_at(lines, first, end, indent);
+    lines.depth.set(lines.depth.get() - 1);
+    value
+}
+
+fn parse_block_at(lines: &Lines<'_>, first: usize, end: usize, indent: usize) -> Value {
     let own = lines.indent(first).max(indent);
     if lines.text[first].trim_start().starts_with("- ") || lines.text[first].trim() == "-" {
         parse_sequence(lines, first, end, own)
@@ -303,8 +371,15 @@ fn scalar(text: &str) -> Value {
         return serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()));
     }
     if text.starts_with(['{', '[']) {
-        return serde_json::from_str(text)
-            .ok()
+        let json = serde_json::from_str(text).ok().filter(|value| {
+            // serde_json allows 128 levels; the front matter's limit holds here too.
+            let shallow = depth_of(value) <= MAX_FRONT_MATTER_DEPTH;
+            if !shallow {
+                TOO_DEEP.with(|flag| flag.set(true));
+            }
+            shallow
+        });
+        return json
             .or_else(|| Flow::new(text).whole())
             .unwrap_or_else(|| Value::String(text.to_owned()));
     }
@@ -334,6 +409,22 @@ fn scalar(text: &str) -> Value {
     Value::String(text.to_owned())
 }
 
+/// How deeply `value` nests (a scalar is 0), without recursion.
+fn depth_of(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0)];
+    while let Some((value, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(fields) => Box::new(fields.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(depth + 1);
+        stack.extend(children.map(|child| (child, depth + 1)));
+    }
+    deepest
+}
+
 /// PyYAML's float: digits with a decimal point, and an exponent only with its sign.
 fn is_yaml_float(text: &str) -> bool {
     let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
@@ -356,11 +447,27 @@ fn is_yaml_float(text: &str) -> bool {
 struct Flow<'a> {
     text: &'a str,
     at: usize,
+    depth: usize,
 }
 
 impl<'a> Flow<'a> {
     fn new(text: &'a str) -> Self {
-        Flow { text, at: 0 }
+        Flow {
+            text,
+            at: 0,
+            depth: 0,
+        }
+    }
+
+    /// Enters a collection, or fails (the whole value stays text) past the depth limit.
+    fn enter(&mut self) -> Option<()> {
+        if self.depth >= MAX_FRONT_MATTER_DEPTH {
+            TOO_DEEP.with(|flag| flag.set(true));
+            return None;
+        }
+        self.depth += 1;
+        self.at += 1;
+        Some(())
     }
 
     /// The value, if the whole text is one.
@@ -383,12 +490,13 @@ impl<'a> Flow<'a> {
         self.skip_space();
         match self.peek()? {
             '[' => {
-                self.at += 1;
+                self.enter()?;
                 let mut items = Vec::new();
                 loop {
                     self.skip_space();
                     if self.peek()? == ']' {
                         self.at += 1;
+                        self.depth -= 1;
                         return Some(Value::Array(items));
                     }
                     items.push(self.value()?);
@@ -396,12 +504,13 @@ impl<'a> Flow<'a> {
                 }
             }
             '{' => {
-                self.at += 1;
+                self.enter()?;
                 let mut fields = Map::new();
                 loop {
                     self.skip_space();
                     if self.peek()? == '}' {
                         self.at += 1;
+                        self.depth -= 1;
                         return Some(Value::Object(fields));
                     }
                     let key = match self.value()? {

@@ -23,7 +23,9 @@ mod skills;
 mod snapshot;
 mod versions;
 
-pub use front_matter::parse_front_matter;
+pub use front_matter::{
+    FrontMatterError, MAX_FRONT_MATTER_DEPTH, check_front_matter, parse_front_matter,
+};
 
 pub use documents::{
     AuxFile, Document, MAX_SKILL_NAME, MemoryDocumentStore, MemoryDocuments, MemoryDocumentsExt,

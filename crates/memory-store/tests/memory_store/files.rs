@@ -609,3 +609,44 @@ print(json.dumps({"templates": [load_bundled_template(n) for n in names], "promp
         "an unedited MEMORY.md stays out"
     );
 }
+
+/// Issue 12.4: nesting without bound cannot overflow the stack: flow collections and
+/// indented blocks deeper than the limit stay text, and the checked parse says why.
+#[test]
+fn front_matter_nesting_is_bounded() {
+    use memory_store::{
+        FrontMatterError, MAX_FRONT_MATTER_DEPTH, check_front_matter, parse_front_matter,
+    };
+    let deep_flow = format!("---\nname: x\nmetadata: {}\n---\nbody", "[".repeat(200_000));
+    let (fields, body) = parse_front_matter(&deep_flow);
+    assert_eq!(body, "body");
+    assert!(fields["metadata"].is_string(), "kept as its text");
+    assert_eq!(
+        check_front_matter(&deep_flow).unwrap_err(),
+        FrontMatterError::TooDeep {
+            limit: MAX_FRONT_MATTER_DEPTH
+        }
+    );
+    let closed = format!(
+        "---\nmetadata: {}{}\n---\n",
+        "[".repeat(100),
+        "]".repeat(100)
+    );
+    assert!(check_front_matter(&closed).is_err());
+
+    let mut deep_block = String::from("---\n");
+    for i in 0..300 {
+        deep_block.push_str(&" ".repeat(i));
+        deep_block.push_str(&format!("k{i}:\n"));
+    }
+    deep_block.push_str("---\nbody");
+    let (fields, body) = parse_front_matter(&deep_block);
+    assert_eq!(body, "body");
+    assert!(fields.contains_key("k0"));
+    assert!(check_front_matter(&deep_block).is_err());
+
+    // Ordinary nesting is untouched.
+    let fine = "---\nmetadata: {\"nanobot\": {\"requires\": {\"bins\": [\"git\"]}}}\n---\n";
+    let (fields, _) = check_front_matter(fine).unwrap();
+    assert_eq!(fields["metadata"]["nanobot"]["requires"]["bins"][0], "git");
+}
