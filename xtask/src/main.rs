@@ -2,7 +2,9 @@
 //!
 //! - `ci`: formatting, the dependency-direction check, clippy (all features, and libraries
 //!   without their defaults), the tests (nextest where it is installed, plus doc tests) and
-//!   the docs, each failing on any warning.
+//!   the docs, each failing on any warning, then a short fuzz smoke of every cargo-fuzz
+//!   target; it ends with the checks that skipped and why.
+//! - `fuzz [--seconds N]`: every fuzz target for N seconds (default 60).
 //! - `deps`: only the dependency-direction check.
 //! - `bench [workload ...]`: the Python peer and our benchmarks in one job, as ratios.
 //! - `llm install|start|stop|status`: a real small model served on 127.0.0.1.
@@ -10,6 +12,7 @@
 
 mod bench;
 mod deps;
+mod fuzz;
 mod llm;
 
 use std::env;
@@ -26,6 +29,14 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&root, &args[1..]),
         Some("llm") => llm::run(&root, &args[1..]),
         Some("demo") => llm::demo(&root, &args[1..]),
+        Some("fuzz") => match args.get(1..) {
+            Some([flag, n]) if flag == "--seconds" => n
+                .parse()
+                .map_err(|_| format!("--seconds {n:?} is not a number"))
+                .and_then(|n| fuzz::run(&root, n).map(|_| ())),
+            Some([]) | None => fuzz::run(&root, 60).map(|_| ()),
+            _ => Err("usage: cargo xtask fuzz [--seconds N]".into()),
+        },
         _ => {
             eprintln!(
                 "usage: cargo xtask <ci|deps|bench [workload ...]|llm <install|start|stop|status>>"
@@ -35,6 +46,7 @@ fn main() -> ExitCode {
             eprintln!("  bench the Python peer and our benchmarks in one job, as ratios");
             eprintln!("  llm   a real small model on 127.0.0.1 for end-to-end tests and the demo");
             eprintln!("  demo  the bot against the local model, showing memory at work");
+            eprintln!("  fuzz  every fuzz target for --seconds N (default 60)");
             return ExitCode::from(2);
         }
     };
@@ -150,7 +162,11 @@ fn ci(root: &Path) -> Result<(), String> {
         ],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
+    let fuzzed = timed_value("fuzz smoke", || fuzz::run(root, 15))?;
     report_skips(&skip_log);
+    if !fuzzed {
+        println!("  1 x cargo-fuzz is not installed: the fuzz smoke");
+    }
     println!("\nxtask ci: all checks passed in {:.0?}", started.elapsed());
     Ok(())
 }
@@ -186,6 +202,15 @@ fn has_nextest(root: &Path) -> bool {
 
 fn cargo() -> String {
     env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}
+
+fn timed_value<T>(name: &str, work: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    let mut value = None;
+    timed(name, || {
+        value = Some(work()?);
+        Ok(())
+    })?;
+    value.ok_or_else(|| format!("{name} produced nothing"))
 }
 
 fn timed(name: &str, work: impl FnOnce() -> Result<(), String>) -> Result<(), String> {

@@ -213,7 +213,12 @@ impl FileJournal {
         file.read_to_end(&mut bytes)
             .map_err(|e| MemoryError::io("read", &path, e))?;
 
-        let parsed = parse(&bytes, 0);
+        let after = if grown {
+            state.entries.last().map_or(0, |e| e.cursor)
+        } else {
+            0
+        };
+        let parsed = parse(&bytes, 0, after);
         if grown && !parsed.corrupt.is_empty() {
             // Damage in what another writer appended: repair the whole file in one pass.
             state.seen = None;
@@ -363,8 +368,13 @@ struct Parsed {
     max_object_cursor: u64,
 }
 
-fn parse(bytes: &[u8], lines_before: usize) -> Parsed {
+/// The entries of `bytes`, in file order. An entry whose cursor does not follow the one
+/// before it (a hand-edited or merged file; `after` is the last cursor already read)
+/// stays in the file but is not read: readers polling `cursor > x` rely on cursors that
+/// only grow. It is reported as an invalid entry.
+fn parse(bytes: &[u8], lines_before: usize, after: u64) -> Parsed {
     let mut parsed = Parsed::default();
+    let mut last_cursor = after;
     let mut offset = 0;
     // Line numbers count from the start of what is parsed.
     let mut line_no = lines_before;
@@ -403,7 +413,20 @@ fn parse(bytes: &[u8], lines_before: usize) -> Parsed {
             parsed.max_object_cursor = parsed.max_object_cursor.max(cursor);
         }
         match JournalEntry::from_json(record) {
-            Ok(entry) => parsed.entries.push(entry),
+            Ok(entry) if entry.cursor <= last_cursor => {
+                parsed.repairs.push(JournalRepair::InvalidEntry {
+                    line: line_no,
+                    reason: format!(
+                        "cursor {} does not follow cursor {last_cursor}; the line stays in the \
+                         file but is not read",
+                        entry.cursor
+                    ),
+                })
+            }
+            Ok(entry) => {
+                last_cursor = entry.cursor;
+                parsed.entries.push(entry);
+            }
             Err(reason) => parsed.repairs.push(JournalRepair::InvalidEntry {
                 line: line_no,
                 reason,

@@ -650,3 +650,42 @@ fn front_matter_nesting_is_bounded() {
     let (fields, _) = check_front_matter(fine).unwrap();
     assert_eq!(fields["metadata"]["nanobot"]["requires"]["bins"][0], "git");
 }
+
+/// Issue 12.4: every input of the `front_matter` and `journal_file` fuzz corpora
+/// (`fuzz/corpus/`) is read without a panic.
+#[tokio::test]
+async fn the_fuzz_corpora_replay() {
+    use memory_store::{check_front_matter, parse_front_matter};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
+    let inputs = |target: &str| {
+        let mut paths: Vec<_> = fs::read_dir(root.join(target))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        paths.sort();
+        assert!(paths.len() >= 2, "the {target} corpus is committed");
+        paths
+    };
+    for input in inputs("front_matter") {
+        let text = String::from_utf8_lossy(&fs::read(&input).unwrap()).into_owned();
+        let (_, body) = parse_front_matter(&text);
+        assert!(body.len() <= text.len());
+        let _ = check_front_matter(&text);
+    }
+    for input in inputs("journal_file") {
+        let ws = TempDir::new("fuzz-journal");
+        fs::create_dir_all(ws.path().join("memory")).unwrap();
+        fs::copy(&input, ws.path().join("memory/history.jsonl")).unwrap();
+        let Ok(journal) = FileJournal::open(ws.path()) else {
+            continue;
+        };
+        if let Ok(entries) = journal.read_since(0, None).await {
+            assert!(
+                entries.windows(2).all(|w| w[0].cursor < w[1].cursor),
+                "{}",
+                input.display()
+            );
+        }
+    }
+}

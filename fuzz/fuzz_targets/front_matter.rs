@@ -1,0 +1,9 @@
+//! The skill front-matter reader on any text: never a panic or a stack overflow.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    let (_, body) = memory_store::parse_front_matter(&text);
+    assert!(body.len() <= text.len());
+    let _ = memory_store::check_front_matter(&text);
+});

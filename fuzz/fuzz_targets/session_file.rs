@@ -1,0 +1,52 @@
+//! The session file reader on any bytes: it opens (or says why not), repairs what it cuts
+//! into the sidecar, and a second load of the repaired file needs no repair.
+#![no_main]
+
+use std::sync::OnceLock;
+
+use session_store::{FileSessionStore, FileStoreOptions, SessionKey, SessionStore};
+
+fn dir() -> &'static std::path::Path {
+    static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("nanobot-fuzz-session-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    })
+}
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+    }
+}
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let key = SessionKey::new("fuzz:1").unwrap();
+    let store = FileSessionStore::open(dir(), FileStoreOptions::default()).unwrap();
+    let path = store.path_of(&key);
+    let _ = std::fs::remove_file(store.sidecar_of(&key));
+    std::fs::write(&path, data).unwrap();
+    if let Ok(Some(first)) = block_on(store.load(&key)) {
+        let fresh = FileSessionStore::open(dir(), FileStoreOptions::default()).unwrap();
+        let again = block_on(fresh.load(&key)).unwrap().unwrap();
+        // Cut and moved lines went to the sidecar: they are never found twice.
+        assert!(
+            !again.repairs.iter().any(|r| matches!(
+                r,
+                session_store::Repair::TornTail { .. } | session_store::Repair::CorruptLine { .. }
+            )),
+            "{:?} after {:?}",
+            again.repairs,
+            first.repairs
+        );
+        assert_eq!(
+            again.session.messages().len(),
+            first.session.messages().len()
+        );
+    }
+});
