@@ -6,23 +6,13 @@ use std::sync::OnceLock;
 
 use session_store::{FileSessionStore, FileStoreOptions, SessionKey, SessionStore};
 
+#[path = "common.rs"]
+mod common;
+use common::block_on;
+
 fn dir() -> &'static std::path::Path {
     static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("nanobot-fuzz-session-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    })
-}
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    let mut future = std::pin::pin!(future);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    loop {
-        if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
-            return out;
-        }
-    }
+    common::scratch("session", &DIR)
 }
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {

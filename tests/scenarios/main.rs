@@ -335,18 +335,22 @@ impl LlmClient for ReportsHugePrompts {
     }
 }
 
+async fn huge_prompt_bot(workspace: &std::path::Path) -> Bot {
+    Bot::open(
+        config(workspace, 4_096),
+        Arc::new(ReportsHugePrompts),
+        Arc::new(SystemClock),
+    )
+    .await
+    .unwrap()
+}
+
 /// Issue 12.7: a background consolidation that fails is not dropped: it is recorded in the
 /// session, and `/status` and `nanobot sessions show` report it.
 #[tokio::test]
 async fn a_failed_background_consolidation_is_reported() {
     let ws = TempDir::new("scenario-background-failure");
-    let bot = Bot::open(
-        config(ws.path(), 4_096),
-        Arc::new(ReportsHugePrompts),
-        Arc::new(SystemClock),
-    )
-    .await
-    .unwrap();
+    let bot = huge_prompt_bot(ws.path()).await;
     let k = key("cli:ada");
     for i in 0..3 {
         bot.turn(&k, &format!("first message {i}"), &quiet())
@@ -355,13 +359,7 @@ async fn a_failed_background_consolidation_is_reported() {
         bot.finish().await.unwrap();
     }
     drop(bot);
-    let bot = Bot::open(
-        config(ws.path(), 4_096),
-        Arc::new(ReportsHugePrompts),
-        Arc::new(SystemClock),
-    )
-    .await
-    .unwrap();
+    let bot = huge_prompt_bot(ws.path()).await;
     // The journal can no longer be written (its counter file is in the way): the next
     // archive fails.
     let cursor = ws.path().join("memory/.cursor");

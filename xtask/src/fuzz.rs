@@ -33,7 +33,9 @@ pub(crate) fn run(root: &Path, seconds: u64) -> Result<bool, String> {
                     .into(),
             );
         }
-        println!("cargo-fuzz is not installed: the fuzz smoke is skipped (cargo install cargo-fuzz)");
+        println!(
+            "cargo-fuzz is not installed: the fuzz smoke is skipped (cargo install cargo-fuzz)"
+        );
         return Ok(false);
     }
     let fuzz_dir = root.join("fuzz");
@@ -49,14 +51,7 @@ pub(crate) fn run(root: &Path, seconds: u64) -> Result<bool, String> {
             println!("fuzzing {target} ({what}) for {seconds} s");
             crate::status(
                 Command::new(crate::cargo())
-                    .args([
-                        "fuzz",
-                        "run",
-                        "-O",
-                        "--sanitizer",
-                        "address",
-                        target,
-                    ])
+                    .args(["fuzz", "run", "-O", "--sanitizer", "address", target])
                     .arg(&work)
                     .arg(fuzz_dir.join("corpus").join(target))
                     .args([

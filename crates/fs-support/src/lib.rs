@@ -1,19 +1,4 @@
-//! The file-system primitives every file backend shares, written once: replacing a file
-//! atomically (temporary file, optional fsync, rename or exclusive link, directory fsync)
-//! and keeping damaged bytes in a sidecar beside the file they came from.
-//!
-//! Errors name the action and the path, so each backend maps them onto its own error type
-//! without losing either.
-//!
-//! ```
-//! let dir = std::env::temp_dir().join(format!("fs-support-doc-{}", std::process::id()));
-//! std::fs::create_dir_all(&dir).unwrap();
-//! let path = dir.join("note.txt");
-//! fs_support::write_atomic(&path, b"first", fs_support::Sync::Yes).unwrap();
-//! fs_support::write_atomic(&path, b"second", fs_support::Sync::Yes).unwrap();
-//! assert_eq!(std::fs::read(&path).unwrap(), b"second");
-//! # std::fs::remove_dir_all(&dir).unwrap();
-//! ```
+#![doc = include_str!("../README.md")]
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};

@@ -4,13 +4,11 @@
 //! (`git --git-dir .nanobot/memory.git log -p`); it never touches a repository the user
 //! keeps around the workspace, so versioning also works inside one.
 
-use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
-use sha1::{Digest, Sha1};
+use gix::bstr::ByteSlice;
 
 use crate::error::MemoryError;
 use crate::file_documents::write_atomic;
@@ -19,41 +17,56 @@ use crate::versions::{MemoryVersions, Snapshot, Version, resolve_prefix};
 /// The repository's place under the workspace.
 pub const REPOSITORY: &str = ".nanobot/memory.git";
 const BRANCH: &str = "refs/heads/main";
-const IDENTITY: &str = "nanobot <nanobot@dream>";
+const NAME: &str = "nanobot";
+const EMAIL: &str = "nanobot@dream";
 
-/// A git repository of memory versions.
+/// A git repository of memory versions, read and written through `gix`: loose or packed
+/// objects, loose or packed refs, ref updates under git's own lock files and checked
+/// against the tip they were made on, so `git gc`, `git pack-refs` or a concurrent git
+/// leave it working.
 #[derive(Debug, Clone)]
 pub struct GitVersions {
     dir: PathBuf,
+    repo: gix::ThreadSafeRepository,
 }
 
 /// One parsed commit.
 struct Commit {
-    tree: String,
-    parent: Option<String>,
+    tree: gix::ObjectId,
+    parent: Option<gix::ObjectId>,
     time: DateTime<Utc>,
     message: String,
+}
+
+fn unavailable(dir: &Path, what: &str, e: impl std::fmt::Display) -> MemoryError {
+    MemoryError::VersioningUnavailable {
+        reason: format!("{} could not {what}: {e}", dir.display()),
+    }
 }
 
 impl GitVersions {
     /// The repository of `workspace`, created (empty) when missing.
     pub fn open(workspace: &Path) -> Result<Self, MemoryError> {
         let dir = workspace.join(REPOSITORY);
-        let git = GitVersions { dir };
-        if !git.dir.join("HEAD").is_file() {
-            git.init()?;
+        if !dir.join("HEAD").is_file() {
+            init(&dir)?;
         }
-        for needed in ["objects", "refs/heads"] {
-            if !git.dir.join(needed).is_dir() {
+        for needed in ["objects", "refs"] {
+            if !dir.join(needed).is_dir() {
                 return Err(MemoryError::VersioningUnavailable {
                     reason: format!(
                         "{} is not a git repository (no {needed}); move it away and a new one is created",
-                        git.dir.display()
+                        dir.display()
                     ),
                 });
             }
         }
-        Ok(git)
+        // Isolated: the user's and the system's git configuration do not change what is
+        // written (identity, hooks, object format), so versions are the same everywhere.
+        let repo = gix::open_opts(&dir, gix::open::Options::isolated())
+            .map_err(|e| unavailable(&dir, "be opened", e))?
+            .into_sync();
+        Ok(GitVersions { dir, repo })
     }
 
     /// The repository's directory.
@@ -61,159 +74,35 @@ impl GitVersions {
         &self.dir
     }
 
-    fn init(&self) -> Result<(), MemoryError> {
-        for sub in ["objects", "refs/heads", "refs/tags"] {
-            let path = self.dir.join(sub);
-            fs::create_dir_all(&path).map_err(|e| MemoryError::io("create", &path, e))?;
-        }
-        self.write_file(
-            "config",
-            b"[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n[gc]\n\tauto = 0\n",
-        )?;
-        self.write_file(
-            "description",
-            b"nanobot memory versions: SOUL.md, USER.md, memory/MEMORY.md, skills/ and Dream's cursor\n",
-        )?;
-        // HEAD last: its presence marks a finished repository.
-        self.write_file("HEAD", format!("ref: {BRANCH}\n").as_bytes())
+    fn repo(&self) -> gix::Repository {
+        self.repo.to_thread_local()
     }
 
-    fn write_file(&self, relative: &str, bytes: &[u8]) -> Result<(), MemoryError> {
-        write_atomic(&self.dir.join(relative), bytes)
-    }
-
-    fn object_path(&self, id: &str) -> PathBuf {
-        self.dir.join("objects").join(&id[..2]).join(&id[2..])
-    }
-
-    /// Stores an object; its id.
-    fn put(&self, kind: &str, body: &[u8]) -> Result<String, MemoryError> {
-        let mut raw = format!("{kind} {}\0", body.len()).into_bytes();
-        raw.extend_from_slice(body);
-        let id = hex(&Sha1::digest(&raw));
-        let path = self.object_path(&id);
-        if path.exists() {
-            return Ok(id);
-        }
-        let compressed = miniz_oxide::deflate::compress_to_vec_zlib(&raw, 6);
-        write_atomic(&path, &compressed)?;
-        Ok(id)
-    }
-
-    /// An object's kind and body.
-    fn get(&self, id: &str) -> Result<(String, Vec<u8>), MemoryError> {
-        if id.len() != 40 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+    fn parse_id(&self, id: &str) -> Result<gix::ObjectId, MemoryError> {
+        if id.len() != 40 {
             return Err(MemoryError::UnknownVersion { id: id.to_owned() });
         }
-        let path = self.object_path(id);
-        let compressed = match fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let packed = fs::read_dir(self.dir.join("objects/pack"))
-                    .map(|mut d| d.next().is_some())
-                    .unwrap_or(false);
-                return Err(if packed {
-                    MemoryError::VersioningUnavailable {
-                        reason: format!(
-                            "object {id} is in a pack file ({} was repacked with `git gc`), which this reader does not read; unpack it with `git unpack-objects` or move the repository away to start a new one",
-                            self.dir.display()
-                        ),
-                    }
-                } else {
-                    MemoryError::UnknownVersion { id: id.to_owned() }
-                });
-            }
-            Err(e) => return Err(MemoryError::io("read", &path, e)),
-        };
-        let corrupt = |why: &str| MemoryError::InvalidFile {
-            path: path.clone(),
-            reason: format!("is not a valid git object ({why}); the repository is damaged"),
-        };
-        let raw = miniz_oxide::inflate::decompress_to_vec_zlib(&compressed)
-            .map_err(|_| corrupt("it does not inflate"))?;
-        let nul = raw
-            .iter()
-            .position(|&b| b == 0)
-            .ok_or_else(|| corrupt("no header"))?;
-        let header = std::str::from_utf8(&raw[..nul]).map_err(|_| corrupt("bad header"))?;
-        let (kind, len) = header
-            .split_once(' ')
-            .ok_or_else(|| corrupt("bad header"))?;
-        let body = raw[nul + 1..].to_vec();
-        if len.parse::<usize>().ok() != Some(body.len()) {
-            return Err(corrupt("wrong length"));
-        }
-        if hex(&Sha1::digest(&raw)) != id {
-            return Err(corrupt("its content does not match its id"));
-        }
-        Ok((kind.to_owned(), body))
+        gix::ObjectId::from_hex(id.as_bytes())
+            .map_err(|_| MemoryError::UnknownVersion { id: id.to_owned() })
     }
 
     /// The commit the branch points at.
-    fn head(&self) -> Result<Option<String>, MemoryError> {
-        let path = self.dir.join(BRANCH);
-        match fs::read_to_string(&path) {
-            Ok(text) => Ok(Some(text.trim().to_owned())),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                // `git pack-refs` moves branches into packed-refs.
-                let packed = match fs::read_to_string(self.dir.join("packed-refs")) {
-                    Ok(text) => text,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-                    Err(e) => return Err(MemoryError::io("read", self.dir.join("packed-refs"), e)),
-                };
-                Ok(packed.lines().find_map(|line| {
-                    let (id, name) = line.split_once(' ')?;
-                    (name == BRANCH).then(|| id.to_owned())
-                }))
-            }
-            Err(e) => Err(MemoryError::io("read", &path, e)),
+    fn head(&self) -> Result<Option<gix::ObjectId>, MemoryError> {
+        let repo = self.repo();
+        let found = repo
+            .try_find_reference(BRANCH)
+            .map_err(|e| unavailable(&self.dir, "read its branch", e))?;
+        match found {
+            None => Ok(None),
+            Some(mut reference) => reference
+                .peel_to_id()
+                .map(|id| Some(id.detach()))
+                .map_err(|e| unavailable(&self.dir, "read its branch", e)),
         }
     }
 
-    fn commit_at(&self, id: &str) -> Result<Commit, MemoryError> {
-        let (kind, body) = self.get(id)?;
-        let bad = || MemoryError::InvalidFile {
-            path: self.object_path(id),
-            reason: "is not a commit this repository can read".into(),
-        };
-        if kind != "commit" {
-            return Err(bad());
-        }
-        let text = String::from_utf8_lossy(&body);
-        let (headers, message) = text.split_once("\n\n").unwrap_or((&text, ""));
-        let mut tree = None;
-        let mut parent = None;
-        let mut time = None;
-        for line in headers.lines() {
-            if let Some(rest) = line.strip_prefix("tree ") {
-                tree = Some(rest.to_owned());
-            } else if let Some(rest) = line.strip_prefix("parent ") {
-                parent.get_or_insert_with(|| rest.to_owned());
-            } else if let Some(rest) = line.strip_prefix("committer ") {
-                let mut fields = rest.rsplitn(3, ' ');
-                let _zone = fields.next();
-                time = fields
-                    .next()
-                    .and_then(|s| s.parse::<i64>().ok())
-                    .and_then(|t| Utc.timestamp_opt(t, 0).single());
-            }
-        }
-        Ok(Commit {
-            tree: tree.ok_or_else(bad)?,
-            parent,
-            time: time.ok_or_else(bad)?,
-            message: message.trim_end_matches('\n').to_owned(),
-        })
-    }
-
-    fn version(&self, id: &str) -> Result<Version, MemoryError> {
-        let commit = self.commit_at(id)?;
-        Ok(Version {
-            id: id.to_owned(),
-            parent: commit.parent,
-            message: commit.message,
-            time: commit.time,
-        })
+    fn commit_at(&self, id: gix::ObjectId) -> Result<Commit, MemoryError> {
+        read_commit(&self.repo(), &self.dir, id)
     }
 
     /// Commit ids from the branch tip along first parents, newest first.
@@ -224,27 +113,40 @@ impl GitVersions {
             if out.len() >= limit {
                 break;
             }
-            let version = self.version(&id)?;
-            next = version.parent.clone();
-            out.push(version);
+            let commit = self.commit_at(id)?;
+            next = commit.parent;
+            out.push(Version {
+                id: id.to_string(),
+                parent: commit.parent.map(|p| p.to_string()),
+                message: commit.message,
+                time: commit.time,
+            });
         }
         Ok(out)
     }
 
     /// Writes the tree of `files` (paths with `/`), returning its id.
-    fn write_tree(&self, files: &[(&str, &str)]) -> Result<String, MemoryError> {
-        // Group by the first path component.
-        let mut entries: Vec<(String, bool, String)> = Vec::new();
+    fn write_tree(
+        &self,
+        repo: &gix::Repository,
+        files: &[(&str, &str)],
+    ) -> Result<gix::ObjectId, MemoryError> {
+        use gix::objs::tree::{Entry, EntryKind};
+        let mut tree = gix::objs::Tree::empty();
         let mut i = 0;
         while i < files.len() {
             let (path, content) = files[i];
             match path.split_once('/') {
                 None => {
-                    entries.push((
-                        path.to_owned(),
-                        false,
-                        self.put("blob", content.as_bytes())?,
-                    ));
+                    let oid = repo
+                        .write_blob(content.as_bytes())
+                        .map_err(|e| unavailable(&self.dir, "store a file", e))?
+                        .detach();
+                    tree.entries.push(Entry {
+                        mode: EntryKind::Blob.into(),
+                        filename: path.into(),
+                        oid,
+                    });
                     i += 1;
                 }
                 Some((dir, _)) => {
@@ -255,63 +157,107 @@ impl GitVersions {
                         children.push((rest, files[i].1));
                         i += 1;
                     }
-                    entries.push((dir.to_owned(), true, self.write_tree(&children)?));
+                    let oid = self.write_tree(repo, &children)?;
+                    tree.entries.push(Entry {
+                        mode: EntryKind::Tree.into(),
+                        filename: dir.into(),
+                        oid,
+                    });
                 }
             }
         }
-        // git orders tree entries by name, a directory compared as `name/`.
-        entries.sort_by(|a, b| {
-            let key = |e: &(String, bool, String)| {
-                let mut k = e.0.as_bytes().to_vec();
-                if e.1 {
-                    k.push(b'/');
-                }
-                k
-            };
-            key(a).cmp(&key(b))
-        });
-        let mut body = Vec::new();
-        for (name, is_dir, id) in entries {
-            body.extend_from_slice(if is_dir { b"40000 " } else { b"100644 " });
-            body.extend_from_slice(name.as_bytes());
-            body.push(0);
-            body.extend_from_slice(&unhex(&id));
-        }
-        self.put("tree", &body)
+        // git's order: by name, a directory compared as `name/`.
+        tree.entries.sort();
+        repo.write_object(&tree)
+            .map(|id| id.detach())
+            .map_err(|e| unavailable(&self.dir, "store a tree", e))
     }
+}
 
-    fn read_tree(&self, id: &str, prefix: &str, out: &mut Snapshot) -> Result<(), MemoryError> {
-        let (kind, body) = self.get(id)?;
-        if kind != "tree" {
-            return Err(MemoryError::InvalidFile {
-                path: self.object_path(id),
-                reason: "is not a tree".into(),
-            });
-        }
-        let mut rest = body.as_slice();
-        while !rest.is_empty() {
-            let space = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
-            let nul = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
-            if nul + 21 > rest.len() || space > nul {
-                return Err(MemoryError::InvalidFile {
-                    path: self.object_path(id),
-                    reason: "is a damaged tree".into(),
-                });
-            }
-            let mode = String::from_utf8_lossy(&rest[..space]).into_owned();
-            let name = String::from_utf8_lossy(&rest[space + 1..nul]).into_owned();
-            let child = hex(&rest[nul + 1..nul + 21]);
-            rest = &rest[nul + 21..];
-            let path = format!("{prefix}{name}");
-            if mode == "40000" {
-                self.read_tree(&child, &format!("{path}/"), out)?;
-            } else {
-                let (_, blob) = self.get(&child)?;
-                out.insert(path, String::from_utf8_lossy(&blob).into_owned());
-            }
-        }
-        Ok(())
+/// A new bare repository: the layout git itself creates, automatic gc off (gix and git
+/// both read packs, but nobody should repack under a running Dream unasked).
+fn init(dir: &Path) -> Result<(), MemoryError> {
+    for sub in ["objects", "refs/heads", "refs/tags"] {
+        let path = dir.join(sub);
+        std::fs::create_dir_all(&path).map_err(|e| MemoryError::io("create", &path, e))?;
     }
+    write_atomic(
+        &dir.join("config"),
+        b"[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n[gc]\n\tauto = 0\n",
+    )?;
+    write_atomic(
+        &dir.join("description"),
+        b"nanobot memory versions: SOUL.md, USER.md, memory/MEMORY.md, skills/ and Dream's cursor\n",
+    )?;
+    // HEAD last: its presence marks a finished repository.
+    write_atomic(&dir.join("HEAD"), format!("ref: {BRANCH}\n").as_bytes())
+}
+
+fn read_commit(
+    repo: &gix::Repository,
+    dir: &Path,
+    id: gix::ObjectId,
+) -> Result<Commit, MemoryError> {
+    let object = repo
+        .try_find_object(id)
+        .map_err(|e| MemoryError::InvalidFile {
+            path: dir.to_owned(),
+            reason: format!("holds a damaged object {id}: {e}"),
+        })?
+        .ok_or_else(|| MemoryError::UnknownVersion { id: id.to_string() })?;
+    let commit = object
+        .try_into_commit()
+        .map_err(|_| MemoryError::UnknownVersion { id: id.to_string() })?;
+    let bad = |why: String| MemoryError::InvalidFile {
+        path: dir.to_owned(),
+        reason: format!("holds a commit {id} that cannot be read: {why}"),
+    };
+    let tree = commit.tree_id().map_err(|e| bad(e.to_string()))?.detach();
+    let parent = commit.parent_ids().next().map(|p| p.detach());
+    let seconds = commit.time().map_err(|e| bad(e.to_string()))?.seconds;
+    let message = commit
+        .message_raw()
+        .map_err(|e| bad(e.to_string()))?
+        .to_str_lossy()
+        .trim_end_matches('\n')
+        .to_owned();
+    Ok(Commit {
+        tree,
+        parent,
+        time: Utc
+            .timestamp_opt(seconds, 0)
+            .single()
+            .unwrap_or(DateTime::UNIX_EPOCH),
+        message,
+    })
+}
+
+/// Every file of tree `id` into `out`, paths joined with `/`.
+fn read_tree(
+    repo: &gix::Repository,
+    dir: &Path,
+    id: gix::ObjectId,
+    prefix: &str,
+    out: &mut Snapshot,
+) -> Result<(), MemoryError> {
+    let damaged = |e: String| MemoryError::InvalidFile {
+        path: dir.to_owned(),
+        reason: format!("holds a damaged tree {id}: {e}"),
+    };
+    let tree = repo.find_tree(id).map_err(|e| damaged(e.to_string()))?;
+    for entry in tree.iter() {
+        let entry = entry.map_err(|e| damaged(e.to_string()))?;
+        let path = format!("{prefix}{}", entry.filename().to_str_lossy());
+        if entry.mode().is_tree() {
+            read_tree(repo, dir, entry.oid().to_owned(), &format!("{path}/"), out)?;
+        } else if entry.mode().is_blob() {
+            let blob = repo
+                .find_blob(entry.oid())
+                .map_err(|e| damaged(e.to_string()))?;
+            out.insert(path, blob.data.to_str_lossy().into_owned());
+        }
+    }
+    Ok(())
 }
 
 #[async_trait]
@@ -322,33 +268,52 @@ impl MemoryVersions for GitVersions {
         files: &Snapshot,
         time: DateTime<Utc>,
     ) -> Result<Option<Version>, MemoryError> {
+        let repo = self.repo();
         let list: Vec<(&str, &str)> = files
             .iter()
             .map(|(p, c)| (p.as_str(), c.as_str()))
             .collect();
-        let tree = self.write_tree(&list)?;
+        let tree = self.write_tree(&repo, &list)?;
         let parent = self.head()?;
-        if let Some(parent) = &parent
+        if let Some(parent) = parent
             && self.commit_at(parent)?.tree == tree
         {
             return Ok(None);
         }
-        let stamp = time.timestamp();
-        let mut body = format!("tree {tree}\n");
-        if let Some(parent) = &parent {
-            body.push_str(&format!("parent {parent}\n"));
-        }
-        body.push_str(&format!(
-            "author {IDENTITY} {stamp} +0000\ncommitter {IDENTITY} {stamp} +0000\n\n{}\n",
-            message.trim_end_matches('\n')
-        ));
-        let id = self.put("commit", body.as_bytes())?;
-        self.write_file(BRANCH, format!("{id}\n").as_bytes())?;
+        let message = message.trim_end_matches('\n');
+        let signature = gix::actor::Signature {
+            name: NAME.into(),
+            email: EMAIL.into(),
+            time: gix::date::Time {
+                seconds: time.timestamp(),
+                offset: 0,
+            },
+        };
+        let (mut committer_time, mut author_time) = (
+            gix::date::parse::TimeBuf::default(),
+            gix::date::parse::TimeBuf::default(),
+        );
+        // The branch moves only if it still points at `parent` (git's lock file and a
+        // compare-and-set), so two writers cannot lose each other's version.
+        let id = repo
+            .commit_as(
+                signature.to_ref(&mut committer_time),
+                signature.to_ref(&mut author_time),
+                BRANCH,
+                format!("{message}\n"),
+                tree,
+                parent.into_iter(),
+            )
+            .map_err(|e| unavailable(&self.dir, "record a version", e))?
+            .detach();
         Ok(Some(Version {
-            id,
-            parent,
-            message: message.trim_end_matches('\n').to_owned(),
-            time: Utc.timestamp_opt(stamp, 0).single().unwrap_or(time),
+            id: id.to_string(),
+            parent: parent.map(|p| p.to_string()),
+            message: message.to_owned(),
+            time: Utc
+                .timestamp_opt(time.timestamp(), 0)
+                .single()
+                .unwrap_or(time),
         }))
     }
 
@@ -365,19 +330,55 @@ impl MemoryVersions for GitVersions {
     }
 
     async fn files_at(&self, id: &str) -> Result<Snapshot, MemoryError> {
+        let id = self.parse_id(id)?;
         let commit = self.commit_at(id)?;
         let mut out = Snapshot::new();
-        self.read_tree(&commit.tree, "", &mut out)?;
+        read_tree(&self.repo(), &self.dir, commit.tree, "", &mut out)?;
         Ok(out)
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// One commit of a nanobot-ai workspace's own git history (read-only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignVersion {
+    /// The commit id.
+    pub id: String,
+    /// When it was committed.
+    pub time: DateTime<Utc>,
+    /// Its message.
+    pub message: String,
 }
 
-fn unhex(text: &str) -> Vec<u8> {
-    (0..text.len() / 2)
-        .filter_map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok())
-        .collect()
+/// The newest `limit` commits of the repository at `<workspace>/.git` along first parents
+/// from HEAD: where nanobot-ai records its Dream versions, so a user who moves over sees
+/// them. `Ok(None)` when the workspace has no git repository; read-only, never written.
+pub fn workspace_git_history(
+    workspace: &Path,
+    limit: usize,
+) -> Result<Option<Vec<ForeignVersion>>, MemoryError> {
+    let dir = workspace.join(".git");
+    if !dir.exists() {
+        return Ok(None);
+    }
+    let repo = gix::open_opts(&dir, gix::open::Options::isolated())
+        .map_err(|e| unavailable(&dir, "be opened", e))?;
+    let Ok(head) = repo.head_id() else {
+        // An unborn HEAD: a repository without commits.
+        return Ok(Some(Vec::new()));
+    };
+    let mut out = Vec::new();
+    let mut next = Some(head.detach());
+    while let Some(id) = next {
+        if out.len() >= limit {
+            break;
+        }
+        let commit = read_commit(&repo, &dir, id)?;
+        next = commit.parent;
+        out.push(ForeignVersion {
+            id: id.to_string(),
+            time: commit.time,
+            message: commit.message,
+        });
+    }
+    Ok(Some(out))
 }

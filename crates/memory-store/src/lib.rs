@@ -40,7 +40,7 @@ pub use file_documents::FileDocuments;
 #[cfg(feature = "fs")]
 pub use file_lease::FileLease;
 #[cfg(feature = "fs")]
-pub use git::{GitVersions, REPOSITORY};
+pub use git::{ForeignVersion, GitVersions, REPOSITORY, workspace_git_history};
 pub use journal::{Compaction, HistoryJournal, HistoryJournalExt};
 pub use lease::{LeaseGuard, MemoryLease, MemoryLeaseStore};
 #[cfg(feature = "fs")]

@@ -120,7 +120,34 @@ pub async fn dream_log(bot: &Bot, id: Option<&str>) -> Result<String, AppError> 
             let (version, diffs) = bot.dream.show(id).await?;
             format::show(&version, &diffs)
         }
-        None => format::log(&bot.dream.log(20).await?),
+        None => {
+            let mut out = format::log(&bot.dream.log(20).await?);
+            // A workspace nanobot-ai curated keeps its versions in the workspace's own
+            // `.git`: shown too, read-only, so nothing recorded there is out of sight.
+            match memory_store::workspace_git_history(&bot.config.workspace, 20) {
+                Ok(Some(history)) if !history.is_empty() => {
+                    let _ = write!(
+                        out,
+                        "\n\nEarlier versions in {} (nanobot-ai's; read-only, view them with git):",
+                        bot.config.workspace.join(".git").display()
+                    );
+                    for version in history {
+                        let _ = write!(
+                            out,
+                            "\n  {}  {}  {}",
+                            &version.id[..8],
+                            version.time.format("%Y-%m-%d %H:%M UTC"),
+                            version.message.lines().next().unwrap_or("")
+                        );
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = write!(out, "\n\n(The workspace's .git could not be read: {e})");
+                }
+            }
+            out
+        }
     })
 }
 

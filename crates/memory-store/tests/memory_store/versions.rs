@@ -275,3 +275,78 @@ fn symlink(target: &Path, link: &Path) {
     #[cfg(unix)]
     std::os::unix::fs::symlink(target, link).unwrap();
 }
+
+/// Issue 12.8: `git gc` (packed objects) and `git pack-refs` (packed branch) leave the
+/// versions working: the log, every version's files, a new commit, and `git fsck`.
+#[tokio::test]
+async fn versions_survive_git_gc_and_packed_refs() {
+    if git_program().is_none() {
+        return;
+    }
+    let ws = TempDir::new("git-gc");
+    let git = GitVersions::open(ws.path()).unwrap();
+    let at = |s: i64| Utc.timestamp_opt(1_800_000_000 + s, 0).unwrap();
+    for i in 0..3 {
+        git.commit(
+            &format!("version {i}"),
+            &snapshot(&[
+                ("USER.md", &format!("# User\n\n- fact {i}\n")),
+                ("skills/tea/SKILL.md", "tea"),
+            ]),
+            at(i),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    }
+    let before = git.log(10).await.unwrap();
+    let dir = git.dir().to_str().unwrap().to_owned();
+    for args in [
+        &["gc", "--aggressive", "--prune=now", "-q"][..],
+        &["pack-refs", "--all"],
+    ] {
+        let out = Command::new("git")
+            .arg("--git-dir")
+            .arg(&dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(
+        !ws.path()
+            .join(".nanobot/memory.git/refs/heads/main")
+            .exists(),
+        "packed"
+    );
+
+    let again = GitVersions::open(ws.path()).unwrap();
+    assert_eq!(again.log(10).await.unwrap(), before);
+    let files = again.files_at(&before[1].id).await.unwrap();
+    assert_eq!(files["USER.md"], "# User\n\n- fact 1\n");
+    assert_eq!(files["skills/tea/SKILL.md"], "tea");
+    let next = again
+        .commit(
+            "after gc",
+            &snapshot(&[("USER.md", "# User\n\n- after\n")]),
+            at(9),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.parent.as_deref(), Some(before[0].id.as_str()));
+    assert_eq!(again.resolve(&next.id[..8]).await.unwrap(), next);
+    let fsck = Command::new("git")
+        .args(["--git-dir", &dir, "fsck", "--strict"])
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+}

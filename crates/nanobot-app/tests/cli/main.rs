@@ -478,3 +478,35 @@ async fn the_command_line_behaves_like_one() {
     assert!(!log.contains("cli:direct"), "{log}");
     assert_eq!(String::from_utf8_lossy(&verbose.stdout), "Hi\n");
 }
+
+/// Issue 12.8: a workspace nanobot-ai versioned keeps its Dream history in the workspace's
+/// `.git` (written by nanobot-ai's own GitStore here); `nanobot memory log` shows it.
+#[test]
+fn memory_log_shows_the_versions_nanobot_ai_recorded() {
+    let Some(python) = bench_workload::testing::peer_python("nanobot-ai's git history") else {
+        return;
+    };
+    let ws = TempDir::new("cli-nanobot-git");
+    let script = r##"
+import json, sys
+from pathlib import Path
+from nanobot.utils.gitstore import GitStore
+ws = Path(sys.argv[1])
+(ws / "memory").mkdir(parents=True, exist_ok=True)
+(ws / "USER.md").write_text("# User\n")
+(ws / "memory" / "MEMORY.md").write_text("# Memory\n")
+store = GitStore(ws, ["SOUL.md", "USER.md", "memory/MEMORY.md"])
+store.init()
+(ws / "USER.md").write_text("# User\n\n- Name: Maria\n")
+sha = store.auto_commit("dream: remember the user's name")
+print(json.dumps({"sha": sha}))
+"##;
+    let made = bench_workload::testing::run_peer(&python, script, &[ws.path().as_os_str()], None);
+    let sha = made["sha"].as_str().expect("nanobot-ai committed");
+    let out = nanobot(ws.path(), &["memory", "log"], &[]);
+    let said = text(&out, ws.path());
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("nanobot-ai's; read-only"), "{said}");
+    assert!(said.contains("dream: remember the user's name"), "{said}");
+    assert!(said.contains(&sha[..7]), "{sha}: {said}");
+}
