@@ -302,7 +302,7 @@ impl MemoryVersions for GitVersions {
                 BRANCH,
                 format!("{message}\n"),
                 tree,
-                parent.into_iter(),
+                parent,
             )
             .map_err(|e| unavailable(&self.dir, "record a version", e))?
             .detach();
