@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use llm_http::{Answer, ApiKey, HttpClient, Timeouts, check_base_url, deliver};
 use llm_port::{Capabilities, LlmClient, LlmError, LlmRequest, LlmResponse, TextSink};
 
-use crate::wire::{Assembly, body, parse_response};
+use crate::wire::{Assembly, body, into_structured, parse_response, structured_tool};
 
 /// The API version sent as `anthropic-version`.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -123,9 +123,13 @@ impl AnthropicClient {
         let response = self.http.post_json(&url, &self.headers(), payload).await?;
         // 529: Anthropic is overloaded; worth a retry, like a 503.
         let overloaded = |status| if status == 529 { 503 } else { status };
+        let structured = structured_tool(request).map(|(name, _)| name);
         let stream = match response.into_answer("anthropic", overloaded).await? {
             Answer::Whole(body) => {
-                let answer = parse_response(&body)?;
+                let mut answer = parse_response(&body)?;
+                if let Some(tool) = &structured {
+                    answer = into_structured(answer, tool);
+                }
                 deliver(sink, &answer.message.text_content());
                 return Ok(answer);
             }
@@ -135,7 +139,17 @@ impl AnthropicClient {
         stream
             .each_event(|event| answer.event(event.event.as_deref(), &event.data, sink))
             .await?;
-        answer.finish()
+        let answer = answer.finish()?;
+        Ok(match &structured {
+            Some(tool) => {
+                let answer = into_structured(answer, tool);
+                // The JSON arrived as tool input, which is not streamed as text: hand it
+                // over whole.
+                deliver(sink, &answer.message.text_content());
+                answer
+            }
+            None => answer,
+        })
     }
 }
 
@@ -160,6 +174,7 @@ impl LlmClient for AnthropicClient {
         capabilities.max_output_tokens = Some(self.config.default_max_tokens);
         capabilities.supports_tools = true;
         capabilities.supports_images = true;
+        capabilities.supports_structured_output = true;
         capabilities
     }
 }

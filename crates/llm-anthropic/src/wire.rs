@@ -2,7 +2,7 @@
 
 use llm_port::{
     AssistantMessage, Content, ContentPart, FinishReason, LlmError, LlmRequest, LlmResponse,
-    Message, ToolCall, ToolChoice, Usage,
+    Message, ResponseFormat, ToolCall, ToolChoice, Usage,
 };
 use serde_json::{Map, Value, json};
 
@@ -116,7 +116,8 @@ pub(crate) fn body(
                 .collect(),
         ),
     );
-    if !request.tools.is_empty() {
+    let structured = structured_tool(request);
+    if !request.tools.is_empty() || structured.is_some() {
         let mut tools: Vec<Value> = request
             .tools
             .iter()
@@ -129,12 +130,22 @@ pub(crate) fn body(
                 tool
             })
             .collect();
+        if let Some((name, schema)) = &structured {
+            tools.push(json!({
+                "name": name,
+                "description": "Give your whole answer through this tool, as its input.",
+                "input_schema": schema,
+            }));
+        }
         if cache && let Some(Value::Object(last)) = tools.last_mut() {
             last.insert("cache_control".into(), cache_control());
         }
         body.insert("tools".into(), Value::Array(tools));
     }
-    if let Some(choice) = &request.tool_choice {
+    if let Some((name, _)) = &structured {
+        // The Messages API has no response format: a forced tool whose input is the answer.
+        body.insert("tool_choice".into(), json!({"type": "tool", "name": name}));
+    } else if let Some(choice) = &request.tool_choice {
         body.insert(
             "tool_choice".into(),
             match choice {
@@ -206,6 +217,51 @@ fn finish_reason(stop: Option<&str>) -> FinishReason {
         Some("refusal") => FinishReason::ContentFilter,
         Some(other) => FinishReason::Other(other.to_owned()),
     }
+}
+
+/// The forced tool that carries a structured answer: its name and input schema, when the
+/// request asks for JSON (a schema, or any object).
+pub(crate) fn structured_tool(request: &LlmRequest) -> Option<(String, Value)> {
+    match &request.response_format {
+        Some(ResponseFormat::JsonSchema { json_schema }) => {
+            // Tool names are `[a-zA-Z0-9_-]{1,64}`; a schema's name may be anything.
+            let mut name: String = json_schema
+                .name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .take(64)
+                .collect();
+            if name.is_empty() {
+                name = "answer".into();
+            }
+            Some((name, json_schema.schema.clone()))
+        }
+        Some(ResponseFormat::JsonObject) => Some(("answer".into(), json!({"type": "object"}))),
+        _ => None,
+    }
+}
+
+/// A structured answer as the caller asked for it: the forced tool's input as the message
+/// text (JSON), no tool call, and the model's stop read as a normal end. Any other answer
+/// (the model wrote text instead) is left as it came, for the caller to judge.
+pub(crate) fn into_structured(mut response: LlmResponse, tool: &str) -> LlmResponse {
+    let calls = response.message.tool_calls.take().unwrap_or_default();
+    let (ours, others): (Vec<ToolCall>, Vec<ToolCall>) =
+        calls.into_iter().partition(|c| c.function.name == tool);
+    if let Some(call) = ours.into_iter().next() {
+        response.message.content = Some(Content::Text(call.function.arguments));
+        if response.finish_reason == FinishReason::ToolCalls {
+            response.finish_reason = FinishReason::Stop;
+        }
+    }
+    response.message.tool_calls = (!others.is_empty()).then_some(others);
+    response
 }
 
 /// A whole answer.

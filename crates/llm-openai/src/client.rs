@@ -177,6 +177,7 @@ impl LlmClient for OpenAiClient {
         let mut capabilities = Capabilities::new(window);
         capabilities.supports_tools = true;
         capabilities.supports_images = true;
+        capabilities.supports_structured_output = true;
         capabilities
     }
 }

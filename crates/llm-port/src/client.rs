@@ -50,6 +50,11 @@ pub struct Capabilities {
     pub supports_tools: bool,
     /// Whether the model accepts image parts.
     pub supports_images: bool,
+    /// Whether the backend holds an answer to [`LlmRequest::response_format`]'s JSON schema
+    /// (OpenAI-compatible servers through `response_format`, llama.cpp's with a grammar,
+    /// Anthropic through a forced tool). Policies ask for structured answers only where
+    /// this is true; elsewhere they parse free text.
+    pub supports_structured_output: bool,
 }
 
 impl Capabilities {
@@ -60,6 +65,7 @@ impl Capabilities {
             max_output_tokens: None,
             supports_tools: true,
             supports_images: false,
+            supports_structured_output: false,
         }
     }
 
@@ -78,6 +84,12 @@ impl Capabilities {
     /// Sets image support.
     pub fn with_images(mut self, supports_images: bool) -> Self {
         self.supports_images = supports_images;
+        self
+    }
+
+    /// Sets structured-output support (see [`Capabilities::supports_structured_output`]).
+    pub fn with_structured_output(mut self, supported: bool) -> Self {
+        self.supports_structured_output = supported;
         self
     }
 }

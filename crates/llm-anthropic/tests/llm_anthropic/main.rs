@@ -289,3 +289,68 @@ async fn streaming_hands_text_to_the_sink_as_it_arrives() {
         .unwrap();
     assert_eq!(pieces.lock().unwrap().clone(), ["Let me ", "check."]);
 }
+
+fn facts_request() -> LlmRequest {
+    LlmRequest::new(
+        "claude-sonnet-4-5",
+        vec![
+            Message::system("Extract facts."),
+            Message::user("I'm Maria; Lina is allergic to peanuts."),
+        ],
+    )
+    .with_response_format(llm_port::ResponseFormat::JsonSchema {
+        json_schema: llm_port::JsonSchemaFormat {
+            name: "memory facts".into(),
+            schema: json!({"type": "object", "properties": {"facts": {"type": "array"}, "summary": {"type": "string"}}, "required": ["facts", "summary"]}),
+            strict: Some(true),
+        },
+    })
+}
+
+/// Issue 13: a JSON-schema answer through a forced tool (the Messages API has no response
+/// format): the schema becomes the tool's input schema, the tool is forced, and its input
+/// comes back as the answer's text, with no tool call left and a normal stop.
+#[tokio::test]
+async fn a_structured_answer_goes_through_a_forced_tool() {
+    for stream in [false, true] {
+        let reply = if stream {
+            Reply::sse(&fixture("structured_stream.sse"), 31)
+        } else {
+            json_reply(200, "structured_answer.json")
+        };
+        let server = FakeServer::start(vec![reply]).await;
+        let llm = client(&server, stream);
+        assert!(llm.capabilities().supports_structured_output);
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink_seen = seen.clone();
+        let sink: llm_port::TextSink =
+            std::sync::Arc::new(move |text: &str| sink_seen.lock().unwrap().push_str(text));
+        let answer = llm
+            .complete_streaming(&facts_request(), &sink)
+            .await
+            .unwrap();
+        let sent = server.requests()[0].json();
+        assert_eq!(
+            sent["tool_choice"],
+            json!({"type": "tool", "name": "memory_facts"})
+        );
+        assert_eq!(sent["tools"][0]["name"], "memory_facts");
+        assert_eq!(
+            sent["tools"][0]["input_schema"]["required"],
+            json!(["facts", "summary"])
+        );
+        assert!(
+            sent.get("response_format").is_none(),
+            "not an Anthropic field"
+        );
+        assert_eq!(answer.finish_reason, FinishReason::Stop, "stream {stream}");
+        assert!(answer.message.tool_calls.is_none(), "stream {stream}");
+        let text = answer.message.text_content();
+        let parsed: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            parsed["facts"][0]["fact"], "Her name is Maria",
+            "stream {stream}"
+        );
+        assert_eq!(*seen.lock().unwrap(), text, "the sink gets the JSON too");
+    }
+}

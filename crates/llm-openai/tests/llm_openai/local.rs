@@ -96,3 +96,50 @@ async fn a_real_request_offering_tools() {
     assert!(!answer.message.tool_calls().is_empty() || !answer.message.text_content().is_empty());
     assert!(known(&answer.finish_reason));
 }
+
+/// Issue 13: llama.cpp's server holds a `response_format` JSON schema (it compiles it into
+/// a grammar): even a small model's answer parses and has the required shape.
+#[tokio::test]
+async fn a_real_schema_constrained_answer() {
+    let Some(client) = local(false) else { return };
+    assert!(client.capabilities().supports_structured_output);
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "facts": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+            "summary": {"type": "string", "maxLength": 200}
+        },
+        "required": ["facts", "summary"],
+        "additionalProperties": false
+    });
+    let request = LlmRequest::new(
+        "local",
+        vec![
+            Message::system("Extract the facts about the user as JSON."),
+            Message::user(
+                "I'm Maria. My daughter Lina is allergic to peanuts. Keep answers short.",
+            ),
+        ],
+    )
+    .with_max_tokens(200)
+    .with_temperature(0.0)
+    .with_response_format(llm_port::ResponseFormat::JsonSchema {
+        json_schema: llm_port::JsonSchemaFormat {
+            name: "facts".into(),
+            schema,
+            strict: Some(true),
+        },
+    });
+    let answer = client.complete(&request).await.unwrap();
+    let text = answer.message.text_content();
+    if answer.finish_reason == FinishReason::Length {
+        // Cut by the output limit: the grammar cannot finish the object. Not a shape error.
+        return;
+    }
+    let value: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert!(value["facts"].is_array(), "{text}");
+    assert!(value["summary"].is_string(), "{text}");
+    let keys: Vec<&String> = value.as_object().unwrap().keys().collect();
+    assert_eq!(keys.len(), 2, "no other keys: {text}");
+}
