@@ -30,6 +30,17 @@ pub struct ConsolidationConfig {
     pub temperature: Option<f32>,
     /// The longest an archive call may take before it counts as failed (raw fallback).
     pub call_timeout: Duration,
+    /// When the archive answer is unusable (cut off, too large to ask, empty, tool calls)
+    /// and the model supports structured output, ask once more with a small request and a
+    /// JSON schema (facts with their marks, and a summary) before falling back to the raw
+    /// messages. Default on.
+    pub structured_retry: bool,
+    /// Skip the free-text request and ask with the schema straight away (for small models
+    /// that cannot follow the free-text instruction). Default off.
+    pub structured_first: bool,
+    /// The most tokens a structured archive answer may take (less when the window is
+    /// smaller).
+    pub structured_max_output_tokens: usize,
 }
 
 impl ConsolidationConfig {
@@ -46,6 +57,9 @@ impl ConsolidationConfig {
             raw_part_max_chars: 16_000,
             temperature: None,
             call_timeout: Duration::from_secs(120),
+            structured_retry: true,
+            structured_first: false,
+            structured_max_output_tokens: 512,
         }
     }
 

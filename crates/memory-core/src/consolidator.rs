@@ -83,6 +83,15 @@ pub enum RawReason {
     ToolCalls,
     /// The answer was empty.
     Empty,
+    /// The structured answer did not parse as the schema asked.
+    InvalidStructured(String),
+    /// The first request failed, and so did the structured one asked after it.
+    Retried {
+        /// Why the first answer was unusable (`None` when the schema was asked first).
+        first: Option<Box<RawReason>>,
+        /// Why the structured answer was unusable.
+        structured: Box<RawReason>,
+    },
 }
 
 impl std::fmt::Display for RawReason {
@@ -99,6 +108,16 @@ impl std::fmt::Display for RawReason {
             RawReason::Unfinished(reason) => write!(f, "the answer was unfinished ({reason:?})"),
             RawReason::ToolCalls => f.write_str("the model called tools instead of answering"),
             RawReason::Empty => f.write_str("the answer was empty"),
+            RawReason::InvalidStructured(why) => {
+                write!(
+                    f,
+                    "the structured answer was not what the schema asked: {why}"
+                )
+            }
+            RawReason::Retried { first, structured } => match first {
+                Some(first) => write!(f, "{first}; asked again with a schema: {structured}"),
+                None => write!(f, "asked with a schema: {structured}"),
+            },
         }
     }
 }
@@ -254,6 +273,10 @@ impl Consolidator {
     }
 
     /// [`Consolidator::frame_tokens`] of a frame already built.
+    fn estimate_messages(&self, messages: &[Message]) -> usize {
+        self.estimator.estimate(messages, &[])
+    }
+
     fn count_frame(&self, frame: &[Message], tools: &[ToolDefinition]) -> usize {
         use std::hash::{DefaultHasher, Hash, Hasher};
         let mut hasher = DefaultHasher::new();
@@ -553,10 +576,100 @@ impl Consolidator {
         chunk: &[session_store::StoredMessage],
         request: Result<LlmRequest, RawReason>,
     ) -> Result<Archived, ConsolidationError> {
-        match request {
-            Err(reason) => self.archive_raw(key, start, end, chunk, reason).await,
-            Ok(request) => self.ask(key, start, end, chunk, &request).await,
+        // Capabilities are asked only when they matter (a usable first answer needs none).
+        let structured = || self.llm.capabilities().supports_structured_output;
+        let first = if self.config.structured_first && structured() {
+            None
+        } else {
+            let reason = match request {
+                Err(reason) => reason,
+                Ok(request) => match self.ask(key, start, end, &request).await? {
+                    Ok(done) => return Ok(done),
+                    Err(reason) => reason,
+                },
+            };
+            let worth_retrying = !matches!(reason, RawReason::NoBudget | RawReason::CallFailed(_));
+            if !(self.config.structured_retry && worth_retrying && structured()) {
+                return self.archive_raw(key, start, end, chunk, reason).await;
+            }
+            Some(Box::new(reason))
+        };
+        match self.ask_structured(key, start, end, chunk).await? {
+            Ok(done) => Ok(done),
+            Err(second) => {
+                let reason = RawReason::Retried {
+                    first,
+                    structured: Box::new(second),
+                };
+                self.archive_raw(key, start, end, chunk, reason).await
+            }
         }
+    }
+
+    /// The archive of `chunk` asked with a JSON schema in a request of its own (a short
+    /// system message and the messages as text, so it fits where the session's prompt does
+    /// not), rendered as nanobot-ai's `- [mark] fact` lines. `Err` says why it is unusable.
+    async fn ask_structured(
+        &self,
+        key: &SessionKey,
+        start: usize,
+        end: usize,
+        chunk: &[session_store::StoredMessage],
+    ) -> Result<Result<Archived, RawReason>, ConsolidationError> {
+        let Some(request) = self.structured_request(chunk) else {
+            return Ok(Err(RawReason::RequestTooLarge));
+        };
+        let answer =
+            match tokio::time::timeout(self.config.call_timeout, self.llm.complete(&request)).await
+            {
+                Err(_) => Err(LlmError::Timeout {
+                    after: self.config.call_timeout,
+                }),
+                Ok(answer) => answer,
+            };
+        let response = match answer {
+            Err(error) => return Ok(Err(RawReason::CallFailed(error))),
+            Ok(response) => response,
+        };
+        if !matches!(response.finish_reason, FinishReason::Stop) {
+            return Ok(Err(RawReason::Unfinished(response.finish_reason)));
+        }
+        let text = match crate::structured::render(&strip_think(&response.text_content())) {
+            Err(why) => return Ok(Err(RawReason::InvalidStructured(why))),
+            Ok(None) => return Ok(Ok(Archived::Nothing)),
+            Ok(Some(text)) => text,
+        };
+        let stored = cap(&text, self.config.summary_max_chars);
+        let entry = NewEntry::text(&stored)
+            .from_session(key.as_str())
+            .covering(start as u64, end as u64);
+        let cursors = self.journal.append(&[entry]).await?;
+        Ok(Ok(Archived::Summary {
+            cursor: cursors.first().copied().unwrap_or_default(),
+            text: stored,
+        }))
+    }
+
+    /// The structured archive request for `chunk`, or `None` when it cannot fit the window
+    /// with room for an answer.
+    fn structured_request(&self, chunk: &[session_store::StoredMessage]) -> Option<LlmRequest> {
+        let messages = crate::structured::messages(&format_messages(chunk).join("\n"));
+        let prompt = self.estimate_messages(&messages);
+        // Our count is cl100k's; the model's tokenizer differs, so keep a proportional margin.
+        let margin = (prompt / 5).max(64);
+        let room = self
+            .config
+            .context_window
+            .checked_sub(prompt + margin)?
+            .min(self.config.structured_max_output_tokens);
+        if room < 96 {
+            return None;
+        }
+        let mut request = LlmRequest::new(self.config.model.clone(), messages)
+            .with_max_tokens(u32::try_from(room).unwrap_or(u32::MAX))
+            .with_response_format(crate::structured::format());
+        request.temperature = Some(self.config.temperature.unwrap_or(0.0));
+        Some(request)
     }
 
     /// A journal entry of this session that starts at `start` and ends within what is being
@@ -642,9 +755,8 @@ impl Consolidator {
         key: &SessionKey,
         start: usize,
         end: usize,
-        chunk: &[session_store::StoredMessage],
         request: &LlmRequest,
-    ) -> Result<Archived, ConsolidationError> {
+    ) -> Result<Result<Archived, RawReason>, ConsolidationError> {
         let answer = match tokio::time::timeout(
             self.config.call_timeout,
             self.llm.complete(request),
@@ -673,21 +785,21 @@ impl Consolidator {
                 if trimmed.is_empty() {
                     RawReason::Empty
                 } else if trimmed == NOTHING {
-                    return Ok(Archived::Nothing);
+                    return Ok(Ok(Archived::Nothing));
                 } else {
                     let stored = cap(&strip_think(trimmed), self.config.summary_max_chars);
                     let entry = NewEntry::text(&stored)
                         .from_session(key.as_str())
                         .covering(start as u64, end as u64);
                     let cursors = self.journal.append(&[entry]).await?;
-                    return Ok(Archived::Summary {
+                    return Ok(Ok(Archived::Summary {
                         cursor: cursors.first().copied().unwrap_or_default(),
                         text: stored,
-                    });
+                    }));
                 }
             }
         };
-        self.archive_raw(key, start, end, chunk, reason).await
+        Ok(Err(reason))
     }
 
     /// Journals the messages themselves, split into parts rather than cut.

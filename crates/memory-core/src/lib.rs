@@ -6,6 +6,7 @@ mod consolidator;
 mod error;
 mod prompt;
 mod raw;
+pub mod structured;
 mod summary;
 
 pub use autocompact::{AutoCompact, Compacted, DEFAULT_IDLE_TTL, TurnGuard};

@@ -419,3 +419,123 @@ async fn every_request_of_a_two_round_run_is_snapshotted() {
     insta::assert_json_snapshot!("token_path_round_1", requests[0]);
     insta::assert_json_snapshot!("token_path_round_2", requests[1]);
 }
+
+/// Issue 13: an unusable first answer (cut, tool calls, empty, or a request too large) is
+/// asked once more with a schema when the model supports structured output; the answer is
+/// journaled as `- [mark] fact` lines. A second unusable answer keeps every message raw,
+/// with both reasons; `structured_first` skips the free-text request.
+#[tokio::test]
+async fn unusable_answers_are_asked_again_with_a_schema() {
+    let capable = llm_port::Capabilities::new(100_000).with_structured_output(true);
+    let good = r#"{"facts": [{"mark": "permanent", "fact": "The user is called Obi-Wan"}, {"mark": "skip", "fact": "greeting"}], "summary": "Greetings."}"#;
+    let cut = || {
+        LlmResponse::text("- [permanent] The user is ca").with_finish_reason(FinishReason::Length)
+    };
+    let tools = || LlmResponse::tool_calls(vec![ToolCall::new("c", "f", "{}")]);
+    for (first, second, expect_summary) in [
+        (cut(), LlmResponse::text(good), true),
+        (tools(), LlmResponse::text(good), true),
+        (LlmResponse::text(" "), LlmResponse::text(good), true),
+        (
+            cut(),
+            LlmResponse::text("{\"facts\": [{\"mark\": \"permanent\""),
+            false,
+        ),
+        (
+            cut(),
+            LlmResponse::text(good).with_finish_reason(FinishReason::Length),
+            false,
+        ),
+    ] {
+        let fixture = Fixture::new(vec![u("hello there, I am Obi-Wan"), a("general kenobi")]).await;
+        let llm = Arc::new(
+            ScriptedLlm::new()
+                .with_capabilities(capable)
+                .then(first)
+                .then(second),
+        );
+        let consolidator =
+            fixture.consolidator(config(100_000, 0.5), llm.clone(), flat_counter(10));
+        let record = consolidator
+            .compact_idle(&fixture.key)
+            .await
+            .unwrap()
+            .unwrap();
+        let requests = llm.requests();
+        assert_eq!(requests.len(), 2);
+        assert!(requests[0].response_format.is_none());
+        assert!(matches!(
+            requests[1].response_format,
+            Some(llm_port::ResponseFormat::JsonSchema { .. })
+        ));
+        assert!(requests[1].max_tokens.unwrap() <= 512);
+        let entries = fixture.entries().await;
+        assert_eq!(entries.len(), 1);
+        if expect_summary {
+            assert_eq!(
+                record.outcome,
+                Archived::Summary {
+                    text: "- [permanent] The user is called Obi-Wan".into(),
+                    cursor: 1
+                }
+            );
+        } else {
+            let Archived::Raw { reason, .. } = &record.outcome else {
+                panic!("{record:?}");
+            };
+            assert!(
+                matches!(reason, RawReason::Retried { first: Some(_), .. }),
+                "{reason:?}"
+            );
+            assert!(
+                reason.to_string().contains("asked again with a schema"),
+                "{reason}"
+            );
+            assert!(
+                entries[0]
+                    .content
+                    .contains("USER: hello there, I am Obi-Wan")
+            );
+        }
+        assert_eq!(fixture.handle.last_consolidated(), 2);
+    }
+
+    // A failed call is not asked again; a model without structured output is not either.
+    for llm in [
+        ScriptedLlm::new()
+            .with_capabilities(capable)
+            .then_error(LlmError::transient("boom")),
+        ScriptedLlm::new().then(cut()),
+    ] {
+        let llm = Arc::new(llm);
+        let fixture = Fixture::new(vec![u("hello"), a("hi")]).await;
+        let consolidator =
+            fixture.consolidator(config(100_000, 0.5), llm.clone(), flat_counter(10));
+        let record = consolidator
+            .compact_idle(&fixture.key)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(matches!(record.outcome, Archived::Raw { .. }));
+        assert_eq!(llm.requests().len(), 1);
+    }
+
+    // structured_first: one request, with the schema.
+    let fixture = Fixture::new(vec![u("hello there, I am Obi-Wan"), a("general kenobi")]).await;
+    let llm = Arc::new(
+        ScriptedLlm::new()
+            .with_capabilities(capable)
+            .then(LlmResponse::text(good)),
+    );
+    let mut first = config(100_000, 0.5);
+    first.structured_first = true;
+    let consolidator = fixture.consolidator(first, llm.clone(), flat_counter(10));
+    let record = consolidator
+        .compact_idle(&fixture.key)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(record.outcome, Archived::Summary { .. }));
+    assert_eq!(llm.requests().len(), 1);
+    assert!(llm.requests()[0].response_format.is_some());
+}
