@@ -619,15 +619,7 @@ impl Consolidator {
         let Some(request) = self.structured_request(chunk) else {
             return Ok(Err(RawReason::RequestTooLarge));
         };
-        let answer =
-            match tokio::time::timeout(self.config.call_timeout, self.llm.complete(&request)).await
-            {
-                Err(_) => Err(LlmError::Timeout {
-                    after: self.config.call_timeout,
-                }),
-                Ok(answer) => answer,
-            };
-        let response = match answer {
+        let response = match self.complete_in_time(&request).await {
             Err(error) => return Ok(Err(RawReason::CallFailed(error))),
             Ok(response) => response,
         };
@@ -639,15 +631,40 @@ impl Consolidator {
             Ok(None) => return Ok(Ok(Archived::Nothing)),
             Ok(Some(text)) => text,
         };
-        let stored = cap(&text, self.config.summary_max_chars);
+        Ok(Ok(self.journal_summary(key, start, end, &text).await?))
+    }
+
+    /// The model's answer to an archive request, a timeout after `call_timeout` counting as
+    /// a failed call.
+    async fn complete_in_time(
+        &self,
+        request: &LlmRequest,
+    ) -> Result<llm_port::LlmResponse, LlmError> {
+        match tokio::time::timeout(self.config.call_timeout, self.llm.complete(request)).await {
+            Err(_) => Err(LlmError::Timeout {
+                after: self.config.call_timeout,
+            }),
+            Ok(answer) => answer,
+        }
+    }
+
+    /// Journals `text` (capped) as the archive of messages `[start, end)` of `key`.
+    async fn journal_summary(
+        &self,
+        key: &SessionKey,
+        start: usize,
+        end: usize,
+        text: &str,
+    ) -> Result<Archived, ConsolidationError> {
+        let stored = cap(text, self.config.summary_max_chars);
         let entry = NewEntry::text(&stored)
             .from_session(key.as_str())
             .covering(start as u64, end as u64);
         let cursors = self.journal.append(&[entry]).await?;
-        Ok(Ok(Archived::Summary {
+        Ok(Archived::Summary {
             cursor: cursors.first().copied().unwrap_or_default(),
             text: stored,
-        }))
+        })
     }
 
     /// The structured archive request for `chunk`, or `None` when it cannot fit the window
@@ -757,18 +774,7 @@ impl Consolidator {
         end: usize,
         request: &LlmRequest,
     ) -> Result<Result<Archived, RawReason>, ConsolidationError> {
-        let answer = match tokio::time::timeout(
-            self.config.call_timeout,
-            self.llm.complete(request),
-        )
-        .await
-        {
-            Err(_) => Err(LlmError::Timeout {
-                after: self.config.call_timeout,
-            }),
-            Ok(answer) => answer,
-        };
-        let reason = match answer {
+        let reason = match self.complete_in_time(request).await {
             Err(error) => RawReason::CallFailed(error),
             Ok(response)
                 if !matches!(
@@ -787,15 +793,8 @@ impl Consolidator {
                 } else if trimmed == NOTHING {
                     return Ok(Ok(Archived::Nothing));
                 } else {
-                    let stored = cap(&strip_think(trimmed), self.config.summary_max_chars);
-                    let entry = NewEntry::text(&stored)
-                        .from_session(key.as_str())
-                        .covering(start as u64, end as u64);
-                    let cursors = self.journal.append(&[entry]).await?;
-                    return Ok(Ok(Archived::Summary {
-                        cursor: cursors.first().copied().unwrap_or_default(),
-                        text: stored,
-                    }));
+                    let text = strip_think(trimmed);
+                    return Ok(Ok(self.journal_summary(key, start, end, &text).await?));
                 }
             }
         };

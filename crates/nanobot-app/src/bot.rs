@@ -276,9 +276,11 @@ impl Bot {
         text: &str,
     ) -> Result<context_builder::BuiltPrompt, AppError> {
         let inputs = self.prompt_inputs().await?;
+        self.prompt.remember(key, inputs.clone());
         self.build_prompt_from(key, text, inputs).await
     }
 
+    /// The prompt from inputs the caller has read (and recorded for archive requests).
     async fn build_prompt_from(
         &self,
         key: &SessionKey,
@@ -286,8 +288,6 @@ impl Bot {
         (snapshot, entries): PromptInputs,
     ) -> Result<context_builder::BuiltPrompt, AppError> {
         let handle = self.sessions.get_or_create(key).await?;
-        self.prompt
-            .remember(key, (snapshot.clone(), entries.clone()));
         let summary = handle.read(summary_of);
         let options = HistoryOptions {
             max_tokens: self.replay_budget(),

@@ -297,11 +297,9 @@ impl FileSessionStore {
         } else {
             fs_support::Sync::Yes
         };
-        let metadata = fs_support::install(path, content, how, sync)?;
-        Ok(Revision {
-            epoch: identity(&metadata),
-            offset: metadata.len(),
-        })
+        Ok(revision_from(&fs_support::install(
+            path, content, how, sync,
+        )?))
     }
 
     /// Creates the file of a new session whole, or fails with a conflict if it exists.
@@ -678,10 +676,15 @@ fn revision_of(file: &File, path: &Path) -> Result<Revision, SessionError> {
     let metadata = file
         .metadata()
         .map_err(|e| SessionError::io("inspect", path, e))?;
-    Ok(Revision {
-        epoch: identity(&metadata),
+    Ok(revision_from(&metadata))
+}
+
+/// A file's revision: its identity and length.
+fn revision_from(metadata: &fs::Metadata) -> Revision {
+    Revision {
+        epoch: identity(metadata),
         offset: metadata.len(),
-    })
+    }
 }
 
 fn random_u64() -> u64 {
@@ -1124,10 +1127,7 @@ impl SessionStore for FileSessionStore {
     async fn current_revision(&self, key: &SessionKey) -> Result<Option<Revision>, SessionError> {
         let path = self.path_of(key);
         match fs::metadata(&path) {
-            Ok(metadata) => Ok(Some(Revision {
-                epoch: identity(&metadata),
-                offset: metadata.len(),
-            })),
+            Ok(metadata) => Ok(Some(revision_from(&metadata))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(SessionError::io("inspect", &path, e)),
         }
@@ -1396,10 +1396,8 @@ impl SessionStore for FileSessionStore {
         }
         if line1_stale {
             let line1 = pad_to_bytes(marked, state.line1_capacity);
+            // `outgrown` sent anything longer to the compaction: this is line 1's width.
             debug_assert_eq!(line1.len(), state.line1_capacity);
-            if line1.len() != state.line1_capacity {
-                return self.compact_locked(key, &path, &mut locked, state.pending_updated_at);
-            }
             write_at_start(&locked.file, line1.as_bytes())
                 .map_err(|e| SessionError::io("update line 1 of", &path, e))?;
             if !state.line1_current {
