@@ -2,12 +2,48 @@
 
 use crate::error::DreamError;
 
+/// How the model edits the files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum DreamMode {
+    /// Plan mode when the backend says it makes no native tool calls, else tool calls.
+    #[default]
+    Auto,
+    /// A tool loop: list, read, edit and write through native tool calls.
+    Tools,
+    /// One schema-constrained edit plan per step, for models without native tool calls.
+    Plan,
+}
+
+impl DreamMode {
+    /// `auto`, `tools` or `plan`.
+    pub fn parse(text: &str) -> Option<DreamMode> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(DreamMode::Auto),
+            "tools" => Some(DreamMode::Tools),
+            "plan" => Some(DreamMode::Plan),
+            _ => None,
+        }
+    }
+
+    /// The name [`DreamMode::parse`] reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            DreamMode::Auto => "auto",
+            DreamMode::Tools => "tools",
+            DreamMode::Plan => "plan",
+        }
+    }
+}
+
 /// How a run is bounded. Defaults keep a run to a few minutes and a known cost even with a
 /// weak model that loops.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DreamConfig {
     /// The model to ask.
     pub model: String,
+    /// Tool calls or an edit plan (default: chosen by the backend's capabilities).
+    pub mode: DreamMode,
     /// At most this many journal entries per run (nanobot: 20).
     pub batch_entries: usize,
     /// Entries are added while their tokens stay under this (the first always is, whole):
@@ -36,6 +72,7 @@ impl DreamConfig {
     pub fn new(model: impl Into<String>) -> Self {
         DreamConfig {
             model: model.into(),
+            mode: DreamMode::Auto,
             batch_entries: 20,
             batch_tokens: 24_000,
             max_steps: 30,

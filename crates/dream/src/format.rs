@@ -19,6 +19,17 @@ pub fn run_reply(report: &RunReport) -> String {
         .batch
         .map(|(first, last, n)| format!("{n} journal entries ({first}-{last})"))
         .unwrap_or_default();
+    let mut reply = run_status(report, seconds, &batch);
+    if !report.refused.is_empty() {
+        reply.push_str("\n\nRefused edits (they changed nothing):");
+        for line in &report.refused {
+            let _ = write!(reply, "\n- {line}");
+        }
+    }
+    reply
+}
+
+fn run_status(report: &RunReport, seconds: f64, batch: &str) -> String {
     match &report.status {
         RunStatus::NothingToDo => "Dream has no conversation history to process yet. It reads the entries of `memory/history.jsonl` after its cursor; conversations reach that file when they are consolidated or after an idle auto-compact.".to_owned(),
         RunStatus::Completed if report.dry_run => {

@@ -5,12 +5,13 @@ pub mod diff;
 mod error;
 pub mod format;
 mod overlay;
+pub mod plan;
 pub mod prompt;
 mod run;
 pub mod sandbox;
 mod schedule;
 
-pub use config::DreamConfig;
+pub use config::{DreamConfig, DreamMode};
 pub use error::DreamError;
 pub use overlay::{Overlay, ToolOutcome};
 pub use run::{

@@ -32,7 +32,7 @@ pub struct ToolOutcome {
 }
 
 impl ToolOutcome {
-    fn ok(text: impl Into<String>) -> Self {
+    pub(crate) fn ok(text: impl Into<String>) -> Self {
         ToolOutcome {
             text: text.into(),
             is_error: false,
@@ -40,7 +40,7 @@ impl ToolOutcome {
         }
     }
 
-    fn error(text: impl Into<String>) -> Self {
+    pub(crate) fn error(text: impl Into<String>) -> Self {
         ToolOutcome {
             text: text.into(),
             is_error: true,
@@ -48,7 +48,7 @@ impl ToolOutcome {
         }
     }
 
-    fn no_op(text: impl Into<String>) -> Self {
+    pub(crate) fn no_op(text: impl Into<String>) -> Self {
         ToolOutcome {
             text: text.into(),
             is_error: true,
@@ -85,6 +85,11 @@ impl Overlay {
     /// The text of `target` now, if it exists.
     pub fn get(&self, target: &Target) -> Option<&str> {
         self.current.get(target).map(String::as_str)
+    }
+
+    /// The skills there are now.
+    pub fn skills(&self) -> impl Iterator<Item = &Target> {
+        self.current.keys().filter(|t| matches!(t, Target::Skill(_)))
     }
 
     /// Files whose text differs from when the run started: (target, before, after).
@@ -215,7 +220,7 @@ impl Overlay {
         out
     }
 
-    fn write(&mut self, target: Target, content: String) -> ToolOutcome {
+    pub(crate) fn write(&mut self, target: Target, content: String) -> ToolOutcome {
         if let Some(refusal) = self.too_large(&target, &content) {
             return refusal;
         }
@@ -236,7 +241,7 @@ impl Overlay {
         ToolOutcome::ok(format!("Successfully wrote {chars} characters to {path}"))
     }
 
-    fn edit(&mut self, target: Target, old: &str, new: &str, all: bool) -> ToolOutcome {
+    pub(crate) fn edit(&mut self, target: Target, old: &str, new: &str, all: bool) -> ToolOutcome {
         let path = target.path();
         if old == new {
             return ToolOutcome::no_op(format!(

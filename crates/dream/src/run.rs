@@ -12,7 +12,7 @@ use memory_store::{
 };
 use serde_json::{Value, json};
 
-use crate::config::DreamConfig;
+use crate::config::{DreamConfig, DreamMode};
 use crate::diff::{FileDiff, file_diff, summary};
 use crate::error::DreamError;
 use crate::overlay::Overlay;
@@ -64,6 +64,13 @@ pub enum StopReason {
     Truncated,
     /// The model could not be reached or failed.
     ModelError(String),
+    /// Plan mode: no answer was a usable edit plan (not JSON, or not the schema's shape).
+    InvalidPlan(String),
+    /// Plan mode: every edit of the plan was refused, again after being told why.
+    PlanRefused {
+        /// Why the last plan's edits were refused.
+        reasons: Vec<String>,
+    },
 }
 
 impl std::fmt::Display for StopReason {
@@ -76,6 +83,10 @@ impl std::fmt::Display for StopReason {
             StopReason::EmptyAnswer => write!(f, "empty final answer"),
             StopReason::Truncated => write!(f, "final answer cut by the output limit"),
             StopReason::ModelError(e) => write!(f, "model error: {e}"),
+            StopReason::InvalidPlan(why) => write!(f, "no usable edit plan: {why}"),
+            StopReason::PlanRefused { reasons } => {
+                write!(f, "every edit of the plan was refused: {}", reasons.join("; "))
+            }
         }
     }
 }
@@ -118,6 +129,10 @@ pub struct RunReport {
     pub outside_edits: Option<Version>,
     /// The model's final answer (never used for the change log).
     pub final_text: Option<String>,
+    /// How the model edited: [`DreamMode::Tools`] or [`DreamMode::Plan`] (never `Auto`).
+    pub mode: DreamMode,
+    /// Plan mode: the edits refused (which, and why); they changed nothing.
+    pub refused: Vec<String>,
     /// Journal entries compacted away after the run.
     pub compacted: usize,
     /// When the run started and ended (from the injected clock).
@@ -319,6 +334,8 @@ impl Dream {
             version: None,
             outside_edits: None,
             final_text: None,
+            mode: self.mode(),
+            refused: Vec::new(),
             compacted: 0,
             started,
             finished: started,
@@ -354,19 +371,33 @@ impl Dream {
 
         let mut overlay =
             Overlay::load(self.documents.as_ref(), self.config.max_file_chars).await?;
-        let instructions = prompt::instructions(
-            self.documents
-                .read_aux(AuxFile::DreamPrompt)
-                .await?
-                .as_deref(),
-        );
-        let user = prompt::user_message(
-            &instructions,
-            &overlay,
-            batch,
-            self.config.prompt_file_chars,
-        );
-        let status = self.agent_loop(&mut overlay, user, &mut report).await;
+        let custom = self.documents.read_aux(AuxFile::DreamPrompt).await?;
+        let status = if report.mode == DreamMode::Plan {
+            let instructions = match custom.as_deref() {
+                Some(text) if !text.trim().is_empty() => prompt::instructions(Some(text)),
+                _ => crate::plan::default_instructions(),
+            };
+            let user = format!(
+                "{}\n\n{}",
+                prompt::user_message(
+                    &instructions,
+                    &overlay,
+                    batch,
+                    self.config.prompt_file_chars
+                ),
+                crate::plan::ANSWER_FORMAT
+            );
+            self.plan_loop(&mut overlay, user, &mut report).await
+        } else {
+            let instructions = prompt::instructions(custom.as_deref());
+            let user = prompt::user_message(
+                &instructions,
+                &overlay,
+                batch,
+                self.config.prompt_file_chars,
+            );
+            self.agent_loop(&mut overlay, user, &mut report).await
+        };
         report.status = status;
 
         if report.completed() {
@@ -507,6 +538,117 @@ impl Dream {
         RunStatus::Stopped(StopReason::StepBudget {
             steps: report.steps,
         })
+    }
+
+    /// The mode runs use: the configured one, `Auto` resolved by the backend's
+    /// capabilities (no native tool calls: plan mode).
+    pub fn mode(&self) -> DreamMode {
+        match self.config.mode {
+            DreamMode::Auto if !self.llm.capabilities().supports_tools => DreamMode::Plan,
+            DreamMode::Auto => DreamMode::Tools,
+            mode => mode,
+        }
+    }
+
+    /// Plan mode: each step asks for one edit plan and applies it to the overlay through the
+    /// same checks as tool calls. A step that is not a usable plan, or whose every edit is
+    /// refused, is answered with the reason and asked again, within the step and token
+    /// budgets; the first plan that changes something, or an empty one, completes the run.
+    async fn plan_loop(
+        &self,
+        overlay: &mut Overlay,
+        user: String,
+        report: &mut RunReport,
+    ) -> RunStatus {
+        let structured = self.llm.capabilities().supports_structured_output;
+        let files = crate::plan::files(overlay);
+        let mut messages = vec![
+            Message::system(crate::plan::SYSTEM),
+            Message::user(user),
+        ];
+        let mut last_problem: Option<StopReason> = None;
+        while report.steps < self.config.max_steps {
+            report.steps += 1;
+            self.tell(&format!(
+                "step {} of at most {}: asking the model for an edit plan",
+                report.steps, self.config.max_steps
+            ));
+            let mut request = LlmRequest::new(self.config.model.clone(), messages.clone())
+                .with_max_tokens(self.config.max_output_tokens)
+                .with_temperature(0.0);
+            if structured {
+                request = request.with_response_format(crate::plan::format(&files));
+            }
+            let response = match self.llm.complete(&request).await {
+                Ok(response) => response,
+                Err(e) => return RunStatus::Stopped(StopReason::ModelError(e.to_string())),
+            };
+            report.tokens += match &response.usage {
+                Some(usage) => usage.prompt_tokens + usage.completion_tokens,
+                None => {
+                    let mut answer = messages.clone();
+                    answer.push(Message::Assistant(response.message.clone()));
+                    estimate_prompt_tokens(self.counter.as_ref(), &answer, &[]) as u64
+                }
+            };
+            let text = response.message.text_content();
+            let feedback = match crate::plan::parse(&text) {
+                Err(_) if response.is_truncated() => {
+                    last_problem = Some(StopReason::Truncated);
+                    "Your plan was cut off by the output limit. Answer a shorter plan: fewer, shorter edits.".to_owned()
+                }
+                Err(why) => {
+                    last_problem = Some(StopReason::InvalidPlan(why.clone()));
+                    format!("That was not a usable edit plan: {why}. Answer with the JSON plan only.")
+                }
+                Ok(edits) => {
+                    report.tool_calls += edits.len();
+                    let applied = crate::plan::apply(overlay, &edits);
+                    for line in &applied.refused {
+                        self.tell(&format!("  refused {line}"));
+                    }
+                    report.tool_errors += applied.refused.len();
+                    report.refused.extend(applied.refused.iter().cloned());
+                    if applied.most_repeats >= self.config.max_repeated_calls {
+                        return RunStatus::Stopped(StopReason::RepeatedCall {
+                            tool: "plan edit".into(),
+                        });
+                    }
+                    self.tell(&format!(
+                        "  plan of {} edits: {} applied, {} already there, {} refused",
+                        edits.len(),
+                        applied.changed,
+                        applied.no_ops,
+                        applied.refused.len()
+                    ));
+                    if applied.changed > 0 || applied.refused.is_empty() {
+                        report.final_text = Some(format!(
+                            "{} of {} planned edits applied",
+                            applied.changed,
+                            edits.len()
+                        ));
+                        return RunStatus::Completed;
+                    }
+                    last_problem = Some(StopReason::PlanRefused {
+                        reasons: applied.refused.clone(),
+                    });
+                    format!(
+                        "No edit could be applied, the files are unchanged:\n- {}\nAnswer a corrected plan (copy old_text exactly from the files shown above), or {{\"edits\": []}}.",
+                        applied.refused.join("\n- ")
+                    )
+                }
+            };
+            if report.tokens >= self.config.max_tokens {
+                return RunStatus::Stopped(StopReason::TokenBudget {
+                    tokens: report.tokens,
+                });
+            }
+            messages.push(Message::Assistant(response.message.clone()));
+            messages.push(Message::user(feedback));
+        }
+        RunStatus::Stopped(last_problem.unwrap_or(StopReason::StepBudget {
+            steps: report.steps,
+        }))
     }
 
     /// The tracked files now: the durable documents, the skills and Dream's cursor.

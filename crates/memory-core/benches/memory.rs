@@ -1,6 +1,8 @@
 //! W5 and W6 of `../shared/bench/workload.md`, with the peer script's JSON shape:
 //! the session's prompt estimate over 10,000 messages, and one idle compaction of 1,000
-//! messages with a fake model. `cargo bench -p memory-core --bench memory`.
+//! messages with a fake model; and the first turn over a 100,000-message backlog (a
+//! 128k window, an instant model): the archives it makes, their time, the journal's bytes
+//! and the peak memory. `cargo bench -p memory-core --bench memory`.
 #![allow(
     clippy::print_stdout,
     clippy::expect_used,
@@ -141,8 +143,11 @@ fn main() {
         let _ = std::fs::remove_dir_all(&root);
     }
 
+    let backlog = backlog(&rt, &counter);
+
     let report = json!({
         "peer": "nanobot-rs memory-core",
+        "backlog": backlog,
         "reps": REPS,
         "workloads": {
             "token_estimate": {
@@ -153,4 +158,101 @@ fn main() {
         },
     });
     println!("{}", serde_json::to_string_pretty(&report).unwrap());
+}
+
+/// Answers every request at once with the same summary.
+struct InstantModel;
+
+#[async_trait::async_trait]
+impl llm_port::LlmClient for InstantModel {
+    async fn complete(
+        &self,
+        _request: &llm_port::LlmRequest,
+    ) -> Result<llm_port::LlmResponse, llm_port::LlmError> {
+        Ok(llm_port::LlmResponse::text(fake_summary(SEED)))
+    }
+
+    fn capabilities(&self) -> llm_port::Capabilities {
+        llm_port::Capabilities::new(128_000)
+    }
+}
+
+/// The first turn's consolidation of a 100,000-message session from files, then the
+/// background's: each archive a summary whose request fits.
+fn backlog(rt: &tokio::runtime::Runtime, counter: &Arc<dyn TokenCounter>) -> Value {
+    let root = std::env::temp_dir().join(format!("nbrs-backlog-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let key = SessionKey::new("cli:bench-backlog").unwrap();
+    {
+        let store =
+            Arc::new(FileSessionStore::open_workspace(&root, FileStoreOptions::default()).unwrap());
+        let writer = SessionManager::new(store, Arc::new(SystemClock), Arc::new(Cl100kBase))
+            .with_recorded_token_counts(true);
+        let handle = rt.block_on(writer.get_or_create(&key)).unwrap();
+        for spec in specs(100_000) {
+            handle.add_message(spec);
+        }
+        rt.block_on(writer.end_turn(&handle)).unwrap();
+    }
+    let store: Arc<dyn SessionStore> =
+        Arc::new(FileSessionStore::open_workspace(&root, FileStoreOptions::default()).unwrap());
+    let sessions = Arc::new(SessionManager::new(
+        store,
+        Arc::new(SystemClock),
+        counter.clone(),
+    ));
+    let consolidator = Arc::new(
+        Consolidator::new(
+            ConsolidationConfig::new("bench-model", 128_000, 8_192),
+            Arc::new(InstantModel),
+            Arc::new(FileJournal::open(&root).unwrap()),
+            sessions,
+            Arc::new(prompt()),
+            counter.clone(),
+        )
+        .unwrap(),
+    );
+    let t = Instant::now();
+    let inline = rt
+        .block_on(consolidator.maybe_consolidate(&key, None))
+        .unwrap();
+    let inline_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let background = rt
+        .block_on(consolidator.consolidate_backlog(&key, None))
+        .unwrap();
+    let background_s = t.elapsed().as_secs_f64();
+    let summaries = inline
+        .archives
+        .iter()
+        .chain(&background.archives)
+        .filter(|r| matches!(r.outcome, Archived::Summary { .. }))
+        .count();
+    let journal_bytes = std::fs::metadata(root.join("memory/history.jsonl"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    let _ = std::fs::remove_dir_all(&root);
+    json!({
+        "messages": 100_000,
+        "first_turn": {"archives": inline.archives.len(), "time_s": inline_s,
+            "messages_archived": inline.archives.last().map_or(0, |r| r.end)},
+        "background": {"archives": background.archives.len(), "time_s": background_s,
+            "over_budget_after": background.over_budget},
+        "summaries": summaries,
+        "journal_bytes": journal_bytes,
+        "peak_rss_kib": peak_rss_kib(),
+    })
+}
+
+/// The process's peak resident memory (Linux), 0 elsewhere.
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
 }

@@ -20,6 +20,9 @@ pub struct ConsolidationConfig {
     pub ratio: f64,
     /// The most archives one consolidation makes (nanobot: 5).
     pub max_rounds: usize,
+    /// The most archives one background run makes while working a backlog off, in
+    /// consolidations of `max_rounds` each (default 200).
+    pub max_background_rounds: usize,
     /// The longest summary stored, in characters (nanobot: 8,000); longer ones are cut
     /// with a visible marker.
     pub summary_max_chars: usize,
@@ -53,6 +56,7 @@ impl ConsolidationConfig {
             safety_margin: 1024,
             ratio: 0.5,
             max_rounds: 5,
+            max_background_rounds: 200,
             summary_max_chars: 8000,
             raw_part_max_chars: 16_000,
             temperature: None,
@@ -89,7 +93,9 @@ impl ConsolidationConfig {
                 self.max_output_tokens, self.safety_margin, self.context_window
             ));
         }
-        if self.max_rounds == 0 || self.summary_max_chars == 0 || self.raw_part_max_chars < 200 {
+        if self.max_rounds == 0
+            || self.max_background_rounds == 0
+            || self.summary_max_chars == 0 || self.raw_part_max_chars < 200 {
             return invalid("rounds, summary size and raw part size must be positive (raw parts at least 200 characters)".into());
         }
         Ok(())

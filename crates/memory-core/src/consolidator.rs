@@ -380,6 +380,59 @@ impl Consolidator {
         key: &SessionKey,
         reported_prompt_tokens: Option<usize>,
     ) -> Result<ConsolidationReport, ConsolidationError> {
+        self.consolidate_rounds(key, reported_prompt_tokens, self.config.max_rounds)
+            .await
+    }
+
+    /// Works a backlog off: consolidations of at most `max_rounds` archives each, the lock
+    /// released between them (so a turn's own consolidation never waits for a whole
+    /// backlog), until the prompt is at the target, nothing more can be archived, an archive
+    /// falls back to raw, or `max_background_rounds` archives were made. One report for all.
+    #[tracing::instrument(name = "backlog", skip_all, fields(session = %key.log_id()))]
+    pub async fn consolidate_backlog(
+        &self,
+        key: &SessionKey,
+        reported_prompt_tokens: Option<usize>,
+    ) -> Result<ConsolidationReport, ConsolidationError> {
+        let mut total: Option<ConsolidationReport> = None;
+        let mut reported = reported_prompt_tokens;
+        loop {
+            let made = total.as_ref().map_or(0, |t| t.archives.len());
+            let rounds = self
+                .config
+                .max_rounds
+                .min(self.config.max_background_rounds.saturating_sub(made));
+            if rounds == 0 {
+                break;
+            }
+            let report = self.consolidate_rounds(key, reported.take(), rounds).await?;
+            let progressed = !report.archives.is_empty();
+            let stop = !progressed
+                || report.estimate_after <= self.config.target()
+                || report
+                    .archives
+                    .iter()
+                    .any(|r| matches!(r.outcome, Archived::Raw { .. }));
+            let total = total.get_or_insert_with(|| ConsolidationReport {
+                estimate_before: report.estimate_before,
+                ..ConsolidationReport::default()
+            });
+            total.estimate_after = report.estimate_after;
+            total.over_budget = report.over_budget;
+            total.archives.extend(report.archives);
+            if stop {
+                break;
+            }
+        }
+        Ok(total.unwrap_or_default())
+    }
+
+    async fn consolidate_rounds(
+        &self,
+        key: &SessionKey,
+        reported_prompt_tokens: Option<usize>,
+        max_rounds: usize,
+    ) -> Result<ConsolidationReport, ConsolidationError> {
         let mut report = ConsolidationReport::default();
         if self.config.context_window == 0 {
             return Ok(report);
@@ -399,12 +452,15 @@ impl Consolidator {
             return Ok(report);
         }
         let mut summaries: Vec<String> = Vec::new();
-        for _ in 0..self.config.max_rounds {
+        for _ in 0..max_rounds {
             if estimate <= target {
                 break;
             }
             let excess = estimate.saturating_sub(target).max(1);
-            let Some(end) = handle.read(|s| self.pick_boundary(s, excess)) else {
+            let Some(end) = handle.read(|s| {
+                let cap = self.slice_cap(s);
+                self.pick_boundary_within(s, excess, cap)
+            }) else {
                 break;
             };
             let record = self.archive(&handle, end).await?;
@@ -551,8 +607,9 @@ impl Consolidator {
         })
     }
 
-    /// Runs [`Consolidator::maybe_consolidate`] as a background task, so a reply never
-    /// waits for it (the caller runs it inline only when the next request would not fit).
+    /// Runs [`Consolidator::consolidate_backlog`] as a background task, so a reply never
+    /// waits for it (the caller runs [`Consolidator::maybe_consolidate`], a bounded number
+    /// of archives, inline only when the next request would not fit).
     pub fn consolidate_in_background(
         self: &Arc<Self>,
         key: SessionKey,
@@ -561,7 +618,7 @@ impl Consolidator {
         let consolidator = Arc::clone(self);
         tokio::spawn(async move {
             consolidator
-                .maybe_consolidate(&key, reported_prompt_tokens)
+                .consolidate_backlog(&key, reported_prompt_tokens)
                 .await
         })
     }
@@ -895,11 +952,38 @@ impl Consolidator {
         Ok(())
     }
 
-    /// nanobot's `pick_consolidation_boundary`: walking from the pointer, the first user
-    /// message (after the first message) before which at least `tokens_to_remove` tokens
-    /// lie, else the last user message seen; `None` without one. Slices end before a user
-    /// turn, so a tool call is never split from its results.
-    pub fn pick_boundary(&self, session: &Session, tokens_to_remove: usize) -> Option<usize> {
+    /// The most tokens one archived slice may hold, so its archive request fits in one call:
+    /// the session's request fits the budget around it (the frame counted, a tenth kept for
+    /// the estimate's error), and, when the schema is asked first, so does the structured
+    /// request. nanobot picks by the excess alone, so a backlog larger than the window
+    /// becomes one request that never fits and one raw dump.
+    pub fn slice_cap(&self, session: &Session) -> usize {
+        let frame = self.frame_tokens(session, &archive_instruction(1));
+        let mut cap = self.config.budget().saturating_sub(frame) / 10 * 9;
+        if self.config.structured_first {
+            let structured_frame = self.estimate_messages(&crate::structured::messages(""));
+            let room = self
+                .config
+                .context_window
+                .saturating_sub(self.config.structured_max_output_tokens + 64)
+                .saturating_sub(structured_frame);
+            // The structured request keeps a fifth of its prompt as margin.
+            cap = cap.min(room / 6 * 5);
+        }
+        cap.max(1)
+    }
+
+    /// [`Consolidator::pick_boundary`] with slices of at most `max_tokens`: the boundary
+    /// stops at the last user turn that keeps the slice within `max_tokens`, even before
+    /// `tokens_to_remove` is reached (the rest is archived by the next rounds). A first turn
+    /// larger than `max_tokens` is still one slice (it is archived raw when it cannot be
+    /// asked).
+    pub fn pick_boundary_within(
+        &self,
+        session: &Session,
+        tokens_to_remove: usize,
+        max_tokens: usize,
+    ) -> Option<usize> {
         let start = session.last_consolidated();
         let messages = session.messages();
         if start >= messages.len() || tokens_to_remove == 0 {
@@ -909,6 +993,9 @@ impl Consolidator {
         let mut last = None;
         for (index, message) in messages.iter().enumerate().skip(start) {
             if index > start && message.role() == Some("user") {
+                if removed > max_tokens {
+                    return last.or(Some(index));
+                }
                 if removed >= tokens_to_remove {
                     return Some(index);
                 }
@@ -917,6 +1004,14 @@ impl Consolidator {
             removed += estimate_json_message_tokens(self.counter.as_ref(), message.fields());
         }
         last
+    }
+
+    /// nanobot's `pick_consolidation_boundary`: walking from the pointer, the first user
+    /// message (after the first message) before which at least `tokens_to_remove` tokens
+    /// lie, else the last user message seen; `None` without one. Slices end before a user
+    /// turn, so a tool call is never split from its results.
+    pub fn pick_boundary(&self, session: &Session, tokens_to_remove: usize) -> Option<usize> {
+        self.pick_boundary_within(session, tokens_to_remove, usize::MAX)
     }
 }
 

@@ -8,6 +8,7 @@
 )]
 
 mod killed;
+mod plan;
 mod runs;
 mod sandbox;
 mod schedule;

@@ -34,12 +34,13 @@ async fn case_39_below_the_budget_nothing_happens() {
 
 #[tokio::test]
 async fn case_40_ratio_cases() {
-    // nanobot's test mocks the archive; here it is real, so a slice that cannot be replayed
-    // within the budget (1,200 tokens of messages against a budget of 1,000) is archived raw,
-    // which ends the run, as nanobot's own archive would.
+    // nanobot's test mocks the archive; here it is real. nanobot would pick one slice of
+    // 1,200 tokens of messages against a budget of 1,000, which cannot be replayed and is
+    // archived raw; here slices are capped to what one request holds, so it takes three
+    // summaries.
     for (ratio, window, estimates, archives, raw) in [
         (0.5, 200, vec![250, 90], 1, false),
-        (0.1, 1000, vec![1200, 800, 400, 50], 1, true),
+        (0.1, 1000, vec![1200, 800, 400, 50], 3, false),
         (0.9, 200, vec![300, 175], 1, false),
     ] {
         let fixture = Fixture::new(turns(20)).await;
@@ -62,7 +63,7 @@ async fn case_40_ratio_cases() {
             ),
             raw
         );
-        assert_eq!(llm.call_count(), usize::from(!raw));
+        assert_eq!(llm.call_count(), if raw { 0 } else { archives });
     }
 }
 
@@ -538,4 +539,52 @@ async fn unusable_answers_are_asked_again_with_a_schema() {
     assert!(matches!(record.outcome, Archived::Summary { .. }));
     assert_eq!(llm.requests().len(), 1);
     assert!(llm.requests()[0].response_format.is_some());
+}
+
+#[tokio::test]
+async fn a_backlog_larger_than_the_window_becomes_summaries_that_each_fit_one_request() {
+    // 4,000 messages of 100 tokens each (400,000 tokens) against a 20,000-token window:
+    // nanobot picks one slice of nearly everything, whose request can never fit, and dumps it
+    // raw. Here every slice fits its request, a turn makes at most `max_rounds` archives, and
+    // the background works the rest off.
+    let fixture = Fixture::new(turns(4_000)).await;
+    let llm = summary_llm(400);
+    let config = config(20_000, 0.5);
+    let budget = config.budget();
+    let consolidator = Arc::new(fixture.consolidator(config, llm.clone(), flat_counter(100)));
+    let inline = consolidator
+        .maybe_consolidate(&fixture.key, None)
+        .await
+        .unwrap();
+    assert_eq!(inline.archives.len(), 5, "a turn makes nanobot's 5 rounds");
+    assert!(inline.over_budget);
+    let background = consolidator
+        .consolidate_in_background(fixture.key.clone(), None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!background.over_budget, "{background:?}");
+    assert!(background.estimate_after <= 10_000);
+    let archives: Vec<_> = inline.archives.iter().chain(&background.archives).collect();
+    for record in &archives {
+        assert!(
+            matches!(record.outcome, Archived::Summary { .. }),
+            "{record:?}"
+        );
+    }
+    // Slices are contiguous and each request fitted the budget.
+    for pair in archives.windows(2) {
+        assert_eq!(pair[0].end, pair[1].start);
+    }
+    let counter = flat_counter(100);
+    for request in llm.requests() {
+        let tokens = llm_port::tokens::estimate_prompt_tokens(
+            counter.as_ref(),
+            &request.messages,
+            &request.tools,
+        );
+        assert!(tokens <= budget, "{tokens} > {budget}");
+    }
+    assert_eq!(fixture.entries().await.len(), archives.len());
+    assert_eq!(llm.call_count(), archives.len());
 }

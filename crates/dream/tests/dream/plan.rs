@@ -1,0 +1,162 @@
+//! Plan mode: a model without native tool calls answers one edit plan, applied through the
+//! same sandbox, checks and all-or-nothing apply as tool calls.
+
+use dream::{DreamMode, RunStatus, StopReason, Trigger};
+use llm_port::testing::ScriptedLlm;
+use llm_port::{Capabilities, ResponseFormat};
+use memory_store::{Document, MemoryDocuments};
+use serde_json::json;
+
+use crate::support::{config, fixture, fixture_with};
+
+/// A llama.cpp-like backend: structured output, no native tool calls.
+fn planner() -> ScriptedLlm {
+    ScriptedLlm::new().with_capabilities(
+        Capabilities::new(4096)
+            .with_tools(false)
+            .with_structured_output(true),
+    )
+}
+
+fn plan(edits: serde_json::Value) -> String {
+    json!({ "edits": edits }).to_string()
+}
+
+const FACTS: &str = "- [permanent] The user's name is Ada.\n- [permanent] Her daughter Lina is allergic to peanuts.";
+
+#[tokio::test]
+async fn a_plan_is_applied_and_versioned_when_the_backend_has_no_tool_calls() {
+    let llm = planner().then_text(plan(json!([
+        {"file": "USER.md", "op": "append", "heading": "Basic Information", "old_text": "", "new_text": "Name: Ada"},
+        {"file": "memory/MEMORY.md", "op": "replace", "heading": "", "old_text": "- Project X active", "new_text": "- Project X done"},
+        {"file": "memory/MEMORY.md", "op": "append", "heading": "Health", "old_text": "", "new_text": "Lina (daughter) is allergic to peanuts"},
+    ])));
+    let f = fixture(llm);
+    f.seed().await;
+    f.documents
+        .write(Document::User, "# User\n\n## Basic Information\n\n- Lives in Berlin\n")
+        .await
+        .unwrap();
+    f.append(&[FACTS]).await;
+    assert_eq!(f.dream.mode(), DreamMode::Plan);
+    let report = f.dream.run(Trigger::Manual).await.unwrap();
+    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+    assert_eq!(report.mode, DreamMode::Plan);
+    assert_eq!(
+        f.doc(Document::User).await.unwrap(),
+        "# User\n\n## Basic Information\n\n- Lives in Berlin\n- Name: Ada\n"
+    );
+    let memory = f.doc(Document::Memory).await.unwrap();
+    assert!(memory.contains("- Project X done"), "{memory}");
+    assert!(memory.contains("## Health\n\n- Lina (daughter) is allergic to peanuts\n"), "{memory}");
+    let version = report.version.expect("a version");
+    assert!(version.message.contains("+- Name: Ada"), "{}", version.message);
+    assert_eq!(f.cursor().await, 1);
+    // The request asked for the plan's schema, with the files it may name, and no tools.
+    let request = &f.llm.requests()[0];
+    assert!(request.tools.is_empty());
+    let Some(ResponseFormat::JsonSchema { json_schema }) = &request.response_format else {
+        panic!("no schema asked: {:?}", request.response_format);
+    };
+    assert_eq!(
+        json_schema.schema["properties"]["edits"]["items"]["properties"]["file"]["enum"],
+        json!(["SOUL.md", "USER.md", "memory/MEMORY.md"])
+    );
+    assert!(f.prompt(0).contains("Lina is allergic to peanuts"));
+    assert!(f.prompt(0).contains("op \"append\""));
+}
+
+#[tokio::test]
+async fn the_mode_can_be_forced_either_way() {
+    let mut forced = config();
+    forced.mode = DreamMode::Tools;
+    assert_eq!(fixture_with(planner(), forced).dream.mode(), DreamMode::Tools);
+    let mut forced = config();
+    forced.mode = DreamMode::Plan;
+    let f = fixture_with(ScriptedLlm::new().then_text(plan(json!([]))), forced);
+    assert_eq!(f.dream.mode(), DreamMode::Plan);
+    f.seed().await;
+    f.append(&[FACTS]).await;
+    let report = f.dream.run(Trigger::Manual).await.unwrap();
+    // An empty plan completes with no change; a backend without structured output gets no
+    // response_format and its free-text JSON is parsed.
+    assert_eq!(report.status, RunStatus::Completed);
+    assert!(report.changes.is_empty());
+    assert!(f.llm.requests()[0].response_format.is_none());
+    assert_eq!(f.cursor().await, 1);
+}
+
+#[tokio::test]
+async fn bad_plans_are_bounded_and_apply_nothing_that_does_not_validate() {
+    // Not JSON, then cut off, then a plan whose only edit leaves the sandbox, then one with
+    // an edit outside and one inside: only the inside one lands, the others are reported.
+    let llm = planner()
+        .then_text("Sure! I will update the files.")
+        .then_truncated("{\"edits\": [{\"file\": \"USER.md\"")
+        .then_text(plan(json!([
+            {"file": "../../etc/passwd", "op": "write", "heading": "", "old_text": "", "new_text": "x"},
+        ])))
+        .then_text(plan(json!([
+            {"file": "/root/.ssh/authorized_keys", "op": "write", "heading": "", "old_text": "", "new_text": "x"},
+            {"file": "USER.md", "op": "replace", "heading": "", "old_text": "not in the file", "new_text": "y"},
+            {"file": "USER.md", "op": "append", "heading": "Family", "old_text": "", "new_text": "Daughter Lina, allergic to peanuts"},
+        ])));
+    let f = fixture(llm);
+    f.seed().await;
+    f.append(&[FACTS]).await;
+    let report = f.dream.run(Trigger::Manual).await.unwrap();
+    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+    assert_eq!(report.steps, 4);
+    assert_eq!(
+        f.doc(Document::User).await.unwrap(),
+        "## Family\n\n- Daughter Lina, allergic to peanuts\n"
+    );
+    assert_eq!(report.refused.len(), 3, "{:?}", report.refused);
+    assert!(report.refused[0].contains("outside allowed directory"));
+    assert!(report.refused[2].contains("does not exist"), "{:?}", report.refused);
+    let reply = dream::format::run_reply(&report);
+    assert!(reply.contains("Refused edits"), "{reply}");
+    // Each bad answer was answered with why before asking again.
+    let requests = f.llm.requests();
+    assert_eq!(requests.len(), 4);
+    let last = format!("{:?}", requests[3].messages);
+    assert!(last.contains("not a usable edit plan"));
+    assert!(last.contains("cut off by the output limit"));
+    assert!(last.contains("No edit could be applied"));
+}
+
+#[tokio::test]
+async fn a_model_that_never_plans_or_repeats_an_edit_stops_with_nothing_applied() {
+    let mut small = config();
+    small.max_steps = 3;
+    let llm = planner()
+        .then_text("no")
+        .then_text("still no")
+        .then_text("{\"edits\": 5}");
+    let f = fixture_with(llm, small);
+    f.seed().await;
+    let before = (f.doc(Document::Memory).await, f.doc(Document::User).await);
+    f.append(&[FACTS]).await;
+    let report = f.dream.run(Trigger::Manual).await.unwrap();
+    assert!(
+        matches!(report.status, RunStatus::Stopped(StopReason::InvalidPlan(_))),
+        "{:?}",
+        report.status
+    );
+    assert_eq!(report.steps, 3);
+    assert_eq!(f.cursor().await, 0);
+
+    let edit = json!({"file": "USER.md", "op": "append", "heading": "", "old_text": "", "new_text": "Ada"});
+    let f2 = fixture(planner().then_text(plan(json!([edit, edit, edit, edit]))));
+    f2.seed().await;
+    f2.append(&[FACTS]).await;
+    let report = f2.dream.run(Trigger::Manual).await.unwrap();
+    assert!(
+        matches!(report.status, RunStatus::Stopped(StopReason::RepeatedCall { .. })),
+        "{:?}",
+        report.status
+    );
+    assert_eq!(f2.doc(Document::User).await, None);
+    assert_eq!(f2.cursor().await, 0);
+    assert_eq!((f.doc(Document::Memory).await, f.doc(Document::User).await), before);
+}
