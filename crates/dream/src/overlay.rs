@@ -89,7 +89,9 @@ impl Overlay {
 
     /// The skills there are now.
     pub fn skills(&self) -> impl Iterator<Item = &Target> {
-        self.current.keys().filter(|t| matches!(t, Target::Skill(_)))
+        self.current
+            .keys()
+            .filter(|t| matches!(t, Target::Skill(_)))
     }
 
     /// Files whose text differs from when the run started: (target, before, after).

@@ -85,7 +85,11 @@ impl std::fmt::Display for StopReason {
             StopReason::ModelError(e) => write!(f, "model error: {e}"),
             StopReason::InvalidPlan(why) => write!(f, "no usable edit plan: {why}"),
             StopReason::PlanRefused { reasons } => {
-                write!(f, "every edit of the plan was refused: {}", reasons.join("; "))
+                write!(
+                    f,
+                    "every edit of the plan was refused: {}",
+                    reasons.join("; ")
+                )
             }
         }
     }
@@ -562,10 +566,8 @@ impl Dream {
     ) -> RunStatus {
         let structured = self.llm.capabilities().supports_structured_output;
         let files = crate::plan::files(overlay);
-        let mut messages = vec![
-            Message::system(crate::plan::SYSTEM),
-            Message::user(user),
-        ];
+        let headings = crate::plan::headings(overlay, &files);
+        let mut messages = vec![Message::system(crate::plan::SYSTEM), Message::user(user)];
         let mut last_problem: Option<StopReason> = None;
         while report.steps < self.config.max_steps {
             report.steps += 1;
@@ -577,7 +579,7 @@ impl Dream {
                 .with_max_tokens(self.config.max_output_tokens)
                 .with_temperature(0.0);
             if structured {
-                request = request.with_response_format(crate::plan::format(&files));
+                request = request.with_response_format(crate::plan::format(&files, &headings));
             }
             let response = match self.llm.complete(&request).await {
                 Ok(response) => response,
@@ -592,6 +594,7 @@ impl Dream {
                 }
             };
             let text = response.message.text_content();
+            tracing::debug!(step = report.steps, answer = %text, "edit plan answered");
             let feedback = match crate::plan::parse(&text) {
                 Err(_) if response.is_truncated() => {
                     last_problem = Some(StopReason::Truncated);
@@ -599,7 +602,9 @@ impl Dream {
                 }
                 Err(why) => {
                     last_problem = Some(StopReason::InvalidPlan(why.clone()));
-                    format!("That was not a usable edit plan: {why}. Answer with the JSON plan only.")
+                    format!(
+                        "That was not a usable edit plan: {why}. Answer with the JSON plan only."
+                    )
                 }
                 Ok(edits) => {
                     report.tool_calls += edits.len();
@@ -609,16 +614,12 @@ impl Dream {
                     }
                     report.tool_errors += applied.refused.len();
                     report.refused.extend(applied.refused.iter().cloned());
-                    if applied.most_repeats >= self.config.max_repeated_calls {
-                        return RunStatus::Stopped(StopReason::RepeatedCall {
-                            tool: "plan edit".into(),
-                        });
-                    }
                     self.tell(&format!(
-                        "  plan of {} edits: {} applied, {} already there, {} refused",
+                        "  plan of {} edits: {} applied, {} already there ({} repeats), {} refused",
                         edits.len(),
                         applied.changed,
                         applied.no_ops,
+                        applied.repeats,
                         applied.refused.len()
                     ));
                     if applied.changed > 0 || applied.refused.is_empty() {
@@ -633,7 +634,7 @@ impl Dream {
                         reasons: applied.refused.clone(),
                     });
                     format!(
-                        "No edit could be applied, the files are unchanged:\n- {}\nAnswer a corrected plan (copy old_text exactly from the files shown above), or {{\"edits\": []}}.",
+                        "No edit could be applied, the files are unchanged:\n- {}\nAnswer a corrected plan (copy old_text exactly from the files shown above), or empty lists.",
                         applied.refused.join("\n- ")
                     )
                 }

@@ -29,6 +29,10 @@ pub struct OpenAiConfig {
     pub provider: String,
     /// Connect and idle timeouts.
     pub timeouts: Timeouts,
+    /// Whether the model makes native tool calls (`capabilities().supports_tools`). The
+    /// protocol always carries them, but small local models behind llama.cpp answer tool
+    /// requests with prose: saying so lets policies (Dream) use an edit plan instead.
+    pub native_tools: bool,
 }
 
 impl OpenAiConfig {
@@ -44,7 +48,14 @@ impl OpenAiConfig {
             default_context_window: 128_000,
             provider: "openai-compatible".into(),
             timeouts: Timeouts::default(),
+            native_tools: true,
         }
+    }
+
+    /// Says whether the model makes native tool calls.
+    pub fn with_native_tools(mut self, native_tools: bool) -> Self {
+        self.native_tools = native_tools;
+        self
     }
 
     /// Uses `key`.
@@ -175,7 +186,7 @@ impl LlmClient for OpenAiClient {
             .copied()
             .unwrap_or(self.config.default_context_window);
         let mut capabilities = Capabilities::new(window);
-        capabilities.supports_tools = true;
+        capabilities.supports_tools = self.config.native_tools;
         capabilities.supports_images = true;
         capabilities.supports_structured_output = true;
         capabilities

@@ -95,7 +95,9 @@ impl ConsolidationConfig {
         }
         if self.max_rounds == 0
             || self.max_background_rounds == 0
-            || self.summary_max_chars == 0 || self.raw_part_max_chars < 200 {
+            || self.summary_max_chars == 0
+            || self.raw_part_max_chars < 200
+        {
             return invalid("rounds, summary size and raw part size must be positive (raw parts at least 200 characters)".into());
         }
         Ok(())

@@ -405,7 +405,9 @@ impl Consolidator {
             if rounds == 0 {
                 break;
             }
-            let report = self.consolidate_rounds(key, reported.take(), rounds).await?;
+            let report = self
+                .consolidate_rounds(key, reported.take(), rounds)
+                .await?;
             let progressed = !report.archives.is_empty();
             let stop = !progressed
                 || report.estimate_after <= self.config.target()
@@ -727,7 +729,8 @@ impl Consolidator {
     /// The structured archive request for `chunk`, or `None` when it cannot fit the window
     /// with room for an answer.
     fn structured_request(&self, chunk: &[session_store::StoredMessage]) -> Option<LlmRequest> {
-        let messages = crate::structured::messages(&format_messages(chunk).join("\n"));
+        let messages =
+            crate::structured::messages(&crate::structured::conversation(&format_messages(chunk)));
         let prompt = self.estimate_messages(&messages);
         // Our count is cl100k's; the model's tokenizer differs, so keep a proportional margin.
         let margin = (prompt / 5).max(64);

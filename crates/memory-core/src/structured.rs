@@ -9,11 +9,17 @@ use serde_json::{Value, json};
 pub const MARKS: [&str; 5] = ["permanent", "durable", "ephemeral", "correction", "skip"];
 
 const SYSTEM: &str = "You keep the long-term memory of a personal assistant. From the \
-conversation below, list the facts worth remembering in two weeks: what the user would \
-otherwise have to repeat (names, people, health, preferences, rules, decisions). Mark each \
-fact: permanent (preferences, traits, habits), durable (knowledge, configuration), \
-ephemeral (the state of a task), correction (corrects an earlier fact), skip (filler). \
-Then summarise the conversation in one or two sentences. Answer with JSON only.";
+conversation below, list the facts the user stated that are worth remembering in two weeks: \
+who they are, their family, health, preferences, rules and decisions, each as a short \
+sentence about the user in the third person. Take facts only from the USER lines; the \
+ASSISTANT lines are context. Mark each fact: permanent (identity, family, health, \
+preferences, habits), durable (knowledge, plans, configuration), ephemeral (the state of a \
+task), correction (corrects an earlier fact), skip (filler). Then summarise the \
+conversation in one sentence. Answer with JSON only.";
+
+/// How much of an assistant message the structured request shows: the user's own words
+/// carry the facts, and a small window is better spent on them.
+pub const ASSISTANT_EXCERPT_CHARS: usize = 240;
 
 /// The schema of a structured archive answer.
 pub fn schema() -> Value {
@@ -22,18 +28,18 @@ pub fn schema() -> Value {
         "properties": {
             "facts": {
                 "type": "array",
-                "maxItems": 12,
+                "maxItems": 8,
                 "items": {
                     "type": "object",
                     "properties": {
                         "mark": {"type": "string", "enum": MARKS},
-                        "fact": {"type": "string", "minLength": 1, "maxLength": 300}
+                        "fact": {"type": "string", "minLength": 1, "maxLength": 240}
                     },
                     "required": ["mark", "fact"],
                     "additionalProperties": false
                 }
             },
-            "summary": {"type": "string", "maxLength": 600}
+            "summary": {"type": "string", "maxLength": 400}
         },
         "required": ["facts", "summary"],
         "additionalProperties": false
@@ -49,6 +55,23 @@ pub fn format() -> ResponseFormat {
             strict: Some(true),
         },
     }
+}
+
+/// The conversation as the structured request shows it: the archive's lines
+/// ([`crate::raw::format_messages`]), assistant lines cut to [`ASSISTANT_EXCERPT_CHARS`].
+pub fn conversation(lines: &[String]) -> String {
+    lines
+        .iter()
+        .map(|line| {
+            let assistant = line.find("] ASSISTANT: ").is_some_and(|at| at < 40)
+                || line.starts_with("ASSISTANT: ");
+            match line.char_indices().nth(ASSISTANT_EXCERPT_CHARS) {
+                Some((cut, _)) if assistant => format!("{}…", &line[..cut]),
+                _ => line.clone(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The request's messages around the conversation's text.

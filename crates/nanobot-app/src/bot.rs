@@ -92,7 +92,8 @@ pub fn model_client(config: &Config) -> Result<Arc<dyn LlmClient>, AppError> {
                 .with_api_key(config.api_key.clone())
                 .streaming(config.stream)
                 .with_context_window(&config.model, saturating_u32(config.context_window))
-                .with_timeouts(timeouts),
+                .with_timeouts(timeouts)
+                .with_native_tools(config.native_tools),
         )?),
         Provider::Anthropic => {
             let mut anthropic = llm_anthropic::AnthropicConfig::new(&config.model)
@@ -182,6 +183,7 @@ impl Bot {
             config.max_output_tokens,
         );
         consolidation.ratio = config.consolidation_ratio;
+        consolidation.structured_first = config.archive_with_schema;
         let consolidator = Arc::new(Consolidator::new(
             consolidation,
             llm.clone(),
@@ -201,6 +203,7 @@ impl Bot {
             .map_err(|e| e.to_string());
         let mut dream_config = DreamConfig::new(config.model.clone());
         dream_config.max_steps = config.dream_max_steps;
+        dream_config.mode = config.dream_mode;
         dream_config.max_tokens = config.dream_max_tokens;
         dream_config.batch_entries = config.dream_batch_entries;
         // Dream writes whole files: it needs more room to answer than a chat turn.
@@ -386,12 +389,9 @@ impl Bot {
         self.prompt.remember(key, inputs.clone());
         let mut consolidated_before = 0;
         if self.consolidator.needs_consolidation(&handle, None) {
-            consolidated_before = self
-                .consolidator
-                .maybe_consolidate(key, None)
-                .await?
-                .archives
-                .len();
+            let report = self.consolidator.maybe_consolidate(key, None).await?;
+            record_raw_archives(&self.sessions, self.clock.as_ref(), key, &report.archives).await;
+            consolidated_before = report.archives.len();
         }
         let built = self.build_prompt_from(key, text, inputs).await?;
         let mut user = StoredMessage::user(text);
@@ -436,7 +436,16 @@ impl Bot {
             .unwrap_or_else(|p| p.into_inner())
             .push(tokio::spawn(async move {
                 let failure = match task.await {
-                    Ok(Ok(_)) => None,
+                    Ok(Ok(report)) => {
+                        record_raw_archives(
+                            &sessions,
+                            clock.as_ref(),
+                            &key_owned,
+                            &report.archives,
+                        )
+                        .await;
+                        None
+                    }
                     Ok(Err(e)) => Some(e.to_string()),
                     Err(e) => Some(format!("the task ended abnormally: {e}")),
                 };
@@ -525,6 +534,55 @@ pub async fn record_background_failure(
     if let Err(e) = sessions.end_turn(&handle).await {
         tracing::warn!(session = %key.log_id(), error = %e, "the failure could not be recorded");
     }
+}
+
+/// The session metadata field that holds the last archive of the session that fell back
+/// to the raw messages (`{"at", "messages", "reason"}`): why no summary was made is shown by
+/// `/status` and `nanobot sessions show`, not only in the log.
+pub const RAW_ARCHIVE_KEY: &str = "_nanobot_rs_last_raw_archive";
+
+/// Records the last raw archive among `archives` (if any) in the session's metadata and
+/// logs it; a failure to record is logged and never fails the caller.
+pub async fn record_raw_archives(
+    sessions: &SessionManager,
+    clock: &dyn Clock,
+    key: &SessionKey,
+    archives: &[memory_core::ArchiveRecord],
+) {
+    let Some((record, reason)) = archives.iter().rev().find_map(|r| match &r.outcome {
+        memory_core::Archived::Raw { reason, .. } => Some((r, reason)),
+        _ => None,
+    }) else {
+        return;
+    };
+    let Ok(handle) = sessions.get_or_create(key).await else {
+        return;
+    };
+    let at = clock.now().format("%Y-%m-%d %H:%M:%S UTC").to_string();
+    handle.update(|s| {
+        s.metadata_mut().insert(
+            RAW_ARCHIVE_KEY.into(),
+            serde_json::json!({
+                "at": at,
+                "messages": format!("{}-{}", record.start, record.end),
+                "reason": reason.to_string(),
+            }),
+        );
+    });
+    if let Err(e) = sessions.end_turn(&handle).await {
+        tracing::warn!(session = %key.log_id(), error = %e, "the raw archive could not be recorded");
+    }
+}
+
+/// The last raw archive of a session, as one line: when, which messages, and why.
+pub fn last_raw_archive(session: &Session) -> Option<String> {
+    let raw = session.meta().metadata.get(RAW_ARCHIVE_KEY)?;
+    Some(format!(
+        "{} messages {}: {}",
+        raw.get("at")?.as_str()?,
+        raw.get("messages")?.as_str()?,
+        raw.get("reason")?.as_str()?
+    ))
 }
 
 /// The last recorded background failure of a session, as one line.

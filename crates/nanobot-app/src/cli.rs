@@ -75,8 +75,13 @@ pub enum Command {
     /// The configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
-    /// Memory at work against the local model (`cargo xtask demo`).
-    Demo,
+    /// Memory at work against the local model (`cargo xtask demo`); fails unless memory
+    /// worked (a summary, a Dream version carrying a fact, the fact in the next prompt).
+    Demo {
+        /// Only watch: report the memory checks without failing on them.
+        #[arg(long)]
+        no_check: bool,
+    },
     /// A completion script for a shell, on stdout.
     Completions {
         /// The shell.
@@ -385,8 +390,14 @@ async fn dispatch(
             );
             Ok(())
         }
-        Command::Demo => {
-            crate::demo::run(cli.workspace.as_ref().map(PathBuf::from), env, out).await
+        Command::Demo { no_check } => {
+            crate::demo::run(
+                cli.workspace.as_ref().map(PathBuf::from),
+                !no_check,
+                env,
+                out,
+            )
+            .await
         }
     }
 }
@@ -420,11 +431,33 @@ async fn chat(bot: Arc<Bot>, key: SessionKey) -> Result<(), AppError> {
             autocompact.run(
                 async move { stop.notified().await },
                 move |done| match &done.result {
-                    Ok(Some(record)) => println!(
-                        "\n[memory] {} was idle: {} messages archived",
-                        done.key,
-                        record.end - record.start
-                    ),
+                    Ok(Some(record)) => {
+                        println!(
+                            "\n[memory] {} was idle: {} messages archived{}",
+                            done.key,
+                            record.end - record.start,
+                            match &record.outcome {
+                                memory_core::Archived::Raw { reason, .. } =>
+                                    format!(" raw, without a summary ({reason})"),
+                                _ => String::new(),
+                            }
+                        );
+                        let (sessions, clock, key, record) = (
+                            sessions.clone(),
+                            clock.clone(),
+                            done.key.clone(),
+                            record.clone(),
+                        );
+                        tokio::spawn(async move {
+                            crate::bot::record_raw_archives(
+                                &sessions,
+                                clock.as_ref(),
+                                &key,
+                                &[record],
+                            )
+                            .await;
+                        });
+                    }
                     Ok(None) => {}
                     Err(e) => {
                         let (sessions, clock, key, error) = (

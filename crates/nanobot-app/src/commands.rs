@@ -73,6 +73,9 @@ pub async fn status(bot: &Bot, key: &SessionKey) -> Result<String, AppError> {
     if let Some(failure) = handle.read(crate::bot::background_failure) {
         let _ = writeln!(out, "Last background failure: {failure}");
     }
+    if let Some(raw) = handle.read(crate::bot::last_raw_archive) {
+        let _ = writeln!(out, "Last raw archive (no summary): {raw}");
+    }
     let unread = bot
         .journal
         .latest_cursor()
@@ -243,6 +246,9 @@ pub async fn sessions_show(bot: &Bot, key: &SessionKey) -> Result<String, AppErr
     );
     if let Some(failure) = crate::bot::background_failure(&session) {
         let _ = writeln!(out, "Last background failure: {failure}");
+    }
+    if let Some(raw) = crate::bot::last_raw_archive(&session) {
+        let _ = writeln!(out, "Last raw archive (no summary): {raw}");
     }
     for (i, m) in session.messages().iter().enumerate() {
         let marker = if i < session.last_consolidated() {

@@ -78,6 +78,12 @@ pub struct Config {
     pub max_output_tokens: usize,
     /// Seconds one model call may take.
     pub request_timeout_secs: u64,
+    /// Whether the model makes native tool calls (Dream's `auto` mode plans without them).
+    pub native_tools: bool,
+    /// Archives are asked with a JSON schema first (small models), not free text.
+    pub archive_with_schema: bool,
+    /// Dream's mode: `auto`, `tools` or `plan`.
+    pub dream_mode: dream::DreamMode,
     /// Consolidation archives down to this share of the budget.
     pub consolidation_ratio: f64,
     /// Minutes of silence before a session is compacted (0: never).
@@ -127,6 +133,7 @@ struct LlmSection {
     context_window: Option<i64>,
     max_output_tokens: Option<i64>,
     request_timeout_secs: Option<i64>,
+    native_tools: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -134,6 +141,7 @@ struct LlmSection {
 struct MemorySection {
     consolidation_ratio: Option<f64>,
     idle_ttl_minutes: Option<i64>,
+    archive_with_schema: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -145,10 +153,11 @@ struct DreamSection {
     max_steps: Option<i64>,
     max_tokens: Option<i64>,
     batch_entries: Option<i64>,
+    mode: Option<String>,
 }
 
 /// Every key with its environment variable, for the README and `config show`.
-pub const KEYS: [(&str, &str, &str); 21] = [
+pub const KEYS: [(&str, &str, &str); 24] = [
     ("workspace", "NANOBOT_WORKSPACE", "~/.nanobot/workspace"),
     ("storage.backend", "NANOBOT_STORAGE", "files"),
     ("storage.durability", "NANOBOT_DURABILITY", "turn-end"),
@@ -192,16 +201,27 @@ pub const KEYS: [(&str, &str, &str); 21] = [
         "300",
     ),
     (
+        "llm.native_tools",
+        "NANOBOT_NATIVE_TOOLS",
+        "false (local), true",
+    ),
+    (
         "memory.consolidation_ratio",
         "NANOBOT_CONSOLIDATION_RATIO",
         "0.5",
     ),
     ("memory.idle_ttl_minutes", "NANOBOT_IDLE_TTL_MINUTES", "15"),
+    (
+        "memory.archive_with_schema",
+        "NANOBOT_ARCHIVE_WITH_SCHEMA",
+        "true (local), false",
+    ),
     ("dream.enabled", "NANOBOT_DREAM_ENABLED", "true"),
     ("dream.interval_hours", "NANOBOT_DREAM_INTERVAL_HOURS", "2"),
     ("dream.cron", "NANOBOT_DREAM_CRON", "none"),
     ("dream.max_steps", "NANOBOT_DREAM_MAX_STEPS", "30"),
     ("dream.max_tokens", "NANOBOT_DREAM_MAX_TOKENS", "400000"),
+    ("dream.mode", "NANOBOT_DREAM_MODE", "auto"),
 ];
 
 impl Config {
@@ -398,7 +418,24 @@ impl Config {
                 format!("{ratio} is outside 0.1 to 0.95"),
             ));
         }
+        let local = provider == Provider::Local;
+        let native_tools = boolean("llm.native_tools", "NANOBOT_NATIVE_TOOLS", llm.native_tools)?
+            .unwrap_or(!local);
+        let archive_with_schema = boolean(
+            "memory.archive_with_schema",
+            "NANOBOT_ARCHIVE_WITH_SCHEMA",
+            memory.archive_with_schema,
+        )?
+        .unwrap_or(local);
+        let dream_mode = match text("dream.mode", "NANOBOT_DREAM_MODE", dream.mode.clone()) {
+            None => dream::DreamMode::Auto,
+            Some((key, value)) => dream::DreamMode::parse(&value)
+                .ok_or_else(|| bad(&key, format!("{value:?} is not one of auto, tools, plan")))?,
+        };
         let config = Config {
+            native_tools,
+            archive_with_schema,
+            dream_mode,
             workspace,
             storage: storage_backend,
             durability,
@@ -485,7 +522,7 @@ impl Config {
     /// The effective configuration as TOML, the key redacted.
     pub fn show(&self) -> String {
         format!(
-            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndurability = {:?}\nlayout = {:?}\nsessions_root = {:?}\nturn_wait_secs = {}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\n",
+            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndurability = {:?}\nlayout = {:?}\nsessions_root = {:?}\nturn_wait_secs = {}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\nnative_tools = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\narchive_with_schema = {}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\nmode = {:?}\n",
             self.source
                 .as_ref()
                 .map_or("defaults and the environment".to_owned(), |p| p
@@ -510,14 +547,17 @@ impl Config {
             self.context_window,
             self.max_output_tokens,
             self.request_timeout_secs,
+            self.native_tools,
             self.consolidation_ratio,
             self.idle_ttl_minutes,
+            self.archive_with_schema,
             self.dream_enabled,
             self.dream_interval_hours,
             self.dream_cron.as_deref().unwrap_or(""),
             self.dream_max_steps,
             self.dream_max_tokens,
             self.dream_batch_entries,
+            self.dream_mode.name(),
         )
     }
 }

@@ -5,7 +5,7 @@
 
 use std::io::Write;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use llm_port::{TextSink, TokioClock};
 use memory_core::AutoCompact;
@@ -16,27 +16,32 @@ use crate::bot::{Bot, model_client};
 use crate::config::Config;
 use crate::error::AppError;
 
-const CONVERSATION: [&str; 12] = [
+const CONVERSATION: [&str; 8] = [
     "Hi! I'm Ada, a software engineer from Berlin. I'm planning a trip to Lisbon in May with my two kids, Max who is nine and Lina who is six. We have one week and a modest budget.",
     "Important: Lina, my youngest, is allergic to peanuts, so every restaurant matters. I always carry an epinephrine auto-injector, and I'd like to know how to explain the allergy in Portuguese.",
+    "By the way, I prefer short, practical answers with concrete steps rather than long descriptions. Bullet points are fine, no need for introductions.",
     "Both kids love aquariums and sea animals. Is the Lisbon Oceanarium worth a whole morning, and should we book tickets ahead or just show up early on a weekday?",
     "We booked an apartment near Alfama, which is hilly with narrow streets. How do we get around with two kids without taking taxis everywhere? Is a Viva Viagem card the right thing?",
-    "Max has read about tram 28 and wants to ride it end to end. I heard it gets very crowded and there are pickpockets. Any tips for riding it with children?",
-    "By the way, I prefer short, practical answers with concrete steps rather than long descriptions. Bullet points are fine, no need for introductions.",
     "Should we do a day trip to Sintra? The kids like castles, but I worry about the walking, the crowds and the train ride from Rossio station.",
-    "What should we pack for Lisbon in May? I expect warm afternoons but I'm not sure about evenings, rain, or how much sun protection the kids will need.",
-    "Where can we find good pastel de nata? I know about Belem, but is there a place near Alfama that is less touristy and good for a quick breakfast?",
-    "We might visit a beach one afternoon. Is Cascais easy to reach by train, and is the water warm enough in May for kids to swim?",
-    "One evening I'd like a quiet dinner with fado music that still works for children. Is that realistic, and how late do restaurants usually serve dinner?",
+    "Where can we find good pastel de nata near Alfama for a quick breakfast?",
     "Remind me: what did I tell you about allergies, and what should I say in Portuguese at restaurants?",
 ];
 
-/// Runs the demo in `workspace` (a new temporary directory when `None`).
+/// Words that show a fact of the conversation reached memory: her name, the allergy, the
+/// preference for short answers.
+const FACT_WORDS: [&str; 5] = ["ada", "peanut", "short", "concise", "brief"];
+
+/// Runs the demo in `workspace` (a new temporary directory when `None`). With `check`, it
+/// fails unless memory worked: at least one archive is a model's summary, a Dream version
+/// carries a fact of the conversation into `USER.md` or `memory/MEMORY.md`, and the next
+/// prompt holds it.
 pub async fn run(
     workspace: Option<std::path::PathBuf>,
+    check: bool,
     env: &dyn Fn(&str) -> Option<String>,
     out: &mut dyn Write,
 ) -> Result<(), AppError> {
+    let started = Instant::now();
     let workspace = workspace.unwrap_or_else(|| {
         std::env::temp_dir().join(format!("nanobot-demo-{}", std::process::id()))
     });
@@ -48,7 +53,7 @@ pub async fn run(
             // Archive a little at a time, so each archive request fits the small window.
             "NANOBOT_CONSOLIDATION_RATIO" => env(name).or(Some("0.8".into())),
             "NANOBOT_MAX_OUTPUT_TOKENS" => env(name).or(Some("128".into())),
-            "NANOBOT_DREAM_MAX_STEPS" => env(name).or(Some("8".into())),
+            "NANOBOT_DREAM_MAX_STEPS" => env(name).or(Some("4".into())),
             "NANOBOT_STREAM" => env(name).or(Some("true".into())),
             _ => env(name),
         }
@@ -59,47 +64,80 @@ pub async fn run(
         let _ = out.flush();
     };
     say(&format!(
-        "== nanobot demo: memory at work\nmodel {} at {}; context window {} tokens (small on purpose), answers up to {} tokens\nworkspace {}\n",
+        "== nanobot demo: memory at work\nmodel {} at {}; context window {} tokens (small on purpose), answers up to {} tokens\narchives asked with a schema: {}; Dream mode: {}\nworkspace {}\nIt takes about 4 minutes on 2 cores with Qwen2.5-Coder-1.5B (about 2 with --fast); each step is shown as it happens.\n",
         config.model,
         config.base_url,
         config.context_window,
         config.max_output_tokens,
+        config.archive_with_schema,
+        config.dream_mode.name(),
         workspace.display()
     ));
     let llm = model_client(&config)?;
     let bot = Bot::open(config, llm, Arc::new(TokioClock::system())).await?;
     bot.documents.initialize().await?;
 
-    say("== 1. A conversation that outgrows its window");
+    say(&format!(
+        "== 1. A conversation that outgrows its window ({} turns)",
+        CONVERSATION.len()
+    ));
     let key = SessionKey::new("cli:demo").map_err(|e| AppError::Usage(e.to_string()))?;
-    for text in CONVERSATION {
+    let mut summaries = 0;
+    for (n, text) in CONVERSATION.iter().enumerate() {
+        let turn_started = Instant::now();
         let entries_before = bot.journal.latest_cursor().await?;
-        say(&format!("\nyou> {text}"));
+        say(&format!(
+            "\n[turn {} of {}] you> {text}",
+            n + 1,
+            CONVERSATION.len()
+        ));
         let sink: TextSink = Arc::new(|_: &str| {});
         let report = bot.turn(&key, text, &sink).await?;
         say(&format!("bot> {}", one_paragraph(&report.answer)));
         bot.finish().await?;
         let handle = bot.sessions.get_or_create(&key).await?;
-        let (count, archived) = handle.read(|s| (s.messages().len(), s.last_consolidated()));
+        let (count, archived, raw) = handle.read(|s| {
+            (
+                s.messages().len(),
+                s.last_consolidated(),
+                crate::bot::last_raw_archive(s),
+            )
+        });
         say(&format!(
-            "     [prompt ~{} tokens; session: {count} messages, {archived} archived]",
-            report.prompt_tokens
+            "     [prompt ~{} tokens; session: {count} messages, {archived} archived; {:.0} s]",
+            report.prompt_tokens,
+            turn_started.elapsed().as_secs_f64()
         ));
         for entry in bot.journal.read_since(entries_before, None).await? {
+            if entry.content.starts_with("[RAW]") {
+                say(&format!(
+                    "     [memory] journal entry #{}: the messages themselves ([RAW]), because {}",
+                    entry.cursor,
+                    raw.as_deref()
+                        .and_then(|r| r.split_once(": ").map(|(_, why)| why.to_owned()))
+                        .unwrap_or_else(|| "no summary could be made".into())
+                ));
+            } else {
+                summaries += 1;
+                say(&format!(
+                    "     [memory] journal entry #{}, the model's summary: {}",
+                    entry.cursor,
+                    first_line(&entry.content)
+                ));
+            }
+        }
+        if n == 0 {
+            let per_turn = started.elapsed().as_secs_f64();
             say(&format!(
-                "     [memory] consolidated into journal entry #{}: {}",
-                entry.cursor,
-                first_line(&entry.content)
+                "     (first turn took {per_turn:.0} s; the whole demo should take about {:.0} minutes)",
+                (per_turn * (CONVERSATION.len() as f64 + 6.0) / 60.0).ceil()
             ));
         }
     }
 
     say("\n== 2. An idle session is compacted");
     let idle = SessionKey::new("cli:idle-demo").map_err(|e| AppError::Usage(e.to_string()))?;
-    for text in [
-        "I'm also learning Portuguese, slowly.",
-        "Obrigada is thank you, right?",
-    ] {
+    for text in ["I'm also learning Portuguese, slowly. Obrigada is thank you, right?"] {
         say(&format!("you> {text}"));
         let quiet: TextSink = Arc::new(|_: &str| {});
         let report = bot.turn(&idle, text, &quiet).await?;
@@ -112,10 +150,21 @@ pub async fn run(
     tokio::time::sleep(Duration::from_millis(2_200)).await;
     for done in autocompact.compact_due().await {
         match done.result {
-            Ok(Some(record)) => say(&format!(
-                "[memory] {} was idle: messages {}-{} archived",
-                done.key, record.start, record.end
-            )),
+            Ok(Some(record)) => {
+                let how = match &record.outcome {
+                    memory_core::Archived::Raw { reason, .. } => {
+                        format!("the messages themselves ([RAW]), because {reason}")
+                    }
+                    _ => {
+                        summaries += 1;
+                        "a summary".to_owned()
+                    }
+                };
+                say(&format!(
+                    "[memory] {} was idle: messages {}-{} archived as {how}",
+                    done.key, record.start, record.end
+                ))
+            }
             Ok(None) => say(&format!(
                 "[memory] {} was idle, nothing left to archive",
                 done.key
@@ -138,8 +187,12 @@ pub async fn run(
 
     say("\n== 3. Dream turns the journal into lasting memory");
     let pending = bot.journal.latest_cursor().await? - bot.journal.dream_cursor().await?;
-    say(&format!("{pending} journal entries wait for Dream"));
+    say(&format!(
+        "{pending} journal entries wait for Dream ({} mode)",
+        bot.dream.mode().name()
+    ));
     let report = bot.dream.run(dream::Trigger::Manual).await?;
+    crate::bot::clear_progress();
     say(&dream::format::run_reply(&report));
 
     say("\n== 4. What Dream changed (memory versions, a git repository)");
@@ -156,10 +209,82 @@ pub async fn run(
         let text = bot.documents.read(document).await?.unwrap_or_default();
         say(&format!("--- {}\n{}", document.path(), text.trim_end()));
     }
-    say(
-        "\nDone. The workspace stays for a look around; chat with it: nanobot --workspace <dir> chat",
-    );
+
+    say("\n== Did it remember?");
+    let carried = match &report.version {
+        Some(version) => {
+            let (_, diffs) = bot.dream.show(&version.id).await?;
+            diffs
+                .iter()
+                .filter(|d| d.path == Document::User.path() || d.path == Document::Memory.path())
+                .flat_map(|d| d.added_lines())
+                .find(|line| has_fact(line))
+                .map(str::to_owned)
+        }
+        None => None,
+    };
+    let prompt = bot.build_prompt(&key, "What do you know about me?").await?;
+    let prompt_text = serde_json::to_string(&prompt.messages).unwrap_or_default();
+    let in_prompt = carried
+        .as_deref()
+        .is_some_and(|line| prompt_text.contains(&json_escaped(line.trim())));
+    let checks = [
+        (
+            summaries > 0,
+            format!("{summaries} archives are the model's summaries, not [RAW]"),
+        ),
+        (
+            carried.is_some(),
+            match &carried {
+                Some(line) => format!("Dream's version carries a fact into memory: {}", line.trim()),
+                None => "no Dream version carries her name, the allergy or the short-answers preference into USER.md or memory/MEMORY.md".into(),
+            },
+        ),
+        (
+            in_prompt,
+            "the next prompt of cli:demo holds that fact".to_owned(),
+        ),
+    ];
+    for (ok, line) in &checks {
+        say(&format!(
+            "{} {line}",
+            if *ok { "[ok]" } else { "[missing]" }
+        ));
+    }
+    say(&format!(
+        "\nDone in {:.0} s. The workspace stays for a look around; chat with it: nanobot --workspace {} chat",
+        started.elapsed().as_secs_f64(),
+        workspace.display()
+    ));
+    let failed: Vec<&str> = checks
+        .iter()
+        .filter(|(ok, _)| !ok)
+        .map(|(_, line)| line.as_str())
+        .collect();
+    if check && !failed.is_empty() {
+        return Err(AppError::Demo {
+            reason: failed.join("; "),
+        });
+    }
     Ok(())
+}
+
+/// Whether `line` names a fact of the conversation: one of [`FACT_WORDS`] as the start of
+/// a word ("peanuts" counts, "Obrigada" does not).
+fn has_fact(line: &str) -> bool {
+    line.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|word| {
+            FACT_WORDS
+                .iter()
+                .any(|w| word.starts_with(w) && (word.len() <= w.len() + 2))
+        })
+}
+
+/// `text` as it appears inside a JSON string.
+fn json_escaped(text: &str) -> String {
+    let quoted = serde_json::to_string(text).unwrap_or_default();
+    quoted.trim_matches('"').to_owned()
 }
 
 fn one_paragraph(text: &str) -> String {
@@ -178,4 +303,18 @@ fn first_line(text: &str) -> String {
         .unwrap_or("")
         .trim();
     line.chars().take(160).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_are_whole_words() {
+        assert!(has_fact("- Name: Ada"));
+        assert!(has_fact("- Lina is allergic to peanuts"));
+        assert!(has_fact("- Prefers short answers"));
+        assert!(!has_fact("- Obrigada is thank you"));
+        assert!(!has_fact("- Canada trip"));
+    }
 }

@@ -34,6 +34,11 @@ pub enum AppError {
     Context(context_builder::ContextError),
     /// The terminal failed.
     Terminal(String),
+    /// `nanobot demo` ran, but memory did not work as it should (the checks it names).
+    Demo {
+        /// The checks that failed.
+        reason: String,
+    },
     /// A turn failed part-way; the message says what of it was saved.
     Turn {
         /// The session.
@@ -92,6 +97,10 @@ impl fmt::Display for AppError {
             ),
             AppError::Context(e) => write!(f, "the prompt could not be built: {e}"),
             AppError::Terminal(e) => write!(f, "the terminal failed: {e}"),
+            AppError::Demo { reason } => write!(
+                f,
+                "the demo ran but memory did not work: {reason}\nA model too small to curate memory fails this (use the default model, or pass --no-check to only watch)."
+            ),
             AppError::Turn { key, saved, cause } => {
                 let what = match saved {
                     Saved::Nothing => format!("Nothing of this turn was saved to session {key}."),

@@ -186,7 +186,12 @@ fn the_demo_runs_against_the_local_model() {
     let ws = TempDir::new("cli-demo");
     let out = nanobot(
         ws.path(),
-        &["demo", "--workspace", ws.path().to_str().unwrap()],
+        &[
+            "demo",
+            "--no-check",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+        ],
         &[
             ("NANOBOT_BASE_URL", &url),
             ("NANOBOT_REQUEST_TIMEOUT_SECS", "120"),
@@ -207,6 +212,43 @@ fn the_demo_runs_against_the_local_model() {
     assert!(
         said.contains("[memory] consolidated into journal entry #1"),
         "the conversation crossed the threshold:\n{said}"
+    );
+}
+
+/// The README's main job with the demo's model: it must remember, not only run. Shapes and
+/// keywords only, never the model's exact words.
+#[test]
+fn the_demo_remembers_with_the_demo_model() {
+    let Some(url) = bench_workload::testing::local_demo_llm("the demo remembers") else {
+        return;
+    };
+    let ws = TempDir::new("cli-demo-memory");
+    let out = nanobot(
+        ws.path(),
+        &["demo", "--workspace", ws.path().to_str().unwrap()],
+        &[
+            ("NANOBOT_BASE_URL", &url),
+            ("NANOBOT_REQUEST_TIMEOUT_SECS", "300"),
+        ],
+    );
+    let said = text(&out, ws.path());
+    assert!(out.status.success(), "the memory checks failed:\n{said}");
+    assert!(said.contains("the model's summary:"), "{said}");
+    assert_eq!(said.matches("\n[ok] ").count(), 3, "{said}");
+    assert!(said.contains("Dream completed"), "{said}");
+    assert!(
+        said.contains("dream: manual run"),
+        "a Dream version in the log:\n{said}"
+    );
+    // The fact is in the files on disk, and git reads the version that put it there.
+    let user = std::fs::read_to_string(ws.path().join("USER.md")).unwrap();
+    let memory = std::fs::read_to_string(ws.path().join("memory/MEMORY.md")).unwrap();
+    let both = format!("{user}\n{memory}").to_lowercase();
+    assert!(
+        ["ada", "peanut", "short", "concise"]
+            .iter()
+            .any(|w| both.contains(w)),
+        "{both}"
     );
 }
 
