@@ -61,11 +61,16 @@ pub enum PlanOp {
 /// replacements. `files` are the paths the model may name, `headings` the sections they
 /// have; both are enums, so a constrained model can only name what exists. Whole-file
 /// writes are left to tool mode: a small model rewriting a file loses what it held.
-pub fn schema(files: &[String], headings: &[String]) -> Value {
+pub fn schema(files: &[String], headings: &[String], facts: &[String]) -> Value {
     let heading = if headings.is_empty() {
         json!({"type": "string", "maxLength": 200})
     } else {
         json!({"type": "string", "enum": headings})
+    };
+    let line = if facts.is_empty() {
+        json!({"type": "string", "minLength": 1, "maxLength": 300})
+    } else {
+        json!({"type": "string", "enum": facts})
     };
     json!({
         "type": "object",
@@ -78,7 +83,7 @@ pub fn schema(files: &[String], headings: &[String]) -> Value {
                     "properties": {
                         "file": {"type": "string", "enum": files},
                         "heading": heading,
-                        "line": {"type": "string", "minLength": 1, "maxLength": 300}
+                        "line": line
                     },
                     "required": ["file", "heading", "line"],
                     "additionalProperties": false
@@ -105,11 +110,11 @@ pub fn schema(files: &[String], headings: &[String]) -> Value {
 }
 
 /// The response format asking for [`schema`].
-pub fn format(files: &[String], headings: &[String]) -> ResponseFormat {
+pub fn format(files: &[String], headings: &[String], facts: &[String]) -> ResponseFormat {
     ResponseFormat::JsonSchema {
         json_schema: JsonSchemaFormat {
             name: "dream_edit_plan".into(),
-            schema: schema(files, headings),
+            schema: schema(files, headings, facts),
             strict: Some(true),
         },
     }
@@ -362,6 +367,43 @@ fn is_placeholder(line: &str) -> bool {
     t == "-" || (t.starts_with('(') && t.ends_with(')'))
 }
 
+/// The facts a plan may append, when every entry of the batch is a tagged archive
+/// (`- [permanent] …` lines, as the Consolidator writes them): each kept fact with its tag
+/// removed, once, in order ([`MAX_FACTS`] at most). With the lines an enum, a small model
+/// picks and files facts instead of translating or inventing them (Qwen2.5-Coder-1.5B,
+/// asked freely, wrote the peanut allergy in Portuguese). Empty, so free text, when an
+/// entry has no tagged line (a raw archive, a hand-written entry).
+pub fn facts(entries: &[memory_store::JournalEntry]) -> Vec<String> {
+    let mut facts: Vec<String> = Vec::new();
+    for entry in entries {
+        let mut tagged = false;
+        for line in entry.content.lines() {
+            let Some(rest) = line.trim().strip_prefix("- [") else {
+                continue;
+            };
+            let Some((tag, fact)) = rest.split_once("] ") else {
+                continue;
+            };
+            tagged = true;
+            let fact = fact.trim();
+            if ["permanent", "durable", "correction"].contains(&tag)
+                && !fact.is_empty()
+                && !facts.iter().any(|f| f == fact)
+            {
+                facts.push(fact.to_owned());
+            }
+        }
+        if !tagged {
+            return Vec::new();
+        }
+    }
+    facts.truncate(MAX_FACTS);
+    facts
+}
+
+/// The most facts offered as a plan's lines.
+pub const MAX_FACTS: usize = 64;
+
 /// The headings of the overlay's files (without `#`s, each once, sorted), for the schema.
 pub fn headings(overlay: &Overlay, files: &[String]) -> Vec<String> {
     let mut headings: Vec<String> = files
@@ -418,6 +460,28 @@ mod tests {
             "{text}"
         );
         assert_eq!(append_under("", "", "- x"), "## Notes\n\n- x\n");
+    }
+
+    #[test]
+    fn only_tagged_batches_offer_their_facts() {
+        let entry = |cursor, content: &str| memory_store::JournalEntry {
+            cursor,
+            timestamp: "2026-12-01 10:00".into(),
+            content: content.into(),
+            session_key: None,
+            message_range: None,
+            extra: Default::default(),
+        };
+        let tagged = [
+            entry(
+                1,
+                "- [permanent] Name: Ada\n- [skip] said hi\n- [durable] Works in Berlin",
+            ),
+            entry(2, "- [permanent] Name: Ada\n- [ephemeral] Packing today"),
+        ];
+        assert_eq!(facts(&tagged), ["Name: Ada", "Works in Berlin"]);
+        let mixed = [tagged[0].clone(), entry(3, "[RAW] 2 messages\nUSER: hi")];
+        assert!(facts(&mixed).is_empty());
     }
 
     #[test]

@@ -391,7 +391,9 @@ impl Dream {
                 ),
                 crate::plan::ANSWER_FORMAT
             );
-            self.plan_loop(&mut overlay, user, &mut report).await
+            let facts = crate::plan::facts(batch);
+            self.plan_loop(&mut overlay, user, &facts, &mut report)
+                .await
         } else {
             let instructions = prompt::instructions(custom.as_deref());
             let user = prompt::user_message(
@@ -562,6 +564,7 @@ impl Dream {
         &self,
         overlay: &mut Overlay,
         user: String,
+        facts: &[String],
         report: &mut RunReport,
     ) -> RunStatus {
         let structured = self.llm.capabilities().supports_structured_output;
@@ -575,11 +578,17 @@ impl Dream {
                 "step {} of at most {}: asking the model for an edit plan",
                 report.steps, self.config.max_steps
             ));
+            let Some(max_tokens) = self.answer_room(&messages) else {
+                return RunStatus::Stopped(StopReason::ModelError(
+                    "the plan request leaves no room for an answer in the model's context window; lower batch_tokens or prompt_file_chars".into(),
+                ));
+            };
             let mut request = LlmRequest::new(self.config.model.clone(), messages.clone())
-                .with_max_tokens(self.config.max_output_tokens)
+                .with_max_tokens(max_tokens)
                 .with_temperature(0.0);
             if structured {
-                request = request.with_response_format(crate::plan::format(&files, &headings));
+                request =
+                    request.with_response_format(crate::plan::format(&files, &headings, facts));
             }
             let response = match self.llm.complete(&request).await {
                 Ok(response) => response,
@@ -644,12 +653,33 @@ impl Dream {
                     tokens: report.tokens,
                 });
             }
+            // Only the last attempt and why it failed: the request stays the size of the
+            // first one, whatever the number of steps.
+            messages.truncate(2);
             messages.push(Message::Assistant(response.message.clone()));
             messages.push(Message::user(feedback));
         }
         RunStatus::Stopped(last_problem.unwrap_or(StopReason::StepBudget {
             steps: report.steps,
         }))
+    }
+
+    /// The output tokens a plan request may ask for: the configured cap, less when the
+    /// backend's context window (from its capabilities; 0 means unknown) leaves less
+    /// beside the prompt (counted, plus a fifth for the tokenizers' difference). `None`
+    /// when fewer than 128 would be left.
+    fn answer_room(&self, messages: &[Message]) -> Option<u32> {
+        let window = self.llm.capabilities().context_window as usize;
+        if window == 0 {
+            return Some(self.config.max_output_tokens);
+        }
+        let prompt = estimate_prompt_tokens(self.counter.as_ref(), messages, &[]);
+        let room = window.checked_sub(prompt + prompt / 5 + 64)?;
+        (room >= 128).then(|| {
+            self.config
+                .max_output_tokens
+                .min(u32::try_from(room).unwrap_or(u32::MAX))
+        })
     }
 
     /// The tracked files now: the durable documents, the skills and Dream's cursor.

@@ -184,6 +184,7 @@ impl Bot {
         );
         consolidation.ratio = config.consolidation_ratio;
         consolidation.structured_first = config.archive_with_schema;
+        consolidation.temperature = config.temperature;
         let consolidator = Arc::new(Consolidator::new(
             consolidation,
             llm.clone(),
@@ -416,9 +417,12 @@ impl Bot {
             &mut GovernorState::default(),
             self.builder.as_ref(),
         );
-        let request = LlmRequest::new(self.config.model.clone(), governed.messages)
+        let mut request = LlmRequest::new(self.config.model.clone(), governed.messages)
             .with_max_tokens(saturating_u32(self.config.max_output_tokens))
             .with_cache_breakpoint(built.report.stable_prefix_bytes);
+        if let Some(temperature) = self.config.temperature {
+            request = request.with_temperature(temperature);
+        }
         let response = self.llm.complete_streaming(&request, sink).await?;
         let answer = llm_port::text::strip_think(&response.message.text_content());
         handle.add_message(StoredMessage::assistant(answer.clone()));

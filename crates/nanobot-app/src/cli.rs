@@ -75,8 +75,10 @@ pub enum Command {
     /// The configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
-    /// Memory at work against the local model (`cargo xtask demo`); fails unless memory
-    /// worked (a summary, a Dream version carrying a fact, the fact in the next prompt).
+    /// Memory at work against the local model (`cargo xtask demo`)
+    ///
+    /// Fails unless memory worked: a summary, a Dream version carrying a fact of the
+    /// conversation, and that fact in the next prompt.
     Demo {
         /// Only watch: report the memory checks without failing on them.
         #[arg(long)]

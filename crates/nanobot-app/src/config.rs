@@ -80,6 +80,8 @@ pub struct Config {
     pub request_timeout_secs: u64,
     /// Whether the model makes native tool calls (Dream's `auto` mode plans without them).
     pub native_tools: bool,
+    /// Sampling temperature of chat answers and archives (`None`: the server's default).
+    pub temperature: Option<f32>,
     /// Archives are asked with a JSON schema first (small models), not free text.
     pub archive_with_schema: bool,
     /// Dream's mode: `auto`, `tools` or `plan`.
@@ -134,6 +136,7 @@ struct LlmSection {
     max_output_tokens: Option<i64>,
     request_timeout_secs: Option<i64>,
     native_tools: Option<bool>,
+    temperature: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -157,7 +160,7 @@ struct DreamSection {
 }
 
 /// Every key with its environment variable, for the README and `config show`.
-pub const KEYS: [(&str, &str, &str); 24] = [
+pub const KEYS: [(&str, &str, &str); 25] = [
     ("workspace", "NANOBOT_WORKSPACE", "~/.nanobot/workspace"),
     ("storage.backend", "NANOBOT_STORAGE", "files"),
     ("storage.durability", "NANOBOT_DURABILITY", "turn-end"),
@@ -200,6 +203,7 @@ pub const KEYS: [(&str, &str, &str); 24] = [
         "NANOBOT_REQUEST_TIMEOUT_SECS",
         "300",
     ),
+    ("llm.temperature", "NANOBOT_TEMPERATURE", "the server's"),
     (
         "llm.native_tools",
         "NANOBOT_NATIVE_TOOLS",
@@ -432,7 +436,22 @@ impl Config {
             Some((key, value)) => dream::DreamMode::parse(&value)
                 .ok_or_else(|| bad(&key, format!("{value:?} is not one of auto, tools, plan")))?,
         };
+        let temperature = match env("NANOBOT_TEMPERATURE") {
+            Some(v) => Some(v.trim().parse::<f64>().map_err(|_| {
+                bad(
+                    "llm.temperature",
+                    format!("{v:?} (from NANOBOT_TEMPERATURE) is not a number"),
+                )
+            })?),
+            None => llm.temperature,
+        };
+        if let Some(t) = temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            return Err(bad("llm.temperature", format!("{t} is outside 0 to 2")));
+        }
         let config = Config {
+            temperature: temperature.map(|t| t as f32),
             native_tools,
             archive_with_schema,
             dream_mode,
@@ -522,7 +541,7 @@ impl Config {
     /// The effective configuration as TOML, the key redacted.
     pub fn show(&self) -> String {
         format!(
-            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndurability = {:?}\nlayout = {:?}\nsessions_root = {:?}\nturn_wait_secs = {}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\nnative_tools = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\narchive_with_schema = {}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\nmode = {:?}\n",
+            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndurability = {:?}\nlayout = {:?}\nsessions_root = {:?}\nturn_wait_secs = {}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\ntemperature = {}\nnative_tools = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\narchive_with_schema = {}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\nmode = {:?}\n",
             self.source
                 .as_ref()
                 .map_or("defaults and the environment".to_owned(), |p| p
@@ -547,6 +566,8 @@ impl Config {
             self.context_window,
             self.max_output_tokens,
             self.request_timeout_secs,
+            self.temperature
+                .map_or("\"the server's\"".to_owned(), |t| t.to_string()),
             self.native_tools,
             self.consolidation_ratio,
             self.idle_ttl_minutes,

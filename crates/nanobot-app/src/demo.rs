@@ -52,6 +52,8 @@ pub async fn run(
             "NANOBOT_CONTEXT_WINDOW" => env(name).or(Some("2560".into())),
             // Archive a little at a time, so each archive request fits the small window.
             "NANOBOT_CONSOLIDATION_RATIO" => env(name).or(Some("0.8".into())),
+            // Greedy answers: the same run on every machine with the same model.
+            "NANOBOT_TEMPERATURE" => env(name).or(Some("0".into())),
             "NANOBOT_MAX_OUTPUT_TOKENS" => env(name).or(Some("128".into())),
             "NANOBOT_DREAM_MAX_STEPS" => env(name).or(Some("4".into())),
             "NANOBOT_STREAM" => env(name).or(Some("true".into())),

@@ -83,6 +83,14 @@ async fn a_plan_is_applied_and_versioned_when_the_backend_has_no_tool_calls() {
         append["heading"]["enum"],
         json!(["Basic Information", "Memory", "Soul", "User"])
     );
+    // A batch of tagged archives offers its kept facts as the lines to append.
+    assert_eq!(
+        append["line"]["enum"],
+        json!([
+            "The user's name is Ada.",
+            "Her daughter Lina is allergic to peanuts."
+        ])
+    );
     // The repeat and the line already there changed nothing and were not refusals.
     assert!(report.refused.is_empty(), "{:?}", report.refused);
     assert!(f.prompt(0).contains("Lina is allergic to peanuts"));
@@ -155,10 +163,19 @@ async fn bad_plans_are_bounded_and_apply_nothing_that_does_not_validate() {
     // Each bad answer was answered with why before asking again.
     let requests = f.llm.requests();
     assert_eq!(requests.len(), 4);
-    let last = format!("{:?}", requests[3].messages);
-    assert!(last.contains("not a usable edit plan"));
-    assert!(last.contains("cut off by the output limit"));
-    assert!(last.contains("No edit could be applied"));
+    let asked = |n: usize| format!("{:?}", requests[n].messages);
+    assert!(asked(1).contains("not a usable edit plan"));
+    assert!(asked(2).contains("cut off by the output limit"));
+    assert!(asked(3).contains("No edit could be applied"));
+    // Only the last attempt is carried: the request does not grow with the steps.
+    assert!(requests.iter().skip(1).all(|r| r.messages.len() == 4));
+    assert!(!asked(3).contains("not a usable edit plan"));
+    // The answer's allowance fits the backend's 4,096-token window.
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.max_tokens.is_some_and(|t| t <= 4096))
+    );
 }
 
 #[tokio::test]
@@ -202,4 +219,20 @@ async fn a_model_that_never_plans_stops_with_nothing_applied_and_repeats_apply_o
         (f.doc(Document::Memory).await, f.doc(Document::User).await),
         before
     );
+}
+
+#[tokio::test]
+async fn a_window_too_small_for_the_plan_request_stops_without_a_call() {
+    let llm = ScriptedLlm::new().with_capabilities(Capabilities::new(300).with_tools(false));
+    let f = fixture(llm);
+    f.seed().await;
+    f.append(&[FACTS]).await;
+    let report = f.dream.run(Trigger::Manual).await.unwrap();
+    assert!(
+        matches!(&report.status, RunStatus::Stopped(StopReason::ModelError(why)) if why.contains("no room for an answer")),
+        "{:?}",
+        report.status
+    );
+    assert_eq!(f.llm.call_count(), 0);
+    assert_eq!(f.cursor().await, 0);
 }
