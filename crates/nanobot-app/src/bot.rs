@@ -185,6 +185,8 @@ impl Bot {
         consolidation.ratio = config.consolidation_ratio;
         consolidation.structured_first = config.archive_with_schema;
         consolidation.temperature = config.temperature;
+        // An archive call may take as long as any other call to this model.
+        consolidation.call_timeout = Duration::from_secs(config.request_timeout_secs);
         let consolidator = Arc::new(Consolidator::new(
             consolidation,
             llm.clone(),

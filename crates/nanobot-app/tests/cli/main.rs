@@ -551,3 +551,48 @@ print(json.dumps({"sha": sha}))
     assert!(said.contains("dream: remember the user's name"), "{said}");
     assert!(said.contains(&sha[..7]), "{sha}: {said}");
 }
+
+#[tokio::test]
+async fn why_an_archive_went_raw_is_kept_for_status() {
+    use std::sync::Arc;
+    let sessions = session_store::SessionManager::new(
+        Arc::new(session_store::MemorySessionStore::new()),
+        Arc::new(llm_port::SystemClock),
+        Arc::new(llm_port::Cl100kBase),
+    );
+    let key = session_store::SessionKey::new("cli:ada").unwrap();
+    let summary = memory_core::ArchiveRecord {
+        start: 0,
+        end: 2,
+        outcome: memory_core::Archived::Nothing,
+    };
+    nanobot_app::bot::record_raw_archives(
+        &sessions,
+        &llm_port::SystemClock,
+        &key,
+        std::slice::from_ref(&summary),
+    )
+    .await;
+    let handle = sessions.get_or_create(&key).await.unwrap();
+    assert_eq!(handle.read(nanobot_app::bot::last_raw_archive), None);
+    let raw = memory_core::ArchiveRecord {
+        start: 2,
+        end: 6,
+        outcome: memory_core::Archived::Raw {
+            cursors: vec![7],
+            reason: memory_core::RawReason::Retried {
+                first: None,
+                structured: Box::new(memory_core::RawReason::Unfinished(
+                    llm_port::FinishReason::Length,
+                )),
+            },
+        },
+    };
+    nanobot_app::bot::record_raw_archives(&sessions, &llm_port::SystemClock, &key, &[raw, summary])
+        .await;
+    let line = handle.read(nanobot_app::bot::last_raw_archive).unwrap();
+    assert!(
+        line.ends_with("messages 2-6: asked with a schema: the answer was unfinished (Length)"),
+        "{line}"
+    );
+}
