@@ -470,17 +470,9 @@ impl Dream {
                 .with_tools(tools.clone())
                 .with_tool_choice(ToolChoice::Auto)
                 .with_max_tokens(self.config.max_output_tokens);
-            let response = match self.llm.complete(&request).await {
+            let response = match self.call_counted(&request, report).await {
                 Ok(response) => response,
-                Err(e) => return RunStatus::Stopped(StopReason::ModelError(e.to_string())),
-            };
-            report.tokens += match &response.usage {
-                Some(usage) => usage.prompt_tokens + usage.completion_tokens,
-                None => {
-                    let mut answer = messages.clone();
-                    answer.push(Message::Assistant(response.message.clone()));
-                    estimate_prompt_tokens(self.counter.as_ref(), &answer, &tools) as u64
-                }
+                Err(stop) => return stop,
             };
             let mut calls = response.message.tool_calls().to_vec();
             let mut assistant = response.message.clone();
@@ -546,6 +538,30 @@ impl Dream {
         })
     }
 
+    /// One model call of a run, its tokens added to the report (as the provider reported
+    /// them, else estimated from the request and the answer); a failed call is the run's
+    /// stop.
+    async fn call_counted(
+        &self,
+        request: &LlmRequest,
+        report: &mut RunReport,
+    ) -> Result<llm_port::LlmResponse, RunStatus> {
+        let response = self
+            .llm
+            .complete(request)
+            .await
+            .map_err(|e| RunStatus::Stopped(StopReason::ModelError(e.to_string())))?;
+        report.tokens += match &response.usage {
+            Some(usage) => usage.prompt_tokens + usage.completion_tokens,
+            None => {
+                let mut answer = request.messages.clone();
+                answer.push(Message::Assistant(response.message.clone()));
+                estimate_prompt_tokens(self.counter.as_ref(), &answer, &request.tools) as u64
+            }
+        };
+        Ok(response)
+    }
+
     /// The mode runs use: the configured one, `Auto` resolved by the backend's
     /// capabilities (no native tool calls: plan mode).
     pub fn mode(&self) -> DreamMode {
@@ -590,17 +606,9 @@ impl Dream {
                 request =
                     request.with_response_format(crate::plan::format(&files, &headings, facts));
             }
-            let response = match self.llm.complete(&request).await {
+            let response = match self.call_counted(&request, report).await {
                 Ok(response) => response,
-                Err(e) => return RunStatus::Stopped(StopReason::ModelError(e.to_string())),
-            };
-            report.tokens += match &response.usage {
-                Some(usage) => usage.prompt_tokens + usage.completion_tokens,
-                None => {
-                    let mut answer = messages.clone();
-                    answer.push(Message::Assistant(response.message.clone()));
-                    estimate_prompt_tokens(self.counter.as_ref(), &answer, &[]) as u64
-                }
+                Err(stop) => return stop,
             };
             let text = response.message.text_content();
             tracing::debug!(step = report.steps, answer = %text, "edit plan answered");

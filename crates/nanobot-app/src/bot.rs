@@ -527,18 +527,32 @@ pub async fn record_background_failure(
     error: &str,
 ) {
     tracing::warn!(session = %key.log_id(), what, error, "background work failed");
+    let at = clock.now().format("%Y-%m-%d %H:%M:%S UTC").to_string();
+    record_note(
+        sessions,
+        key,
+        BACKGROUND_FAILURE_KEY,
+        serde_json::json!({"at": at, "what": what, "error": error}),
+    )
+    .await;
+}
+
+/// Stores `value` under `field` of the session's metadata and saves it; a failure is
+/// logged, never returned (these notes must not fail the work they describe).
+async fn record_note(
+    sessions: &SessionManager,
+    key: &SessionKey,
+    field: &str,
+    value: serde_json::Value,
+) {
     let Ok(handle) = sessions.get_or_create(key).await else {
         return;
     };
-    let at = clock.now().format("%Y-%m-%d %H:%M:%S UTC").to_string();
     handle.update(|s| {
-        s.metadata_mut().insert(
-            BACKGROUND_FAILURE_KEY.into(),
-            serde_json::json!({"at": at, "what": what, "error": error}),
-        );
+        s.metadata_mut().insert(field.into(), value);
     });
     if let Err(e) = sessions.end_turn(&handle).await {
-        tracing::warn!(session = %key.log_id(), error = %e, "the failure could not be recorded");
+        tracing::warn!(session = %key.log_id(), field, error = %e, "the note could not be recorded");
     }
 }
 
@@ -561,23 +575,18 @@ pub async fn record_raw_archives(
     }) else {
         return;
     };
-    let Ok(handle) = sessions.get_or_create(key).await else {
-        return;
-    };
     let at = clock.now().format("%Y-%m-%d %H:%M:%S UTC").to_string();
-    handle.update(|s| {
-        s.metadata_mut().insert(
-            RAW_ARCHIVE_KEY.into(),
-            serde_json::json!({
-                "at": at,
-                "messages": format!("{}-{}", record.start, record.end),
-                "reason": reason.to_string(),
-            }),
-        );
-    });
-    if let Err(e) = sessions.end_turn(&handle).await {
-        tracing::warn!(session = %key.log_id(), error = %e, "the raw archive could not be recorded");
-    }
+    record_note(
+        sessions,
+        key,
+        RAW_ARCHIVE_KEY,
+        serde_json::json!({
+            "at": at,
+            "messages": format!("{}-{}", record.start, record.end),
+            "reason": reason.to_string(),
+        }),
+    )
+    .await;
 }
 
 /// The last raw archive of a session, as one line: when, which messages, and why.
