@@ -1,0 +1,5 @@
+//! memory-scope's tests: hostile ids, resolution, links, scope directories.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod dirs;
+mod resolve;
