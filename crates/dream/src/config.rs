@@ -65,6 +65,10 @@ pub struct DreamConfig {
     pub prompt_file_chars: usize,
     /// The journal is compacted to this many entries after a completed run (0: never).
     pub journal_max_entries: usize,
+    /// `SOUL.md` and skills belong to the agent scope (this Dream serves a user's or a
+    /// chat's): the run reads them, and its changes to them are queued as proposals for an
+    /// operator instead of written; the scope's versions do not track them.
+    pub propose_shared: bool,
 }
 
 impl DreamConfig {
@@ -83,6 +87,7 @@ impl DreamConfig {
             max_file_chars: 64_000,
             prompt_file_chars: 16_000,
             journal_max_entries: 1_000,
+            propose_shared: false,
         }
     }
 

@@ -139,6 +139,8 @@ pub struct RunReport {
     pub refused: Vec<String>,
     /// Journal entries compacted away after the run.
     pub compacted: usize,
+    /// Files whose changes were queued as proposals, not written (`propose_shared`).
+    pub proposed: Vec<String>,
     /// When the run started and ended (from the injected clock).
     pub started: DateTime<Utc>,
     /// When it ended.
@@ -187,6 +189,34 @@ impl std::fmt::Debug for Dream {
             .field("versioning", &self.versions.is_ok())
             .finish_non_exhaustive()
     }
+}
+
+/// A change a user's or a chat's Dream proposed to a file of the agent scope (`SOUL.md`, a
+/// skill), kept for an operator to review: the scope may read those files, never write them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Proposal {
+    /// When it was proposed.
+    pub at: DateTime<Utc>,
+    /// The file, workspace-relative (`SOUL.md`, `skills/<name>/SKILL.md`).
+    pub path: String,
+    /// Its text when the run read it (`None`: a new skill).
+    pub before: Option<String>,
+    /// The text proposed.
+    pub after: String,
+    /// The journal entries (first and last cursor) of the run that proposed it.
+    pub entries: (u64, u64),
+}
+
+impl Proposal {
+    /// The proposal as a line diff against the text the run read.
+    pub fn diff(&self) -> Option<FileDiff> {
+        file_diff(&self.path, self.before.as_deref(), Some(&self.after))
+    }
+}
+
+/// Whether `target` is one of the agent's shared files.
+fn is_shared(target: &Target) -> bool {
+    matches!(target, Target::Document(Document::Soul) | Target::Skill(_))
 }
 
 /// Changes to apply as one unit, kept in `memory/.dream_pending.json` until done.
@@ -341,6 +371,7 @@ impl Dream {
             mode: self.mode(),
             refused: Vec::new(),
             compacted: 0,
+            proposed: Vec::new(),
             started,
             finished: started,
         };
@@ -415,9 +446,24 @@ impl Dream {
             report.summary = summary(&report.changes);
             if !dry_run {
                 let mut files = BTreeMap::new();
-                for (target, _, text) in overlay.changes() {
-                    files.insert(target.path(), Some(text.to_owned()));
+                let mut proposals = Vec::new();
+                for (target, before, text) in overlay.changes() {
+                    if self.config.propose_shared && is_shared(&target) {
+                        report.proposed.push(target.path());
+                        proposals.push(Proposal {
+                            at: self.clock.now(),
+                            path: target.path(),
+                            before: before.map(str::to_owned),
+                            after: text.to_owned(),
+                            entries: (first.cursor, last.cursor),
+                        });
+                    } else {
+                        files.insert(target.path(), Some(text.to_owned()));
+                    }
                 }
+                // Proposals are queued before the run's own change is applied: a crash in
+                // between repeats the run, and the queue keeps one copy of each proposal.
+                self.queue_proposals(proposals).await?;
                 let message = (!files.is_empty()).then(|| {
                     format!(
                         "dream: {} run, journal entries {}-{}\n\n{}",
@@ -690,17 +736,24 @@ impl Dream {
         })
     }
 
-    /// The tracked files now: the durable documents, the skills and Dream's cursor.
+    /// The tracked files now: the durable documents, the skills and Dream's cursor (without
+    /// the agent's shared files when this Dream serves another scope).
     async fn snapshot_now(&self) -> Result<Snapshot, DreamError> {
         let mut files = Snapshot::new();
+        let own = |t: &Target| !(self.config.propose_shared && is_shared(t));
         for document in Document::ALL {
+            if !own(&Target::Document(document)) {
+                continue;
+            }
             if let Some(text) = self.documents.read(document).await? {
                 files.insert(document.path().to_owned(), text);
             }
         }
-        for skill in self.documents.list_skills().await? {
-            if let Some(text) = self.documents.read_skill(&skill.name).await? {
-                files.insert(Target::Skill(skill.name).path(), text);
+        if own(&Target::Skill(String::new())) {
+            for skill in self.documents.list_skills().await? {
+                if let Some(text) = self.documents.read_skill(&skill.name).await? {
+                    files.insert(Target::Skill(skill.name).path(), text);
+                }
             }
         }
         files.insert(
@@ -779,6 +832,68 @@ impl Dream {
             self.journal.set_dream_cursor(cursor.min(latest)).await?;
         }
         Ok(version)
+    }
+
+    /// The proposals waiting for review, oldest first.
+    pub async fn proposals(&self) -> Result<Vec<Proposal>, DreamError> {
+        let Some(text) = self.documents.read_aux(AuxFile::DreamProposals).await? else {
+            return Ok(Vec::new());
+        };
+        if text.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        serde_json::from_str(&text).map_err(|e| {
+            DreamError::Memory(MemoryError::InvalidFile {
+                path: AuxFile::DreamProposals.path().into(),
+                reason: format!("is not a list of proposals ({e}); inspect it, then delete it"),
+            })
+        })
+    }
+
+    /// Removes the proposals at `indexes` (0-based, as [`Dream::proposals`] lists them),
+    /// after an operator applied or refused them; the ones removed.
+    pub async fn dismiss_proposals(&self, indexes: &[usize]) -> Result<Vec<Proposal>, DreamError> {
+        let _lease = self.acquire("proposal review")?;
+        let all = self.proposals().await?;
+        let (gone, kept): (Vec<_>, Vec<_>) = all
+            .into_iter()
+            .enumerate()
+            .partition(|(i, _)| indexes.contains(i));
+        if !gone.is_empty() {
+            let kept: Vec<Proposal> = kept.into_iter().map(|(_, p)| p).collect();
+            self.write_proposals(&kept).await?;
+        }
+        Ok(gone.into_iter().map(|(_, p)| p).collect())
+    }
+
+    async fn write_proposals(&self, proposals: &[Proposal]) -> Result<(), DreamError> {
+        let text = serde_json::to_string_pretty(proposals).map_err(|e| {
+            DreamError::Memory(MemoryError::Backend {
+                message: format!("proposals cannot be encoded: {e}"),
+            })
+        })?;
+        self.documents
+            .write_aux(AuxFile::DreamProposals, &text)
+            .await?;
+        Ok(())
+    }
+
+    async fn queue_proposals(&self, new: Vec<Proposal>) -> Result<(), DreamError> {
+        if new.is_empty() {
+            return Ok(());
+        }
+        let mut all = self.proposals().await?;
+        for proposal in new {
+            let repeat = all.iter().any(|p| {
+                p.path == proposal.path
+                    && p.after == proposal.after
+                    && p.entries == proposal.entries
+            });
+            if !repeat {
+                all.push(proposal);
+            }
+        }
+        self.write_proposals(&all).await
     }
 
     /// Finishes the changes of a run that was interrupted while applying them.

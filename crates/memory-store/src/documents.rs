@@ -78,6 +78,9 @@ pub enum AuxFile {
     /// `memory/.dream_pending.json`: a completed run's changes while they are applied, so a
     /// crash in the middle is finished on the next start instead of half-applied.
     DreamPending,
+    /// `memory/.dream_proposals.json`: changes a user's or a chat's Dream proposed to the
+    /// agent's shared `SOUL.md` and skills, waiting for an operator's review.
+    DreamProposals,
 }
 
 impl AuxFile {
@@ -87,6 +90,7 @@ impl AuxFile {
             AuxFile::DreamPrompt => "prompts/dream.md",
             AuxFile::DreamState => "memory/.dream_state.json",
             AuxFile::DreamPending => "memory/.dream_pending.json",
+            AuxFile::DreamProposals => "memory/.dream_proposals.json",
         }
     }
 }

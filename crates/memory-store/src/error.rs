@@ -55,6 +55,12 @@ pub enum MemoryError {
         /// The reason, as a sentence.
         reason: String,
     },
+    /// A file this store may read but not write: `SOUL.md` and skills belong to the agent
+    /// scope, and a user's or a chat's scope only proposes changes to them.
+    ReadOnly {
+        /// The file.
+        path: String,
+    },
     /// A backend-specific failure (e.g. a database error), with its description.
     Backend {
         /// What happened.
@@ -104,6 +110,10 @@ impl fmt::Display for MemoryError {
             MemoryError::VersioningUnavailable { reason } => {
                 write!(f, "memory versioning is unavailable: {reason}")
             }
+            MemoryError::ReadOnly { path } => write!(
+                f,
+                "{path} belongs to the agent scope and is read-only here; propose the change instead"
+            ),
             MemoryError::Backend { message } => write!(f, "memory backend failed: {message}"),
         }
     }

@@ -19,6 +19,7 @@ mod lease;
 #[cfg(feature = "fs")]
 mod loader;
 mod memory;
+mod scoped;
 mod skills;
 mod snapshot;
 mod versions;
@@ -46,6 +47,7 @@ pub use lease::{LeaseGuard, MemoryLease, MemoryLeaseStore};
 #[cfg(feature = "fs")]
 pub use loader::{SystemProbe, WorkspaceLoader};
 pub use memory::MemoryJournal;
+pub use scoped::ScopedDocuments;
 pub use skills::{
     RequirementProbe, Requirements, SkillFile, SkillSource, skill_requirements, strip_front_matter,
 };

@@ -22,6 +22,9 @@ use crate::snapshot::WorkspaceSnapshot;
 /// re-probes after the environment changed.
 pub struct WorkspaceLoader {
     agent: PathBuf,
+    /// Where `USER.md` and `memory/MEMORY.md` are read: the agent workspace, or the
+    /// directory of the scope a turn belongs to.
+    private: Option<PathBuf>,
     project: Option<PathBuf>,
     builtin: Option<PathBuf>,
     probe: CachedProbe,
@@ -32,6 +35,7 @@ impl std::fmt::Debug for WorkspaceLoader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkspaceLoader")
             .field("agent", &self.agent)
+            .field("private", &self.private)
             .field("project", &self.project)
             .field("builtin", &self.builtin)
             .finish_non_exhaustive()
@@ -50,6 +54,7 @@ impl WorkspaceLoader {
     pub fn new(agent_workspace: &Path) -> Result<Self, MemoryError> {
         Ok(WorkspaceLoader {
             agent: resolve(agent_workspace)?,
+            private: None,
             project: None,
             builtin: None,
             probe: CachedProbe::new(Arc::new(SystemProbe)),
@@ -62,6 +67,16 @@ impl WorkspaceLoader {
     pub fn with_project(mut self, project: &Path) -> Result<Self, MemoryError> {
         let project = resolve(project)?;
         self.project = (project != self.agent).then_some(project);
+        Ok(self)
+    }
+
+    /// The private files (`USER.md`, `memory/MEMORY.md`) are read from `scope_dir`, the
+    /// directory of a user's or a chat's scope, instead of the agent workspace; `SOUL.md`,
+    /// `AGENTS.md` and skills still come from the agent (shared, read-only for the scope).
+    /// A missing file there is an empty one: the agent's own private files never stand in.
+    pub fn with_scope_dir(mut self, scope_dir: &Path) -> Result<Self, MemoryError> {
+        let dir = resolve(scope_dir)?;
+        self.private = (dir != self.agent).then_some(dir);
         Ok(self)
     }
 
@@ -89,8 +104,9 @@ impl WorkspaceLoader {
         let project_root = self.project.as_deref().unwrap_or(&self.agent);
         let agents_md = read_lossy(&project_root.join("AGENTS.md"), &mut warnings)?;
         let soul_md = read_lossy(&self.agent.join("SOUL.md"), &mut warnings)?;
-        let user_md = read_lossy(&self.agent.join("USER.md"), &mut warnings)?;
-        let memory_md = read_lossy(&self.agent.join("memory").join("MEMORY.md"), &mut warnings)?;
+        let private = self.private.as_deref().unwrap_or(&self.agent);
+        let user_md = read_lossy(&private.join("USER.md"), &mut warnings)?;
+        let memory_md = read_lossy(&private.join("memory").join("MEMORY.md"), &mut warnings)?;
 
         let mut skills = self.load_group(
             &self.agent.join("skills"),

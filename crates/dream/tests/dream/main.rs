@@ -12,5 +12,6 @@ mod plan;
 mod runs;
 mod sandbox;
 mod schedule;
+mod scoped;
 mod support;
 mod versions;
