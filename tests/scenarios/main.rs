@@ -10,7 +10,7 @@ use bench_workload::testing::TempDir;
 use llm_port::{
     Capabilities, LlmClient, LlmError, LlmRequest, LlmResponse, SystemClock, TextSink, ToolCall,
 };
-use memory_store::{Document, HistoryJournal, MemoryDocuments};
+use memory_store::{Document, HistoryJournal};
 use nanobot_app::{Bot, Config, commands};
 use serde_json::json;
 use session_store::SessionKey;

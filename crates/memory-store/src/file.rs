@@ -148,6 +148,29 @@ impl FileJournal {
         Ok(journal)
     }
 
+    /// Whether the journal of `workspace` may hold entries Dream has not read, from the two
+    /// cursor files alone (no journal read, no lock): a scheduler's cheap test before it
+    /// opens a scope. A journal without `.cursor` but with history (written by another
+    /// program) answers yes, and the run itself decides.
+    pub fn may_have_unread_entries(workspace: &Path) -> Result<bool, MemoryError> {
+        let dir = workspace.join("memory");
+        let (latest, dream) = Self::peek_cursors(workspace)?;
+        Ok(match latest {
+            Some(latest) => latest > dream,
+            None => fs::metadata(dir.join(HISTORY)).is_ok_and(|m| m.len() > 0),
+        })
+    }
+
+    /// The latest cursor as `.cursor` records it (`None`: no such file) and Dream's cursor,
+    /// read from the two small files without opening the journal.
+    pub fn peek_cursors(workspace: &Path) -> Result<(Option<u64>, u64), MemoryError> {
+        let dir = workspace.join("memory");
+        Ok((
+            read_number(&dir.join(COUNTER))?,
+            read_number(&dir.join(DREAM_CURSOR))?.unwrap_or(0),
+        ))
+    }
+
     /// What opening and later reads repaired.
     pub fn repairs(&self) -> Vec<JournalRepair> {
         self.state().repairs.clone()

@@ -51,7 +51,7 @@ pub use scoped::ScopedDocuments;
 pub use skills::{
     RequirementProbe, Requirements, SkillFile, SkillSource, skill_requirements, strip_front_matter,
 };
-pub use snapshot::WorkspaceSnapshot;
+pub use snapshot::{PromptFiles, WorkspaceSnapshot};
 pub use versions::{
     CURSOR_PATH, MIN_ID_PREFIX, MemoryVersionStore, MemoryVersions, Snapshot, Version,
     resolve_prefix,

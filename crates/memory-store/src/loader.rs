@@ -303,3 +303,9 @@ impl RequirementProbe for CachedProbe {
         self.ask(false, name)
     }
 }
+
+impl crate::snapshot::PromptFiles for WorkspaceLoader {
+    fn load(&self) -> Result<WorkspaceSnapshot, MemoryError> {
+        WorkspaceLoader::load(self)
+    }
+}

@@ -32,3 +32,17 @@ pub struct WorkspaceSnapshot {
     /// decoded lossily, an unreadable skill), one sentence each.
     pub warnings: Vec<String>,
 }
+
+/// Where a prompt's workspace files come from: read before every turn. The file backend is
+/// `WorkspaceLoader` (feature `fs`); a fixed [`WorkspaceSnapshot`] serves as its own source
+/// (tests, bots that keep these files elsewhere).
+pub trait PromptFiles: Send + Sync {
+    /// The files as they are now.
+    fn load(&self) -> Result<WorkspaceSnapshot, crate::MemoryError>;
+}
+
+impl PromptFiles for WorkspaceSnapshot {
+    fn load(&self) -> Result<WorkspaceSnapshot, crate::MemoryError> {
+        Ok(self.clone())
+    }
+}

@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use llm_port::{TextSink, TokioClock};
-use memory_store::{Document, MemoryDocuments, MemoryDocumentsExt};
+use memory_store::{Document, MemoryDocumentsExt};
 use session_store::SessionKey;
 
 use clap::{ArgAction, CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::bot::{Bot, model_client};
+use crate::bot::{Bot, Speaker, model_client};
 use crate::commands;
 use crate::config::Config;
 use crate::error::AppError;
@@ -39,6 +39,15 @@ pub struct Cli {
     /// The session key, `channel:chat_id`.
     #[arg(long, global = true, value_name = "KEY", default_value = "cli:direct")]
     pub session: String,
+    /// Who is talking, `platform:id` (a bare id is on `cli`); whose memory in `user` isolation
+    #[arg(long, global = true, value_name = "ID")]
+    pub user: Option<String>,
+    /// The chat the message comes from (on the user's platform).
+    #[arg(long, global = true, value_name = "ID", allow_hyphen_values = true)]
+    pub chat: Option<String>,
+    /// The chat is a group: the chat's memory in `user` isolation, no user's private files
+    #[arg(long, global = true, requires = "chat")]
+    pub group: bool,
     /// More log output on stderr (-v: info, -vv: debug, -vvv: trace).
     #[arg(short, long, global = true, action = ArgAction::Count)]
     pub verbose: u8,
@@ -70,6 +79,9 @@ pub enum Command {
     /// Dream, the memory curator.
     #[command(subcommand)]
     Dream(DreamCommand),
+    /// Memory scopes: per-user and per-chat memory, identity links, erasure.
+    #[command(subcommand)]
+    Scopes(ScopesCommand),
     /// A new workspace from the templates.
     Init,
     /// The configuration.
@@ -136,6 +148,48 @@ pub enum MemoryCommand {
     },
 }
 
+/// `nanobot scopes ...`
+#[derive(Debug, Subcommand)]
+pub enum ScopesCommand {
+    /// Every scope of the workspace, with what it holds, and the links.
+    List,
+    /// One scope (`user:telegram:1`, `chat:telegram:-100`, `agent`, or a user's
+    /// `telegram:1`): where it lives, what it holds, who shares it.
+    Show {
+        /// The scope.
+        scope: String,
+    },
+    /// Links identities to the first one's memory (`nanobot scopes link telegram:1
+    /// discord:9`: discord:9 now shares telegram:1's memory). Recorded with who and when.
+    Link {
+        /// The user whose memory is shared.
+        target: String,
+        /// The identities that share it.
+        #[arg(required = true, num_args = 1..)]
+        identities: Vec<String>,
+        /// Who makes the change (default: $USER).
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+    },
+    /// Unlinks an identity: its next turns have its own memory again.
+    Unlink {
+        /// The identity.
+        identity: String,
+        /// Who makes the change (default: $USER).
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+    },
+    /// Erases a scope: its sessions, journal, documents, versions and Dream records, and
+    /// every link that names it.
+    Delete {
+        /// The scope.
+        scope: String,
+        /// Confirms the erasure (it cannot be undone).
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
 /// `nanobot dream ...`
 #[derive(Debug, Subcommand)]
 pub enum DreamCommand {
@@ -144,6 +198,15 @@ pub enum DreamCommand {
         /// Shows what would change and changes nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Runs in every scope with unread history, not only this one.
+        #[arg(long, conflicts_with = "dry_run")]
+        all_scopes: bool,
+    },
+    /// Changes users' and chats' Dreams proposed to the shared SOUL.md and skills.
+    Proposals {
+        /// Removes proposals by number after review (apply one by hand first).
+        #[arg(long, value_name = "N", num_args = 1..)]
+        dismiss: Vec<usize>,
     },
     /// The backlog, the next and the last run.
     Status,
@@ -310,17 +373,17 @@ async fn dispatch(
                     "nothing to say: give -m TEXT or text on stdin".into(),
                 ));
             }
-            let bot = open(load_config(&cli, env)?).await?;
+            let bot = open_for_turns(&cli, load_config(&cli, env)?, &key).await?;
             let report = bot.turn(&key, text.trim(), &silent()).await?;
             say(out, &report.answer);
             bot.finish().await
         }
         Command::Chat => {
-            let bot = Arc::new(open(load_config(&cli, env)?).await?);
+            let bot = Arc::new(open_for_turns(&cli, load_config(&cli, env)?, &key).await?);
             chat(bot, key).await
         }
         Command::Sessions(SessionsCommand::List) => {
-            let bot = open(load_config(&cli, env)?).await?;
+            let bot = open_in_scope(&cli, load_config(&cli, env)?, &key).await?;
             say(out, &commands::sessions_list(&bot).await?);
             Ok(())
         }
@@ -330,7 +393,7 @@ async fn dispatch(
             | SessionsCommand::Delete { key: target },
         ) => {
             let target = session_key(target, "the session key")?;
-            let bot = open(load_config(&cli, env)?).await?;
+            let bot = open_in_scope(&cli, load_config(&cli, env)?, &key).await?;
             let text = match command {
                 Command::Sessions(SessionsCommand::Show { .. }) => {
                     commands::sessions_show(&bot, &target).await?
@@ -344,27 +407,69 @@ async fn dispatch(
             Ok(())
         }
         Command::Memory(MemoryCommand::Show) => {
-            let bot = open(load_config(&cli, env)?).await?;
+            let bot = open_in_scope(&cli, load_config(&cli, env)?, &key).await?;
             say(out, &commands::memory_show(&bot).await?);
             Ok(())
         }
         Command::Memory(MemoryCommand::History { count }) => {
-            let bot = open(load_config(&cli, env)?).await?;
+            let bot = open_in_scope(&cli, load_config(&cli, env)?, &key).await?;
             say(out, &commands::memory_history(&bot, *count).await?);
             Ok(())
         }
         Command::Memory(MemoryCommand::Log { id }) => {
-            let bot = open(load_config(&cli, env)?).await?;
+            let bot = open_in_scope(&cli, load_config(&cli, env)?, &key).await?;
             say(out, &commands::dream_log(&bot, id.as_deref()).await?);
             Ok(())
         }
         Command::Memory(MemoryCommand::Restore { id }) => {
-            let bot = open(load_config(&cli, env)?).await?;
+            let bot = open_in_scope(&cli, load_config(&cli, env)?, &key).await?;
             say(out, &commands::dream_restore(&bot, Some(id)).await?);
             Ok(())
         }
-        Command::Dream(DreamCommand::Run { dry_run }) => {
+        Command::Dream(DreamCommand::Run {
+            all_scopes: true, ..
+        }) => {
+            let bot = open_in_scope(&cli, load_config(&cli, env)?, &key).await?;
+            progress(
+                out,
+                "Dream: reading new history in every scope that has some (this can take a while)...",
+            );
+            say(out, &crate::scopes::dream_all(&bot).await?);
+            Ok(())
+        }
+        Command::Dream(DreamCommand::Proposals { dismiss }) => {
             let bot = open(load_config(&cli, env)?).await?;
+            say(out, &crate::scopes::proposals(&bot, dismiss).await?);
+            Ok(())
+        }
+        Command::Scopes(command) => {
+            let bot = open(load_config(&cli, env)?).await?;
+            let by = |given: &Option<String>| {
+                given
+                    .clone()
+                    .or_else(|| env("USER"))
+                    .unwrap_or_else(|| "operator".to_owned())
+            };
+            let text = match command {
+                ScopesCommand::List => crate::scopes::list(&bot).await?,
+                ScopesCommand::Show { scope } => crate::scopes::show(&bot, scope).await?,
+                ScopesCommand::Link {
+                    target,
+                    identities,
+                    by: who,
+                } => crate::scopes::link(&bot, target, identities, &by(who)).await?,
+                ScopesCommand::Unlink { identity, by: who } => {
+                    crate::scopes::unlink(&bot, identity, &by(who)).await?
+                }
+                ScopesCommand::Delete { scope, yes } => {
+                    crate::scopes::delete(&bot, scope, *yes).await?
+                }
+            };
+            say(out, &text);
+            Ok(())
+        }
+        Command::Dream(DreamCommand::Run { dry_run, .. }) => {
+            let bot = open_in_scope(&cli, load_config(&cli, env)?, &key).await?;
             progress(
                 out,
                 "Dream: reading new history and curating memory (this can take a while)...",
@@ -373,7 +478,7 @@ async fn dispatch(
             Ok(())
         }
         Command::Dream(DreamCommand::Status) => {
-            let bot = open(load_config(&cli, env)?).await?;
+            let bot = open_in_scope(&cli, load_config(&cli, env)?, &key).await?;
             let status = commands::status(&bot, &key).await?;
             let dream_lines: Vec<&str> = status
                 .lines()
@@ -407,6 +512,44 @@ async fn dispatch(
 async fn open(config: Config) -> Result<Bot, AppError> {
     let llm = model_client(&config)?;
     Bot::open(config, llm, Arc::new(TokioClock::system())).await
+}
+
+fn speaker(cli: &Cli) -> Speaker {
+    Speaker {
+        user: cli.user.clone(),
+        chat: cli.chat.clone(),
+        group: cli.group,
+    }
+}
+
+/// The bot for turns: the speaker's scope, or no memory at all when the speaker cannot be
+/// identified in a scoped isolation mode (fail closed; the resolver logs a warning).
+async fn open_for_turns(cli: &Cli, config: Config, key: &SessionKey) -> Result<Bot, AppError> {
+    let llm = model_client(&config)?;
+    Bot::open_as(
+        config,
+        llm,
+        Arc::new(TokioClock::system()),
+        &speaker(cli),
+        Some(key),
+    )
+    .await
+}
+
+/// The bot for an operator's command: the agent's scope, or the scope `--user`/`--chat`
+/// name (an error when they resolve to no memory).
+async fn open_in_scope(cli: &Cli, config: Config, key: &SessionKey) -> Result<Bot, AppError> {
+    if cli.user.is_none() && cli.chat.is_none() {
+        return open(config).await;
+    }
+    let bot = open_for_turns(cli, config, key).await?;
+    match bot.no_memory {
+        Some(reason) => Err(AppError::Usage(format!(
+            "--user/--chat name no memory: {}",
+            reason.describe()
+        ))),
+        None => Ok(bot),
+    }
 }
 
 fn silent() -> TextSink {
@@ -496,16 +639,25 @@ async fn chat(bot: Arc<Bot>, key: SessionKey) -> Result<(), AppError> {
                     () = stop.notified() => return,
                     () = tokio::time::sleep(wait) => {}
                 }
-                if let Ok(report) = bot.dream.run(dream::Trigger::Scheduled).await
-                    && report.status != dream::RunStatus::NothingToDo
-                {
-                    println!(
-                        "\n[dream] {}",
-                        dream::format::run_reply(&report)
+                // Every scope with unread history gets its run; idle ones cost nothing.
+                let Ok(results) = bot.agent.dream_tick(dream::Trigger::Scheduled).await else {
+                    continue;
+                };
+                for (scope, result) in results {
+                    let line = match result {
+                        Ok(report) if report.status == dream::RunStatus::NothingToDo => continue,
+                        Ok(report) => dream::format::run_reply(&report)
                             .lines()
                             .next()
                             .unwrap_or("")
-                    );
+                            .to_owned(),
+                        Err(e) => format!("failed: {e}"),
+                    };
+                    if scope.subject.is_agent() {
+                        println!("\n[dream] {line}");
+                    } else {
+                        println!("\n[dream {}] {line}", scope.subject);
+                    }
                 }
             }
         });

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use dream::{Trigger, format};
-use memory_store::{Document, HistoryJournal, MemoryDocuments};
+use memory_store::{Document, HistoryJournal};
 use session_store::SessionKey;
 
 use crate::bot::Bot;

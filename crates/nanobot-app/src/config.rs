@@ -86,6 +86,10 @@ pub struct Config {
     pub archive_with_schema: bool,
     /// Dream's mode: `auto`, `tools` or `plan`.
     pub dream_mode: dream::DreamMode,
+    /// Whose memory a turn uses: `workspace` (one for the agent), `user` or `chat`.
+    pub isolation: memory_scope::IsolationMode,
+    /// The bot's own identities (`platform:id`): a message from one gets no memory.
+    pub bot_ids: Vec<memory_scope::UserKey>,
     /// Consolidation archives down to this share of the budget.
     pub consolidation_ratio: f64,
     /// Minutes of silence before a session is compacted (0: never).
@@ -145,6 +149,8 @@ struct MemorySection {
     consolidation_ratio: Option<f64>,
     idle_ttl_minutes: Option<i64>,
     archive_with_schema: Option<bool>,
+    isolation: Option<String>,
+    bot_ids: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -160,7 +166,7 @@ struct DreamSection {
 }
 
 /// Every key with its environment variable, for the README and `config show`.
-pub const KEYS: [(&str, &str, &str); 25] = [
+pub const KEYS: [(&str, &str, &str); 27] = [
     ("workspace", "NANOBOT_WORKSPACE", "~/.nanobot/workspace"),
     ("storage.backend", "NANOBOT_STORAGE", "files"),
     ("storage.durability", "NANOBOT_DURABILITY", "turn-end"),
@@ -220,6 +226,8 @@ pub const KEYS: [(&str, &str, &str); 25] = [
         "NANOBOT_ARCHIVE_WITH_SCHEMA",
         "true (local), false",
     ),
+    ("memory.isolation", "NANOBOT_ISOLATION", "workspace"),
+    ("memory.bot_ids", "NANOBOT_BOT_IDS", "none"),
     ("dream.enabled", "NANOBOT_DREAM_ENABLED", "true"),
     ("dream.interval_hours", "NANOBOT_DREAM_INTERVAL_HOURS", "2"),
     ("dream.cron", "NANOBOT_DREAM_CRON", "none"),
@@ -436,6 +444,35 @@ impl Config {
             Some((key, value)) => dream::DreamMode::parse(&value)
                 .ok_or_else(|| bad(&key, format!("{value:?} is not one of auto, tools, plan")))?,
         };
+        let isolation = match text(
+            "memory.isolation",
+            "NANOBOT_ISOLATION",
+            memory.isolation.clone(),
+        ) {
+            None => memory_scope::IsolationMode::Workspace,
+            Some((key, value)) => memory_scope::IsolationMode::parse(&value).ok_or_else(|| {
+                bad(
+                    &key,
+                    format!("{value:?} is not one of workspace, user, chat"),
+                )
+            })?,
+        };
+        let bot_ids_text: Option<Vec<String>> = match env("NANOBOT_BOT_IDS") {
+            Some(v) => Some(
+                v.split(',')
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect(),
+            ),
+            None => memory.bot_ids.clone(),
+        };
+        let mut bot_ids = Vec::new();
+        for id in bot_ids_text.unwrap_or_default() {
+            bot_ids.push(
+                memory_scope::UserKey::parse(&id)
+                    .map_err(|e| bad("memory.bot_ids", e.to_string()))?,
+            );
+        }
         let temperature = match env("NANOBOT_TEMPERATURE") {
             Some(v) => Some(v.trim().parse::<f64>().map_err(|_| {
                 bad(
@@ -451,6 +488,8 @@ impl Config {
             return Err(bad("llm.temperature", format!("{t} is outside 0 to 2")));
         }
         let config = Config {
+            isolation,
+            bot_ids,
             temperature: temperature.map(|t| t as f32),
             native_tools,
             archive_with_schema,
@@ -541,7 +580,7 @@ impl Config {
     /// The effective configuration as TOML, the key redacted.
     pub fn show(&self) -> String {
         format!(
-            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndurability = {:?}\nlayout = {:?}\nsessions_root = {:?}\nturn_wait_secs = {}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\ntemperature = {}\nnative_tools = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\narchive_with_schema = {}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\nmode = {:?}\n",
+            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndurability = {:?}\nlayout = {:?}\nsessions_root = {:?}\nturn_wait_secs = {}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\ntemperature = {}\nnative_tools = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\narchive_with_schema = {}\nisolation = {:?}\nbot_ids = {:?}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\nmode = {:?}\n",
             self.source
                 .as_ref()
                 .map_or("defaults and the environment".to_owned(), |p| p
@@ -572,6 +611,8 @@ impl Config {
             self.consolidation_ratio,
             self.idle_ttl_minutes,
             self.archive_with_schema,
+            self.isolation.name(),
+            self.bot_ids.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
             self.dream_enabled,
             self.dream_interval_hours,
             self.dream_cron.as_deref().unwrap_or(""),

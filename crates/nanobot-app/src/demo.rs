@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use llm_port::{TextSink, TokioClock};
 use memory_core::AutoCompact;
-use memory_store::{Document, HistoryJournal, MemoryDocuments, MemoryDocumentsExt};
+use memory_store::{Document, HistoryJournal, MemoryDocumentsExt};
 use session_store::SessionKey;
 
 use crate::bot::{Bot, model_client};

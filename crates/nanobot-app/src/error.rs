@@ -32,6 +32,8 @@ pub enum AppError {
     Llm(llm_port::LlmError),
     /// The prompt could not be built.
     Context(context_builder::ContextError),
+    /// A scope could not be resolved, linked, listed or erased.
+    Scope(memory_scope::ScopeError),
     /// The terminal failed.
     Terminal(String),
     /// `nanobot demo` ran, but memory did not work as it should (the checks it names).
@@ -50,18 +52,7 @@ pub enum AppError {
     },
 }
 
-/// How far a failed turn got in saving.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Saved {
-    /// Nothing of the turn was written.
-    Nothing,
-    /// The user's message was saved; no answer was.
-    UserMessage,
-    /// The message and the answer were saved; what failed came after (making the session
-    /// durable, or tidying it).
-    Answer,
-}
+pub use nanobot_turn::Saved;
 
 impl AppError {
     /// `cause`, as the failure of a turn of `key` that had saved `saved`.
@@ -96,23 +87,14 @@ impl fmt::Display for AppError {
                 "{e}\nCheck llm.base_url and the API key (`nanobot config show`); for the local model run `cargo xtask llm start`."
             ),
             AppError::Context(e) => write!(f, "the prompt could not be built: {e}"),
+            AppError::Scope(e) => write!(f, "the memory scope could not be used: {e}"),
             AppError::Terminal(e) => write!(f, "the terminal failed: {e}"),
             AppError::Demo { reason } => write!(
                 f,
                 "the demo ran but memory did not work: {reason}\nA model too small to curate memory fails this (use the default model, or pass --no-check to only watch)."
             ),
             AppError::Turn { key, saved, cause } => {
-                let what = match saved {
-                    Saved::Nothing => format!("Nothing of this turn was saved to session {key}."),
-                    Saved::UserMessage => {
-                        format!("Your message was kept in session {key}; no answer was saved.")
-                    }
-                    Saved::Answer => format!(
-                        "Your message and the answer were saved in session {key}; only \
-                         finishing the save failed."
-                    ),
-                };
-                write!(f, "{cause}\n{what}")
+                write!(f, "{cause}\n{}", saved.describe(key))
             }
         }
     }
@@ -136,5 +118,29 @@ from!(
     Consolidation(memory_core::ConsolidationError),
     Dream(dream::DreamError),
     Llm(llm_port::LlmError),
-    Context(context_builder::ContextError)
+    Context(context_builder::ContextError),
+    Scope(memory_scope::ScopeError)
 );
+
+impl From<nanobot_turn::TurnError> for AppError {
+    fn from(e: nanobot_turn::TurnError) -> Self {
+        use nanobot_turn::TurnError;
+        match e {
+            TurnError::Sessions(e) => AppError::Sessions(e),
+            TurnError::Memory(e) => AppError::Memory(e),
+            TurnError::Consolidation(e) => AppError::Consolidation(e),
+            TurnError::Dream(e) => AppError::Dream(e),
+            TurnError::Llm(e) => AppError::Llm(e),
+            TurnError::Context(e) => AppError::Context(e),
+            TurnError::Scope(e) => AppError::Scope(e),
+            TurnError::Turn { key, saved, cause } => AppError::Turn {
+                key,
+                saved,
+                cause: Box::new(AppError::from(*cause)),
+            },
+            other => AppError::Memory(memory_store::MemoryError::Backend {
+                message: other.to_string(),
+            }),
+        }
+    }
+}

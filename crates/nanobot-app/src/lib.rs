@@ -7,7 +7,8 @@ pub mod config;
 pub mod demo;
 mod error;
 pub mod logging;
+pub mod scopes;
 
 pub use bot::{Bot, TurnReport, model_client};
 pub use config::{Config, Provider};
-pub use error::AppError;
+pub use error::{AppError, Saved};

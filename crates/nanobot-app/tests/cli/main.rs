@@ -16,6 +16,8 @@ use bench_workload::testing::TempDir;
 use llm_http::testing::{FakeServer, Reply};
 use serde_json::json;
 
+mod scopes;
+
 fn nanobot(workspace: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_nanobot"));
     command

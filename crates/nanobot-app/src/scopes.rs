@@ -1,0 +1,351 @@
+//! `nanobot scopes ...` and the scope-wide Dream commands: what each scope holds, identity
+//! links, erasure, and the review queue of proposals to the shared files.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use chrono::Utc;
+use dream::Trigger;
+use memory_scope::{LinkAction, LinkRecord, LinkTable, ScopeKey, Subject, UserKey, links_in_force};
+use memory_store::FileJournal;
+
+use crate::bot::Bot;
+use crate::error::AppError;
+
+/// A scope as an operator writes it: `agent`, `user:<platform:id>`, `chat:<channel:id>`, or
+/// a bare `platform:id` for a user.
+pub fn parse_scope(text: &str) -> Result<Subject, AppError> {
+    let text = text.trim();
+    let subject = if text == "agent" || text.starts_with("user:") || text.starts_with("chat:") {
+        Subject::parse(text)
+    } else {
+        UserKey::parse(text).map(Subject::User)
+    };
+    subject.map_err(|e| AppError::Usage(e.to_string()))
+}
+
+fn user(text: &str) -> Result<UserKey, AppError> {
+    UserKey::parse(text.trim()).map_err(|e| AppError::Usage(e.to_string()))
+}
+
+/// Sessions (files under `sessions/`) and journal cursors of a scope directory.
+fn holdings(root: &Path) -> Result<(usize, Option<u64>, u64), AppError> {
+    let sessions = match std::fs::read_dir(root.join("sessions")) {
+        Ok(entries) => entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl"))
+            .count(),
+        Err(_) => 0,
+    };
+    let (latest, dream) = FileJournal::peek_cursors(root)?;
+    Ok((sessions, latest, dream))
+}
+
+fn describe_holdings(root: &Path) -> Result<String, AppError> {
+    let (sessions, latest, dream) = holdings(root)?;
+    let latest = latest.unwrap_or(0);
+    Ok(format!(
+        "{sessions} session file(s), {latest} journal entries ({} unread by Dream)",
+        latest.saturating_sub(dream)
+    ))
+}
+
+fn link_line(record: &LinkRecord) -> String {
+    format!(
+        "{} → {} (by {}, {})",
+        record.identity,
+        record.target,
+        record.by,
+        record.at.format("%Y-%m-%d %H:%M UTC")
+    )
+}
+
+/// `nanobot scopes list`.
+pub async fn list(bot: &Bot) -> Result<String, AppError> {
+    let mut out = format!(
+        "Isolation: {} (memory.isolation)\nScopes:\n",
+        bot.config.isolation.name()
+    );
+    let agent_sessions = bot.sessions.list().await?.len();
+    let (latest, dream) = FileJournal::peek_cursors(bot.workspace())?;
+    let latest = latest.unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "  agent  (the workspace)  {agent_sessions} session(s), {latest} journal entries ({} unread by Dream)",
+        latest.saturating_sub(dream)
+    );
+    for dir in bot.dirs.list()? {
+        let name = dir
+            .path
+            .strip_prefix(bot.workspace())
+            .unwrap_or(&dir.path)
+            .display()
+            .to_string();
+        let _ = writeln!(
+            out,
+            "  {}  {name}  {}",
+            dir.subject,
+            describe_holdings(&dir.path)?
+        );
+    }
+    let records = bot.links.records().await?;
+    let links = links_in_force(&records);
+    if links.is_empty() {
+        out.push_str("Links: none");
+    } else {
+        out.push_str("Links:");
+        for (identity, target) in &links {
+            let made = records
+                .iter()
+                .rev()
+                .find(|r| r.identity == *identity && r.action == LinkAction::Link);
+            match made {
+                Some(record) => {
+                    let _ = write!(out, "\n  {}", link_line(record));
+                }
+                None => {
+                    let _ = write!(out, "\n  {identity} → {target}");
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `nanobot scopes show SCOPE`.
+pub async fn show(bot: &Bot, scope: &str) -> Result<String, AppError> {
+    let subject = parse_scope(scope)?;
+    let root = bot.dirs.root(&subject);
+    if !subject.is_agent() && !root.is_dir() {
+        return Err(AppError::NotFound(format!(
+            "there is no scope {subject} in {} (it is made by its first turn)",
+            bot.workspace().display()
+        )));
+    }
+    let mut out = format!("Scope: {subject}\nDirectory: {}\n", root.display());
+    let _ = writeln!(out, "Holds: {}", describe_holdings(&root)?);
+    for file in ["USER.md", "memory/MEMORY.md"] {
+        let size = std::fs::metadata(root.join(file)).map(|m| m.len());
+        let _ = writeln!(
+            out,
+            "{file}: {}",
+            size.map_or("none".to_owned(), |n| format!("{n} bytes"))
+        );
+    }
+    if let Subject::User(user) = &subject {
+        let records = bot.links.records().await?;
+        let links = links_in_force(&records);
+        let sharing: Vec<String> = links
+            .iter()
+            .filter(|(_, t)| *t == user)
+            .map(|(i, _)| i.to_string())
+            .collect();
+        if let Some(target) = links.get(user) {
+            let _ = writeln!(
+                out,
+                "Linked: turns of {user} use {target}'s memory, not this one"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "Shared with: {}",
+            if sharing.is_empty() {
+                "nobody".to_owned()
+            } else {
+                sharing.join(", ")
+            }
+        );
+    }
+    if !subject.is_agent() {
+        let memory = bot.agent.memory(&ScopeKey::local(subject.clone())).await?;
+        let proposals = memory.dream.proposals().await?;
+        let _ = write!(
+            out,
+            "Proposals to the shared files: {} (nanobot dream proposals)",
+            proposals.len()
+        );
+    }
+    Ok(out.trim_end().to_owned())
+}
+
+/// `nanobot scopes link TARGET IDENTITY...`.
+pub async fn link(
+    bot: &Bot,
+    target: &str,
+    identities: &[String],
+    by: &str,
+) -> Result<String, AppError> {
+    let target = user(target)?;
+    let mut out = String::new();
+    for identity in identities {
+        let identity = user(identity)?;
+        let record = LinkRecord {
+            action: LinkAction::Link,
+            identity: identity.clone(),
+            target: target.clone(),
+            by: by.to_owned(),
+            at: Utc::now(),
+        };
+        bot.links.append(record.clone()).await?;
+        let _ = writeln!(out, "Linked: {}", link_line(&record));
+        let own = bot.dirs.root(&Subject::User(identity.clone()));
+        if own.is_dir() {
+            let _ = writeln!(
+                out,
+                "  {identity} had memory of its own ({}); it is kept, unused while linked.",
+                own.strip_prefix(bot.workspace()).unwrap_or(&own).display()
+            );
+        }
+    }
+    Ok(out.trim_end().to_owned())
+}
+
+/// `nanobot scopes unlink IDENTITY`.
+pub async fn unlink(bot: &Bot, identity: &str, by: &str) -> Result<String, AppError> {
+    let identity = user(identity)?;
+    let links = links_in_force(&bot.links.records().await?);
+    let Some(target) = links.get(&identity).cloned() else {
+        return Err(AppError::NotFound(format!("{identity} is not linked")));
+    };
+    let record = LinkRecord {
+        action: LinkAction::Unlink,
+        identity: identity.clone(),
+        target,
+        by: by.to_owned(),
+        at: Utc::now(),
+    };
+    bot.links.append(record.clone()).await?;
+    Ok(format!(
+        "Unlinked: {identity} no longer shares {}'s memory (by {}, {}); its next turns use its own.",
+        record.target,
+        record.by,
+        record.at.format("%Y-%m-%d %H:%M UTC")
+    ))
+}
+
+/// `nanobot scopes delete SCOPE --yes`.
+pub async fn delete(bot: &Bot, scope: &str, yes: bool) -> Result<String, AppError> {
+    let subject = parse_scope(scope)?;
+    if subject.is_agent() {
+        return Err(AppError::Usage(
+            "the agent scope is the workspace itself; it is not erased by this command".into(),
+        ));
+    }
+    let root = bot.dirs.root(&subject);
+    if !yes {
+        return Err(AppError::Usage(format!(
+            "this erases {subject} for good: {} ({}) and every link naming it; add --yes",
+            root.display(),
+            if root.is_dir() {
+                describe_holdings(&root)?
+            } else {
+                "no directory yet".to_owned()
+            }
+        )));
+    }
+    bot.agent
+        .forget_memory(&ScopeKey::local(subject.clone()))
+        .await;
+    let removed = bot.dirs.delete(&subject)?;
+    let links = match &subject {
+        Subject::User(user) => bot.links.forget(user).await?,
+        _ => 0,
+    };
+    if !removed && links == 0 {
+        return Err(AppError::NotFound(format!(
+            "there is no scope {subject} to erase"
+        )));
+    }
+    Ok(format!(
+        "Erased {subject}: {}; {links} link record(s) removed.",
+        if removed {
+            "its directory (sessions, journal, documents, versions, Dream records) is gone"
+        } else {
+            "it had no directory"
+        }
+    ))
+}
+
+/// `nanobot dream run --all-scopes`: a run in every scope with unread history.
+pub async fn dream_all(bot: &Bot) -> Result<String, AppError> {
+    let results = bot.agent.dream_tick(Trigger::Manual).await?;
+    crate::bot::clear_progress();
+    if results.is_empty() {
+        return Ok("No scope has history Dream has not read.".into());
+    }
+    let mut out = String::new();
+    for (scope, result) in results {
+        let text = match result {
+            Ok(report) => dream::format::run_reply(&report),
+            Err(e) => format!("failed: {e}"),
+        };
+        let _ = writeln!(
+            out,
+            "[{}] {}",
+            scope.subject,
+            text.lines().next().unwrap_or("")
+        );
+    }
+    Ok(out.trim_end().to_owned())
+}
+
+/// `nanobot dream proposals [--dismiss N...]`.
+pub async fn proposals(bot: &Bot, dismiss: &[usize]) -> Result<String, AppError> {
+    let mut all = Vec::new();
+    for dir in bot.dirs.list()? {
+        let memory = bot
+            .agent
+            .memory(&ScopeKey::local(dir.subject.clone()))
+            .await?;
+        for (index, proposal) in memory.dream.proposals().await?.into_iter().enumerate() {
+            all.push((memory.clone(), index, proposal));
+        }
+    }
+    if !dismiss.is_empty() {
+        if let Some(bad) = dismiss.iter().find(|n| **n == 0 || **n > all.len()) {
+            return Err(AppError::Usage(format!(
+                "there is no proposal {bad} (there are {})",
+                all.len()
+            )));
+        }
+        let mut done = Vec::new();
+        for (n, (memory, index, proposal)) in all.iter().enumerate() {
+            if dismiss.contains(&(n + 1)) {
+                memory.dream.dismiss_proposals(&[*index]).await?;
+                done.push(format!(
+                    "{} {} from {}",
+                    n + 1,
+                    proposal.path,
+                    memory.scope.subject
+                ));
+            }
+        }
+        return Ok(format!("Dismissed: {}.", done.join("; ")));
+    }
+    if all.is_empty() {
+        return Ok(
+            "No proposals: no user's or chat's Dream proposed a change to SOUL.md or a skill."
+                .into(),
+        );
+    }
+    let mut out = String::new();
+    for (n, (memory, _, proposal)) in all.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "{}. {} proposes a change to {} ({}, from journal entries {}-{}):",
+            n + 1,
+            memory.scope.subject,
+            proposal.path,
+            proposal.at.format("%Y-%m-%d %H:%M UTC"),
+            proposal.entries.0,
+            proposal.entries.1
+        );
+        if let Some(diff) = proposal.diff() {
+            for line in diff.unified.lines() {
+                let _ = writeln!(out, "   {line}");
+            }
+        }
+    }
+    out.push_str("Apply one by editing the file; then remove it with --dismiss N.");
+    Ok(out)
+}

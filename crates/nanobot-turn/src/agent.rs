@@ -1,0 +1,566 @@
+//! The agent: the model, the prompt builder and a memory backend, and the turn over one
+//! scope's memory.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use context_builder::govern::{GovernorConfig, GovernorState, govern};
+use context_builder::{BuiltPrompt, ContextBuilder, CurrentMessage, Turn, WorkspaceSnapshot};
+use dream::{Dream, DreamConfig, RunReport, Trigger};
+use llm_port::{Clock, LlmClient, LlmRequest, TextSink, TokenCounter, Usage};
+use memory_core::{AutoCompact, ConsolidationConfig, Consolidator, replayed_messages};
+use memory_scope::ScopeKey;
+use memory_store::HistoryJournalExt;
+use session_store::{HistoryOptions, SessionKey, StoredMessage, get_history_counted};
+
+use crate::error::{Saved, TurnError};
+use crate::memory::{ContextPrompt, MemoryBackend, PromptInputs, ScopeMemory, summary_of};
+use crate::notes::{record_background_failure, record_raw_archives};
+
+/// How many of the newest unprocessed journal entries a prompt is offered (the builder
+/// keeps the newest that fit its Recent History cap).
+const RECENT_HISTORY_ENTRIES: usize = 200;
+
+/// How an agent's turns and memory policies are set.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// The model to ask.
+    pub model: String,
+    /// Its context window, in tokens.
+    pub context_window: usize,
+    /// Output tokens asked for per answer.
+    pub max_output_tokens: usize,
+    /// Sampling temperature (`None`: the provider's default).
+    pub temperature: Option<f32>,
+    /// How long a turn waits for another turn of the same session.
+    pub turn_wait: Duration,
+    /// The Consolidator of every scope.
+    pub consolidation: ConsolidationConfig,
+    /// Dream of every scope (`propose_shared` is set for scopes other than the agent's).
+    pub dream: DreamConfig,
+    /// Whether Dream runs at all; when it does not, its cursor follows the journal so
+    /// Recent History cannot grow without bound.
+    pub dream_enabled: bool,
+    /// Idle compaction after this long (`None`: never).
+    pub idle_ttl: Option<Duration>,
+}
+
+impl AgentSettings {
+    /// Settings for `model` with a `context_window`-token window and answers of up to
+    /// `max_output_tokens`, every policy at its default.
+    pub fn new(model: impl Into<String>, context_window: usize, max_output_tokens: usize) -> Self {
+        let model = model.into();
+        AgentSettings {
+            consolidation: ConsolidationConfig::new(
+                model.clone(),
+                context_window,
+                max_output_tokens,
+            ),
+            dream: DreamConfig::new(model.clone()),
+            model,
+            context_window,
+            max_output_tokens,
+            temperature: None,
+            turn_wait: Duration::from_secs(30),
+            dream_enabled: true,
+            idle_ttl: None,
+        }
+    }
+
+    fn replay_budget(&self) -> usize {
+        self.context_window
+            .saturating_sub(self.max_output_tokens + 1_024)
+            .max(128)
+    }
+}
+
+/// What one turn did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnReport {
+    /// The answer.
+    pub answer: String,
+    /// The prompt's estimate (the build report's total).
+    pub prompt_tokens: usize,
+    /// What the provider reported.
+    pub usage: Option<Usage>,
+    /// Archives made before the turn because the request would not fit.
+    pub consolidated_before: usize,
+}
+
+/// An agent: a model, a prompt builder and the memory of its scopes, opened through a
+/// [`MemoryBackend`] on first use and kept apart (no cache, lock or lease is shared
+/// between two scopes' memories).
+pub struct Agent {
+    settings: AgentSettings,
+    llm: Arc<dyn LlmClient>,
+    clock: Arc<dyn Clock>,
+    counter: Arc<dyn TokenCounter>,
+    builder: Arc<ContextBuilder>,
+    backend: Arc<dyn MemoryBackend>,
+    progress: Option<dream::Progress>,
+    memories: tokio::sync::Mutex<HashMap<ScopeKey, Arc<ScopeMemory>>>,
+    background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// An agent over `backend`, answering with `llm`.
+    pub fn new(
+        settings: AgentSettings,
+        llm: Arc<dyn LlmClient>,
+        builder: Arc<ContextBuilder>,
+        backend: Arc<dyn MemoryBackend>,
+        clock: Arc<dyn Clock>,
+        counter: Arc<dyn TokenCounter>,
+    ) -> Self {
+        Agent {
+            settings,
+            llm,
+            clock,
+            counter,
+            builder,
+            backend,
+            progress: None,
+            memories: tokio::sync::Mutex::new(HashMap::new()),
+            background: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Dream's steps go to `progress`.
+    pub fn with_progress(mut self, progress: dream::Progress) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &AgentSettings {
+        &self.settings
+    }
+
+    /// The model.
+    pub fn llm(&self) -> &Arc<dyn LlmClient> {
+        &self.llm
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The prompt builder.
+    pub fn builder(&self) -> &Arc<ContextBuilder> {
+        &self.builder
+    }
+
+    /// The memory of `scope`, opened on first use.
+    pub async fn memory(&self, scope: &ScopeKey) -> Result<Arc<ScopeMemory>, TurnError> {
+        let mut memories = self.memories.lock().await;
+        if let Some(memory) = memories.get(scope) {
+            return Ok(memory.clone());
+        }
+        let memory = Arc::new(self.open(scope).await?);
+        memories.insert(scope.clone(), memory.clone());
+        Ok(memory)
+    }
+
+    /// Closes the memory of `scope` in this process (before its storage is erased): the
+    /// next use opens it again.
+    pub async fn forget_memory(&self, scope: &ScopeKey) {
+        self.memories.lock().await.remove(scope);
+    }
+
+    async fn open(&self, scope: &ScopeKey) -> Result<ScopeMemory, TurnError> {
+        let stores = self.backend.open(scope).await?;
+        let prompt = Arc::new(ContextPrompt {
+            builder: self.builder.clone(),
+            files: stores.prompt_files.clone(),
+            inputs: Mutex::new(HashMap::new()),
+        });
+        let consolidator = Arc::new(Consolidator::new(
+            self.settings.consolidation.clone(),
+            self.llm.clone(),
+            stores.journal.clone(),
+            stores.sessions.clone(),
+            prompt.clone(),
+            self.counter.clone(),
+        )?);
+        let autocompact = self
+            .settings
+            .idle_ttl
+            .map(|ttl| AutoCompact::new(consolidator.clone(), ttl));
+        let mut dream_config = self.settings.dream.clone();
+        dream_config.propose_shared = !scope.subject.is_agent();
+        let mut dream = Dream::new(
+            dream_config,
+            self.llm.clone(),
+            stores.journal.clone(),
+            stores.documents.clone(),
+            stores.versions,
+            stores.lease,
+            self.clock.clone(),
+            self.counter.clone(),
+        )?;
+        if let Some(progress) = &self.progress {
+            dream = dream.with_progress(progress.clone());
+        }
+        if !self.settings.dream_enabled {
+            dream.fast_forward_cursor().await?;
+        }
+        Ok(ScopeMemory {
+            scope: scope.clone(),
+            sessions: stores.sessions,
+            journal: stores.journal,
+            documents: stores.documents,
+            consolidator,
+            autocompact,
+            dream: Arc::new(dream),
+            prompt_files: stores.prompt_files,
+            prompt,
+        })
+    }
+
+    /// What a prompt of `memory` reads besides the session: its files and the newest
+    /// journal entries Dream has not processed yet.
+    async fn prompt_inputs(&self, memory: &ScopeMemory) -> Result<PromptInputs, TurnError> {
+        let snapshot = memory.prompt_files.load()?;
+        let entries = memory
+            .journal
+            .unprocessed_newest(RECENT_HISTORY_ENTRIES)
+            .await?;
+        Ok((snapshot, entries))
+    }
+
+    /// The prompt for `text` in session `key` of `memory`, as the next turn would send it.
+    pub async fn build_prompt(
+        &self,
+        memory: &ScopeMemory,
+        key: &SessionKey,
+        text: &str,
+    ) -> Result<BuiltPrompt, TurnError> {
+        let inputs = self.prompt_inputs(memory).await?;
+        memory.prompt.remember(key, inputs.clone());
+        self.build_prompt_from(memory, key, text, inputs).await
+    }
+
+    async fn build_prompt_from(
+        &self,
+        memory: &ScopeMemory,
+        key: &SessionKey,
+        text: &str,
+        (snapshot, entries): PromptInputs,
+    ) -> Result<BuiltPrompt, TurnError> {
+        let handle = memory.sessions.get_or_create(key).await?;
+        let summary = handle.read(summary_of);
+        let options = HistoryOptions {
+            max_tokens: self.settings.replay_budget(),
+            ..HistoryOptions::default()
+        };
+        let (rows, history_tokens) = handle.read(|s| {
+            get_history_counted(
+                s.messages(),
+                s.last_consolidated(),
+                &options,
+                self.counter.as_ref(),
+            )
+        });
+        let history = replayed_messages(&rows);
+        Ok(self.builder.build(
+            &snapshot,
+            &Turn {
+                channel: Some(key.channel()),
+                session_key: Some(key.as_str()),
+                summary: summary.as_ref(),
+                history: &history,
+                history_tokens: Some(history_tokens),
+                journal: &entries,
+                current: Some(CurrentMessage::user(text)),
+                ..Turn::default()
+            },
+        )?)
+    }
+
+    /// One turn in `memory`, in nanobot's order: consolidate first if the request would not
+    /// fit, build the context, save the user's message, call the model (its text goes to
+    /// `sink` as it arrives), save the answer, consolidate in the background.
+    ///
+    /// The turn holds the session's turn lock from loading it to the saved answer, so turns
+    /// of one session never interleave, across processes too; past
+    /// [`AgentSettings::turn_wait`] it fails with "session busy" and writes nothing. A
+    /// failure says what was saved ([`TurnError::Turn`]).
+    pub async fn turn(
+        &self,
+        memory: &ScopeMemory,
+        key: &SessionKey,
+        text: &str,
+        sink: &TextSink,
+    ) -> Result<TurnReport, TurnError> {
+        use tracing::Instrument;
+        let span = tracing::info_span!(
+            "turn",
+            session = %key.log_id(),
+            prompt_tokens = tracing::field::Empty,
+            consolidated_before = tracing::field::Empty,
+        );
+        tracing::debug!(parent: &span, key = %key, "turn started");
+        let started = std::time::Instant::now();
+        let result = self
+            .turn_traced(memory, key, text, sink)
+            .instrument(span.clone())
+            .await;
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        match &result {
+            Ok(report) => {
+                span.record("prompt_tokens", report.prompt_tokens);
+                span.record("consolidated_before", report.consolidated_before);
+                tracing::info!(parent: &span, elapsed_ms, "turn finished");
+            }
+            Err(e) => tracing::info!(parent: &span, elapsed_ms, error = %e, "turn failed"),
+        }
+        result
+    }
+
+    async fn turn_traced(
+        &self,
+        memory: &ScopeMemory,
+        key: &SessionKey,
+        text: &str,
+        sink: &TextSink,
+    ) -> Result<TurnReport, TurnError> {
+        let _busy = memory.autocompact.as_ref().map(|a| a.turn_started(key));
+        let _turn = memory
+            .sessions
+            .lock_turn(key, self.settings.turn_wait)
+            .await
+            .map_err(|e| TurnError::turn(key, Saved::Nothing, e))?;
+        let mut saved = Saved::Nothing;
+        let result = self.turn_locked(memory, key, text, sink, &mut saved).await;
+        result.map_err(|e| TurnError::turn(key, saved, e))
+    }
+
+    async fn turn_locked(
+        &self,
+        memory: &ScopeMemory,
+        key: &SessionKey,
+        text: &str,
+        sink: &TextSink,
+        saved: &mut Saved,
+    ) -> Result<TurnReport, TurnError> {
+        let handle = memory.sessions.get_or_create(key).await?;
+        // The archive requests made before the turn share this turn's inputs.
+        let inputs = self.prompt_inputs(memory).await?;
+        memory.prompt.remember(key, inputs.clone());
+        let mut consolidated_before = 0;
+        if memory.consolidator.needs_consolidation(&handle, None) {
+            let report = memory.consolidator.maybe_consolidate(key, None).await?;
+            record_raw_archives(&memory.sessions, self.clock.as_ref(), key, &report.archives).await;
+            consolidated_before = report.archives.len();
+        }
+        let built = self.build_prompt_from(memory, key, text, inputs).await?;
+        let mut user = StoredMessage::user(text);
+        if let Some(marker) = &built.runtime_context {
+            user = user.with("_runtime_context", marker.to_json());
+        }
+        handle.add_message(user);
+        memory.sessions.save(&handle).await?;
+        *saved = Saved::UserMessage;
+
+        let (answer, usage) = self.answer(&built, sink).await?;
+        handle.add_message(StoredMessage::assistant(answer.clone()));
+        memory.sessions.save(&handle).await?;
+        *saved = Saved::Answer;
+        memory.sessions.end_turn(&handle).await?;
+
+        let reported = usage.as_ref().map(|u| u.prompt_tokens as usize);
+        self.consolidate_in_background(memory, key, reported);
+        if let Some(autocompact) = &memory.autocompact {
+            autocompact.touch(key);
+        }
+        Ok(TurnReport {
+            answer,
+            prompt_tokens: built.report.total_tokens,
+            usage,
+            consolidated_before,
+        })
+    }
+
+    /// The model's answer to `built`, governed to the window; its text streams to `sink`.
+    async fn answer(
+        &self,
+        built: &BuiltPrompt,
+        sink: &TextSink,
+    ) -> Result<(String, Option<Usage>), TurnError> {
+        let input_budget = GovernorConfig::input_budget_for(
+            self.settings.context_window,
+            Some(self.settings.max_output_tokens),
+            None,
+        );
+        let initial = built.messages.len();
+        let governed = govern(
+            &built.messages,
+            initial,
+            &[],
+            &GovernorConfig::new(input_budget),
+            &mut GovernorState::default(),
+            self.builder.as_ref(),
+        );
+        let mut request = LlmRequest::new(self.settings.model.clone(), governed.messages)
+            .with_max_tokens(saturating_u32(self.settings.max_output_tokens))
+            .with_cache_breakpoint(built.report.stable_prefix_bytes);
+        if let Some(temperature) = self.settings.temperature {
+            request = request.with_temperature(temperature);
+        }
+        let response = self.llm.complete_streaming(&request, sink).await?;
+        let answer = llm_port::text::strip_think(&response.message.text_content());
+        Ok((answer, response.usage))
+    }
+
+    fn consolidate_in_background(
+        &self,
+        memory: &ScopeMemory,
+        key: &SessionKey,
+        reported: Option<usize>,
+    ) {
+        let task = memory
+            .consolidator
+            .consolidate_in_background(key.clone(), reported);
+        let (sessions, clock, key) = (memory.sessions.clone(), self.clock.clone(), key.clone());
+        self.background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(tokio::spawn(async move {
+                let failure = match task.await {
+                    Ok(Ok(report)) => {
+                        record_raw_archives(&sessions, clock.as_ref(), &key, &report.archives)
+                            .await;
+                        None
+                    }
+                    Ok(Err(e)) => Some(e.to_string()),
+                    Err(e) => Some(format!("the task ended abnormally: {e}")),
+                };
+                if let Some(error) = failure {
+                    record_background_failure(
+                        &sessions,
+                        clock.as_ref(),
+                        &key,
+                        "consolidation",
+                        &error,
+                    )
+                    .await;
+                }
+            }));
+    }
+
+    /// A turn that reads and writes no memory (the sender could not be identified, or is
+    /// the bot itself): the prompt holds the agent's shared files (`SOUL.md`, `AGENTS.md`,
+    /// skills) and this message only; nothing is saved or archived.
+    pub async fn turn_without_memory(
+        &self,
+        key: &SessionKey,
+        text: &str,
+        sink: &TextSink,
+    ) -> Result<TurnReport, TurnError> {
+        let shared = self.backend.shared_prompt_files().load()?;
+        let snapshot = WorkspaceSnapshot {
+            user_md: None,
+            memory_md: None,
+            ..shared
+        };
+        let built = self.builder.build(
+            &snapshot,
+            &Turn {
+                channel: Some(key.channel()),
+                session_key: Some(key.as_str()),
+                current: Some(CurrentMessage::user(text)),
+                ..Turn::default()
+            },
+        )?;
+        let (answer, usage) = self
+            .answer(&built, sink)
+            .await
+            .map_err(|e| TurnError::turn(key, Saved::Nothing, e))?;
+        Ok(TurnReport {
+            answer,
+            prompt_tokens: built.report.total_tokens,
+            usage,
+            consolidated_before: 0,
+        })
+    }
+
+    /// `/new`: the live part of `key` is archived into the journal, then the session
+    /// starts over.
+    pub async fn new_session(
+        &self,
+        memory: &ScopeMemory,
+        key: &SessionKey,
+    ) -> Result<String, TurnError> {
+        let handle = memory.sessions.get_or_create(key).await?;
+        let snapshot = handle.snapshot();
+        let record = memory.consolidator.archive_snapshot(&snapshot).await?;
+        memory.sessions.clear(&handle).await?;
+        if let Some(autocompact) = &memory.autocompact {
+            autocompact.forget(key);
+        }
+        Ok(match record.end - record.start {
+            0 => "New session started.".to_owned(),
+            n => format!("New session started; the {n} earlier messages were archived to memory."),
+        })
+    }
+
+    /// One Dream tick: a run in every scope whose journal has entries Dream has not read,
+    /// one scope after another; idle scopes cost no model call. Each scope's result is
+    /// reported on its own, so one failing scope does not stop the others.
+    pub async fn dream_tick(
+        &self,
+        trigger: Trigger,
+    ) -> Result<Vec<(ScopeKey, Result<RunReport, TurnError>)>, TurnError> {
+        let mut results = Vec::new();
+        for scope in self.backend.scopes_with_dream_work().await? {
+            let result = match self.memory(&scope).await {
+                Ok(memory) => memory.dream.run(trigger).await.map_err(TurnError::from),
+                Err(e) => Err(e),
+            };
+            results.push((scope, result));
+        }
+        Ok(results)
+    }
+
+    /// Waits for background consolidations and saves every session of every open scope
+    /// (before exiting).
+    pub async fn finish(&self) -> Result<(), TurnError> {
+        let tasks: Vec<_> = self
+            .background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+            .collect();
+        for task in tasks {
+            let _ = task.await;
+        }
+        let memories: Vec<Arc<ScopeMemory>> =
+            self.memories.lock().await.values().cloned().collect();
+        let mut first_error = None;
+        for memory in memories {
+            let (_, error) = memory.sessions.flush_all().await;
+            if first_error.is_none() {
+                first_error = error;
+            }
+        }
+        match first_error {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A `u32` setting from a `usize` one, saturating instead of wrapping.
+pub(crate) fn saturating_u32(value: usize) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}

@@ -1,0 +1,201 @@
+//! Two ready backends: every scope in memory (tests, ephemeral bots), and one scope whose
+//! stores the caller opened by hand (a single-user bot).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use llm_port::{Clock, TokenCounter};
+use memory_scope::{ScopeError, ScopeKey, Subject};
+use memory_store::{
+    Document, MemoryDocumentStore, MemoryDocuments, MemoryJournal, MemoryLeaseStore,
+    MemoryVersionStore, MemoryVersions, PromptFiles, ScopedDocuments, WorkspaceSnapshot,
+};
+use session_store::{MemorySessionStore, SessionManager};
+
+use crate::error::TurnError;
+use crate::memory::{MemoryBackend, ScopeStores};
+
+/// Every scope in memory, each with stores of its own; the agent's documents are shared
+/// read-only with the others, as files are. Nothing outlives the process.
+pub struct InMemoryBackend {
+    clock: Arc<dyn Clock>,
+    counter: Arc<dyn TokenCounter>,
+    agent_documents: Arc<MemoryDocumentStore>,
+    scopes: Mutex<HashMap<ScopeKey, ScopeStores>>,
+}
+
+impl std::fmt::Debug for InMemoryBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InMemoryBackend").finish_non_exhaustive()
+    }
+}
+
+impl InMemoryBackend {
+    /// No scopes yet.
+    pub fn new(clock: Arc<dyn Clock>, counter: Arc<dyn TokenCounter>) -> Self {
+        InMemoryBackend {
+            clock,
+            counter,
+            agent_documents: Arc::new(MemoryDocumentStore::new()),
+            scopes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The agent's own documents (`SOUL.md`, skills: shared by every scope).
+    pub fn agent_documents(&self) -> Arc<MemoryDocumentStore> {
+        self.agent_documents.clone()
+    }
+
+    /// The scopes opened so far.
+    pub fn scopes(&self) -> Vec<ScopeKey> {
+        let mut keys: Vec<ScopeKey> = self.lock().keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ScopeKey, ScopeStores>> {
+        self.scopes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The prompt files of a scope whose documents are in memory: read through the document
+/// port, so what the prompt shows is what the store holds.
+struct DocumentFiles {
+    documents: Arc<dyn MemoryDocuments>,
+}
+
+impl PromptFiles for DocumentFiles {
+    fn load(&self) -> Result<WorkspaceSnapshot, memory_store::MemoryError> {
+        // The in-memory store answers without waiting, so its futures finish on first poll.
+        let read = |document| {
+            now_or_never(self.documents.read(document)).unwrap_or_else(|| {
+                Err(memory_store::MemoryError::Backend {
+                    message: "the in-memory documents did not answer at once".into(),
+                })
+            })
+        };
+        Ok(WorkspaceSnapshot {
+            soul_md: read(Document::Soul)?,
+            user_md: read(Document::User)?,
+            memory_md: read(Document::Memory)?,
+            ..WorkspaceSnapshot::default()
+        })
+    }
+}
+
+/// Polls `future` once; `None` when it is not ready (an in-memory store always is).
+fn now_or_never<F: std::future::Future>(future: F) -> Option<F::Output> {
+    use std::task::{Context, Poll, Waker};
+    let mut future = std::pin::pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(value) => Some(value),
+        Poll::Pending => None,
+    }
+}
+
+#[async_trait]
+impl MemoryBackend for InMemoryBackend {
+    async fn open(&self, scope: &ScopeKey) -> Result<ScopeStores, TurnError> {
+        let mut scopes = self.lock();
+        if let Some(stores) = scopes.get(scope) {
+            return Ok(stores.clone());
+        }
+        let documents: Arc<dyn MemoryDocuments> = if scope.subject.is_agent() {
+            self.agent_documents.clone()
+        } else {
+            Arc::new(ScopedDocuments::new(
+                Arc::new(MemoryDocumentStore::new()),
+                self.agent_documents.clone(),
+            ))
+        };
+        let stores = ScopeStores {
+            sessions: Arc::new(SessionManager::new(
+                Arc::new(MemorySessionStore::new()),
+                self.clock.clone(),
+                self.counter.clone(),
+            )),
+            journal: Arc::new(MemoryJournal::new(self.clock.clone())),
+            prompt_files: Arc::new(DocumentFiles {
+                documents: documents.clone(),
+            }),
+            documents,
+            versions: Ok(Arc::new(MemoryVersionStore::new()) as Arc<dyn MemoryVersions>),
+            lease: Arc::new(MemoryLeaseStore::new()),
+        };
+        scopes.insert(scope.clone(), stores.clone());
+        Ok(stores)
+    }
+
+    async fn scopes_with_dream_work(&self) -> Result<Vec<ScopeKey>, TurnError> {
+        let opened: Vec<(ScopeKey, ScopeStores)> = self
+            .lock()
+            .iter()
+            .map(|(k, s)| (k.clone(), s.clone()))
+            .collect();
+        let mut due = Vec::new();
+        for (scope, stores) in opened {
+            if stores.journal.latest_cursor().await? > stores.journal.dream_cursor().await? {
+                due.push(scope);
+            }
+        }
+        due.sort();
+        Ok(due)
+    }
+
+    fn shared_prompt_files(&self) -> Arc<dyn PromptFiles> {
+        Arc::new(DocumentFiles {
+            documents: self.agent_documents.clone(),
+        })
+    }
+}
+
+/// One scope (the agent's) whose stores the caller opened: the backend of a single-user
+/// bot. Any other scope is refused, so a misconfigured isolation mode fails loudly instead
+/// of mixing memories.
+pub struct OneScope {
+    stores: ScopeStores,
+}
+
+impl std::fmt::Debug for OneScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OneScope").finish_non_exhaustive()
+    }
+}
+
+impl OneScope {
+    /// The agent scope over `stores`.
+    pub fn new(stores: ScopeStores) -> Self {
+        OneScope { stores }
+    }
+}
+
+#[async_trait]
+impl MemoryBackend for OneScope {
+    async fn open(&self, scope: &ScopeKey) -> Result<ScopeStores, TurnError> {
+        if scope.subject != Subject::Agent {
+            return Err(TurnError::Scope(ScopeError::NotFound {
+                scope: format!("{scope} (this bot keeps one memory: the agent's)"),
+            }));
+        }
+        Ok(self.stores.clone())
+    }
+
+    async fn scopes_with_dream_work(&self) -> Result<Vec<ScopeKey>, TurnError> {
+        let journal = &self.stores.journal;
+        Ok(
+            if journal.latest_cursor().await? > journal.dream_cursor().await? {
+                vec![ScopeKey::local(Subject::Agent)]
+            } else {
+                Vec::new()
+            },
+        )
+    }
+
+    fn shared_prompt_files(&self) -> Arc<dyn PromptFiles> {
+        self.stores.prompt_files.clone()
+    }
+}

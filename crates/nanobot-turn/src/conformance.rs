@@ -1,0 +1,523 @@
+//! The isolation suite (feature `conformance`): every memory backend runs it. Two users of
+//! one agent get identical session keys and identical messages, each with a canary fact of
+//! their own; neither canary may ever appear in the other's prompt, Dream input, documents,
+//! journal reads, session list, by-key or by-cursor reads, versions, locks or lease. A group
+//! chat in `user` isolation sees neither.
+//!
+//! The suite enumerates the methods of every memory port from their source: a port method
+//! this suite does not exercise fails it, so a new method cannot arrive without a case.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use context_builder::{BuilderConfig, ContextBuilder, Host};
+use dream::{RunStatus, Trigger};
+use llm_port::testing::ScriptedLlm;
+use llm_port::{Cl100kBase, LlmClient, SystemClock};
+use memory_scope::{ChatKey, ScopeKey, Subject, UserKey};
+use memory_store::{
+    AuxFile, Document, HistoryJournalExt, MemoryDocumentsExt as _, NewEntry, Snapshot,
+};
+use session_store::{Append, SessionKey, SessionStoreExt as _, StoredMessage};
+
+use crate::agent::{Agent, AgentSettings};
+use crate::memory::{MemoryBackend, ScopeStores};
+
+/// The port methods the suite exercises, by trait; [`port_methods`] must find no others.
+pub const COVERED: &[(&str, &[&str])] = &[
+    (
+        "SessionStore",
+        &[
+            "load",
+            "append",
+            "rewrite",
+            "list",
+            "delete",
+            "open_for_replay",
+            "flush",
+            "try_lock_turn",
+            "current_revision",
+            "save_changes",
+        ],
+    ),
+    (
+        "HistoryJournal",
+        &[
+            "append",
+            "read_since",
+            "read_last",
+            "latest_cursor",
+            "dream_cursor",
+            "set_dream_cursor",
+            "compact",
+            "append_one",
+            "unprocessed",
+            "unprocessed_newest",
+        ],
+    ),
+    (
+        "MemoryDocuments",
+        &[
+            "read",
+            "write",
+            "list_skills",
+            "read_skill",
+            "write_skill",
+            "delete_skill",
+            "read_aux",
+            "write_aux",
+            "initialize",
+        ],
+    ),
+    ("MemoryVersions", &["commit", "log", "resolve", "files_at"]),
+    ("MemoryLease", &["try_acquire", "holder"]),
+];
+
+/// The sources of the memory ports (the traits and their extension traits).
+const PORT_SOURCES: &[(&str, &str)] = &[
+    (
+        "SessionStore",
+        include_str!("../../session-store/src/store.rs"),
+    ),
+    (
+        "HistoryJournal",
+        include_str!("../../memory-store/src/journal.rs"),
+    ),
+    (
+        "MemoryDocuments",
+        include_str!("../../memory-store/src/documents.rs"),
+    ),
+    (
+        "MemoryVersions",
+        include_str!("../../memory-store/src/versions.rs"),
+    ),
+    (
+        "MemoryLease",
+        include_str!("../../memory-store/src/lease.rs"),
+    ),
+];
+
+/// Every method declared in a `pub trait` block of each port's source, by port.
+pub fn port_methods() -> Vec<(&'static str, Vec<String>)> {
+    PORT_SOURCES
+        .iter()
+        .map(|(port, source)| {
+            let mut methods = Vec::new();
+            let mut inside = false;
+            for line in source.lines() {
+                if line.starts_with("pub trait ") {
+                    inside = true;
+                } else if inside && line.starts_with('}') {
+                    inside = false;
+                } else if inside && let Some(at) = line.find("fn ") {
+                    let name: String = line[at + 3..]
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    if !name.is_empty() && !methods.contains(&name) {
+                        methods.push(name);
+                    }
+                }
+            }
+            (*port, methods)
+        })
+        .collect()
+}
+
+/// Port methods the suite does not exercise (must be empty).
+pub fn uncovered_methods() -> Vec<String> {
+    let mut missing = Vec::new();
+    for (port, methods) in port_methods() {
+        let covered = COVERED
+            .iter()
+            .find(|(p, _)| *p == port)
+            .map_or(&[][..], |(_, m)| *m);
+        for method in methods {
+            if !covered.contains(&method.as_str()) {
+                missing.push(format!("{port}::{method}"));
+            }
+        }
+    }
+    missing
+}
+
+fn agent_over(backend: Arc<dyn MemoryBackend>, llm: Arc<dyn LlmClient>) -> Agent {
+    let mut config = BuilderConfig::new(Host::new("Linux", "x86_64", "nanobot-rs"));
+    config.tool_contract = false;
+    Agent::new(
+        AgentSettings::new("test-model", 32_768, 512),
+        llm,
+        Arc::new(ContextBuilder::new(config, Arc::new(Cl100kBase))),
+        backend,
+        Arc::new(SystemClock),
+        Arc::new(Cl100kBase),
+    )
+}
+
+struct Person {
+    scope: ScopeKey,
+    canary: &'static str,
+    stores: ScopeStores,
+}
+
+/// Text of everything a value holds, for canary searches.
+fn text_of(value: &impl std::fmt::Debug) -> String {
+    format!("{value:?}")
+}
+
+fn assert_clean(what: &str, text: &str, me: &Person, other: &Person) {
+    assert!(
+        !text.contains(other.canary),
+        "{what} of {} shows {}'s canary: {text}",
+        me.scope,
+        other.scope
+    );
+}
+
+const SESSION: &str = "telegram:chat-1";
+
+/// Seeds a person's scope with the same session and messages as the other, plus a canary
+/// in every kind of memory.
+async fn seed(person: &Person) {
+    let key = SessionKey::new(SESSION).unwrap();
+    let store = person.stores.sessions.store().clone();
+    let same = StoredMessage::user("Hello, here is my note for today.");
+    let canary = StoredMessage::user(format!("Remember: {}", person.canary));
+    let answer = StoredMessage::assistant("Noted.");
+    let existing = store.current_revision(&key).await.unwrap();
+    assert!(existing.is_none(), "a new scope has no session {SESSION}");
+    store
+        .append(
+            &key,
+            None,
+            Append {
+                messages: &[same, canary, answer],
+                meta: None,
+            },
+        )
+        .await
+        .unwrap();
+    let journal = &person.stores.journal;
+    journal
+        .append(
+            &[NewEntry::text(&format!("- [permanent] {}", person.canary)).from_session(SESSION)],
+        )
+        .await
+        .unwrap();
+    journal
+        .append_one(NewEntry::text("A shared, harmless line.").from_session(SESSION))
+        .await
+        .unwrap();
+    let documents = &person.stores.documents;
+    documents
+        .write(Document::User, &format!("# User\n\n- {}\n", person.canary))
+        .await
+        .unwrap();
+    documents
+        .write(
+            Document::Memory,
+            &format!("# Memory\n\n- {}\n", person.canary),
+        )
+        .await
+        .unwrap();
+    documents
+        .write_aux(
+            AuxFile::DreamState,
+            &format!("{{\"note\":\"{}\"}}", person.canary),
+        )
+        .await
+        .unwrap();
+}
+
+/// Every read path of `me`'s stores, checked against `other`'s canary (and for its own).
+async fn check_reads(me: &Person, other: &Person) {
+    let key = SessionKey::new(SESSION).unwrap();
+    let store = me.stores.sessions.store().clone();
+    let loaded = store.load(&key).await.unwrap().expect("own session");
+    let text = text_of(&loaded.session.messages());
+    assert!(text.contains(me.canary), "own canary missing in load");
+    assert_clean("load", &text, me, other);
+    let list = store.list().await.unwrap();
+    assert_eq!(list.len(), 1, "list shows exactly the scope's own session");
+    assert_clean("list", &text_of(&list), me, other);
+    let replay = store.open_for_replay(&key).await.unwrap().unwrap();
+    assert_clean("open_for_replay", &text_of(&replay.tail), me, other);
+    // Writes stay in the scope: a rewrite and a new session here change nothing there.
+    let mut session = loaded.session.clone();
+    session.add_message(
+        StoredMessage::assistant(format!("also {}", me.canary)),
+        chrono::Utc::now().naive_utc(),
+    );
+    let revision = store
+        .rewrite(&session, Some(loaded.revision))
+        .await
+        .unwrap();
+    let revision = store.flush(&key, revision).await.unwrap();
+    assert_eq!(store.current_revision(&key).await.unwrap(), Some(revision));
+    let scratch = SessionKey::new("telegram:scratch").unwrap();
+    let mut scratch_session =
+        session_store::Session::new(scratch.clone(), chrono::Utc::now().naive_utc());
+    scratch_session.add_message(
+        StoredMessage::user(me.canary),
+        chrono::Utc::now().naive_utc(),
+    );
+    store
+        .save_changes(&mut scratch_session, None)
+        .await
+        .unwrap();
+    assert!(store.delete(&scratch).await.unwrap());
+    // Journal reads, by cursor and newest first.
+    let journal = &me.stores.journal;
+    let all = journal.read_since(0, None).await.unwrap();
+    assert!(text_of(&all).contains(me.canary));
+    assert_clean("read_since", &text_of(&all), me, other);
+    assert_clean(
+        "read_last",
+        &text_of(&journal.read_last(100).await.unwrap()),
+        me,
+        other,
+    );
+    for cursor in 0..=journal.latest_cursor().await.unwrap() + 2 {
+        assert_clean(
+            "read_since(cursor)",
+            &text_of(&journal.read_since(cursor, None).await.unwrap()),
+            me,
+            other,
+        );
+    }
+    assert_clean(
+        "unprocessed",
+        &text_of(&journal.unprocessed(Some(100)).await.unwrap()),
+        me,
+        other,
+    );
+    assert_clean(
+        "unprocessed_newest",
+        &text_of(&journal.unprocessed_newest(100).await.unwrap()),
+        me,
+        other,
+    );
+    // Documents, private and shared.
+    let documents = &me.stores.documents;
+    for document in Document::ALL {
+        let text = documents.read(document).await.unwrap().unwrap_or_default();
+        assert_clean(document.path(), &text, me, other);
+    }
+    assert_clean(
+        "list_skills",
+        &text_of(&documents.list_skills().await.unwrap()),
+        me,
+        other,
+    );
+    for skill in documents.list_skills().await.unwrap() {
+        let text = documents.read_skill(&skill.name).await.unwrap();
+        assert_clean("read_skill", &text_of(&text), me, other);
+    }
+    for aux in [
+        AuxFile::DreamState,
+        AuxFile::DreamPrompt,
+        AuxFile::DreamPending,
+        AuxFile::DreamProposals,
+    ] {
+        assert_clean(
+            "read_aux",
+            &text_of(&documents.read_aux(aux).await.unwrap()),
+            me,
+            other,
+        );
+    }
+}
+
+/// Runs the isolation suite against `backend`: two users, a group, and every port method.
+/// Panics with the leak it found.
+pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
+    let missing = uncovered_methods();
+    assert!(
+        missing.is_empty(),
+        "port methods without an isolation case: {missing:?}"
+    );
+
+    let alice = ScopeKey::local(Subject::User(UserKey::parse("telegram:1").unwrap()));
+    let bob = ScopeKey::local(Subject::User(UserKey::parse("telegram:2").unwrap()));
+    let people = [
+        Person {
+            stores: backend.open(&alice).await.unwrap(),
+            scope: alice,
+            canary: "CANARY-ALICE-7f3a",
+        },
+        Person {
+            stores: backend.open(&bob).await.unwrap(),
+            scope: bob,
+            canary: "CANARY-BOB-91c2",
+        },
+    ];
+    for person in &people {
+        seed(person).await;
+    }
+    let pairs = [(&people[0], &people[1]), (&people[1], &people[0])];
+    for (me, other) in pairs {
+        check_reads(me, other).await;
+    }
+
+    // Prompts and Dream input, through the library turn.
+    let llm = Arc::new(
+        ScriptedLlm::new()
+            .then_text("Nothing to change.")
+            .then_text("Nothing to change.")
+            .then_text("Hello."),
+    );
+    let agent = agent_over(backend.clone(), llm.clone());
+    let key = SessionKey::new(SESSION).unwrap();
+    for (me, other) in pairs {
+        let memory = agent.memory(&me.scope).await.unwrap();
+        let prompt = agent
+            .build_prompt(&memory, &key, "What do you remember?")
+            .await
+            .unwrap();
+        let text = text_of(&prompt.messages);
+        assert!(
+            text.contains(me.canary),
+            "own canary missing in {}'s prompt",
+            me.scope
+        );
+        assert_clean("prompt", &text, me, other);
+        let before = llm.requests().len();
+        let report = memory.dream.run(Trigger::Manual).await.unwrap();
+        assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+        let requests = llm.requests();
+        assert_eq!(requests.len(), before + 1);
+        let dream_input = text_of(&requests[before].messages);
+        assert!(
+            dream_input.contains(me.canary),
+            "own canary missing in Dream's input"
+        );
+        assert_clean("Dream input", &dream_input, me, other);
+        // Versions: a commit here, read back here only.
+        let versions = me.stores.versions.as_ref().expect("versions");
+        let mut files = Snapshot::new();
+        files.insert(
+            "USER.md".into(),
+            format!("# User\n\n- {}\n- more\n", me.canary),
+        );
+        versions
+            .commit("isolation suite", &files, chrono::Utc::now())
+            .await
+            .unwrap();
+        let log = versions.log(100).await.unwrap();
+        for version in &log {
+            let resolved = versions.resolve(&version.id).await.unwrap();
+            assert_clean("resolve", &text_of(&resolved), me, other);
+            assert_clean(
+                "files_at",
+                &text_of(&versions.files_at(&version.id).await.unwrap()),
+                me,
+                other,
+            );
+        }
+        // Cursors move per scope.
+        let journal = &me.stores.journal;
+        journal
+            .set_dream_cursor(journal.latest_cursor().await.unwrap())
+            .await
+            .unwrap();
+        journal.compact(1_000).await.unwrap();
+    }
+    // Dream's cursor of one scope never moved the other's, and both were moved by their own.
+    for person in &people {
+        let journal = &person.stores.journal;
+        assert_eq!(
+            journal.dream_cursor().await.unwrap(),
+            journal.latest_cursor().await.unwrap()
+        );
+    }
+
+    // Locks and leases are per scope: both users can hold theirs on the same session at once.
+    let locks_a = people[0]
+        .stores
+        .sessions
+        .store()
+        .try_lock_turn(&key)
+        .await
+        .unwrap();
+    let locks_b = people[1]
+        .stores
+        .sessions
+        .store()
+        .try_lock_turn(&key)
+        .await
+        .unwrap();
+    assert!(
+        locks_a.is_some() && locks_b.is_some(),
+        "one turn lock shared by two scopes"
+    );
+    let lease_a = people[0].stores.lease.try_acquire("suite a").unwrap();
+    let lease_b = people[1].stores.lease.try_acquire("suite b").unwrap();
+    assert!(
+        lease_a.is_some() && lease_b.is_some(),
+        "one Dream lease shared by two scopes"
+    );
+    assert_eq!(
+        people[1].stores.lease.holder().unwrap().as_deref(),
+        Some("suite b")
+    );
+    drop((locks_a, locks_b, lease_a, lease_b));
+
+    // Shared files are read-only from a user's scope; a write there is refused.
+    let documents = &people[0].stores.documents;
+    assert!(
+        documents
+            .write(Document::Soul, "# Soul\nleak\n")
+            .await
+            .is_err()
+    );
+    assert!(documents.write_skill("leak", "x").await.is_err());
+    assert!(documents.delete_skill("leak").await.is_err());
+    assert!(
+        documents.initialize().await.is_err(),
+        "initialize would write SOUL.md"
+    );
+
+    // The group rule: a group's chat scope sees no user's private files.
+    let group = ScopeKey::local(Subject::Chat(ChatKey::parse("telegram:-100").unwrap()));
+    let memory = agent.memory(&group).await.unwrap();
+    let prompt = agent
+        .build_prompt(&memory, &key, "Who are we?")
+        .await
+        .unwrap();
+    let text = text_of(&prompt.messages);
+    for person in &people {
+        assert!(
+            !text.contains(person.canary),
+            "the group's prompt shows {}'s canary",
+            person.scope
+        );
+    }
+    // Its turns are kept in its own scope.
+    let silent: llm_port::TextSink = Arc::new(|_: &str| {});
+    agent
+        .turn(&memory, &key, "Hello group", &silent)
+        .await
+        .unwrap();
+    agent.finish().await.unwrap();
+    let group_stores = backend.open(&group).await.unwrap();
+    assert!(
+        group_stores
+            .sessions
+            .store()
+            .load(&key)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    for person in &people {
+        let loaded = person
+            .stores
+            .sessions
+            .store()
+            .load(&key)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(!text_of(&loaded.session.messages()).contains("Hello group"));
+    }
+}

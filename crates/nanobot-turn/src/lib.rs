@@ -1,0 +1,18 @@
+#![doc = include_str!("../README.md")]
+
+mod agent;
+mod backends;
+#[cfg(feature = "conformance")]
+pub mod conformance;
+mod error;
+mod memory;
+mod notes;
+
+pub use agent::{Agent, AgentSettings, TurnReport};
+pub use backends::{InMemoryBackend, OneScope};
+pub use error::{Saved, TurnError};
+pub use memory::{MemoryBackend, ScopeMemory, ScopeStores};
+pub use notes::{
+    BACKGROUND_FAILURE_KEY, RAW_ARCHIVE_KEY, background_failure, last_raw_archive,
+    record_background_failure, record_raw_archives,
+};

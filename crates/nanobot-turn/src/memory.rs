@@ -1,0 +1,206 @@
+//! One scope's memory: the stores a backend opens for it, and the policies over them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use context_builder::{ContextBuilder, CurrentMessage, JournalEntry, Summary, Turn};
+use dream::Dream;
+use llm_port::Message;
+use memory_core::{AutoCompact, Consolidator, PromptBuilder, SessionSummary, replayed_messages};
+use memory_scope::ScopeKey;
+use memory_store::{
+    HistoryJournal, MemoryDocuments, MemoryLease, MemoryVersions, PromptFiles, WorkspaceSnapshot,
+};
+use session_store::{Replayed, Session, SessionKey, SessionManager};
+
+use crate::error::TurnError;
+
+/// The stores of one scope, as a backend opens them. Every store serves this scope only:
+/// none takes a scope argument, so nothing reached through them can belong to another.
+#[derive(Clone)]
+pub struct ScopeStores {
+    /// The scope's sessions.
+    pub sessions: Arc<SessionManager>,
+    /// Its history journal and cursors.
+    pub journal: Arc<dyn HistoryJournal>,
+    /// Its documents (for a user's or a chat's scope, with the agent's `SOUL.md` and skills
+    /// shared read-only: `memory_store::ScopedDocuments`).
+    pub documents: Arc<dyn MemoryDocuments>,
+    /// What its prompts read: the agent's shared files and the scope's private ones.
+    pub prompt_files: Arc<dyn PromptFiles>,
+    /// Its memory versions (`Err`: why versioning is unavailable).
+    pub versions: Result<Arc<dyn MemoryVersions>, String>,
+    /// Its Dream lease.
+    pub lease: Arc<dyn MemoryLease>,
+}
+
+/// Where scopes' memory is kept: files in a workspace, a database. Only the app picks one.
+#[async_trait]
+pub trait MemoryBackend: Send + Sync {
+    /// The stores of `scope`, created when missing.
+    async fn open(&self, scope: &ScopeKey) -> Result<ScopeStores, TurnError>;
+
+    /// The scopes whose journal holds entries Dream has not read. This is bookkeeping only
+    /// (cursor against cursor): a thousand idle scopes cost no model call and no journal
+    /// read.
+    async fn scopes_with_dream_work(&self) -> Result<Vec<ScopeKey>, TurnError>;
+
+    /// The files every prompt of a turn without memory may read: the agent's `SOUL.md`,
+    /// `AGENTS.md` and skills, never anyone's `USER.md` or `MEMORY.md`.
+    fn shared_prompt_files(&self) -> Arc<dyn PromptFiles>;
+}
+
+/// One scope's memory and the policies that keep it: what a turn of this scope works on.
+pub struct ScopeMemory {
+    /// The scope.
+    pub scope: ScopeKey,
+    /// Its sessions.
+    pub sessions: Arc<SessionManager>,
+    /// Its journal.
+    pub journal: Arc<dyn HistoryJournal>,
+    /// Its documents.
+    pub documents: Arc<dyn MemoryDocuments>,
+    /// Token-pressure and idle archiving.
+    pub consolidator: Arc<Consolidator>,
+    /// Idle timers (`None` when idle compaction is off).
+    pub autocompact: Option<Arc<AutoCompact>>,
+    /// Its Dream.
+    pub dream: Arc<Dream>,
+    pub(crate) prompt_files: Arc<dyn PromptFiles>,
+    pub(crate) prompt: Arc<ContextPrompt>,
+}
+
+impl std::fmt::Debug for ScopeMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScopeMemory")
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How many sessions' prompt inputs the archive-request builder keeps.
+const PROMPT_INPUTS_KEPT: usize = 256;
+
+/// The workspace snapshot and journal entries a prompt was built from.
+pub(crate) type PromptInputs = (WorkspaceSnapshot, Vec<JournalEntry>);
+
+/// The session's archived-context summary, as the context builder takes it.
+pub(crate) fn summary_of(session: &Session) -> Option<Summary> {
+    SessionSummary::of(session).map(|s| Summary {
+        text: s.text,
+        last_active: s.last_active,
+    })
+}
+
+/// The Consolidator's archive requests through the context builder, so they share the
+/// conversation's prompt prefix (and its provider cache). The inputs are kept per session
+/// of one scope: an archive request of one session never sees what another session's
+/// prompt was built from. A session with none recorded (an idle compaction after a
+/// restart) gets the files as they are now and no journal entries.
+pub(crate) struct ContextPrompt {
+    pub(crate) builder: Arc<ContextBuilder>,
+    pub(crate) files: Arc<dyn PromptFiles>,
+    pub(crate) inputs: Mutex<HashMap<SessionKey, PromptInputs>>,
+}
+
+impl ContextPrompt {
+    pub(crate) fn remember(&self, key: &SessionKey, inputs: PromptInputs) {
+        let mut kept = self.inputs.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() >= PROMPT_INPUTS_KEPT && !kept.contains_key(key) {
+            kept.clear();
+        }
+        kept.insert(key.clone(), inputs);
+    }
+
+    fn inputs_for(&self, key: &SessionKey) -> PromptInputs {
+        let kept = self
+            .inputs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned();
+        kept.unwrap_or_else(|| (self.files.load().unwrap_or_default(), Vec::new()))
+    }
+}
+
+impl PromptBuilder for ContextPrompt {
+    fn build(&self, session: &Session, history: &[Replayed], current: &str) -> Vec<Message> {
+        let key = session.key();
+        let (snapshot, entries) = self.inputs_for(key);
+        let summary = summary_of(session);
+        let history = replayed_messages(history);
+        match self.builder.build(
+            &snapshot,
+            &Turn {
+                channel: Some(key.channel()),
+                session_key: Some(key.as_str()),
+                summary: summary.as_ref(),
+                history: &history,
+                journal: &entries,
+                current: Some(CurrentMessage::user(current)),
+                ..Turn::default()
+            },
+        ) {
+            Ok(built) => built.messages,
+            Err(_) => {
+                let mut messages = vec![Message::system(String::new())];
+                messages.extend(history);
+                memory_core::append_user_text(&mut messages, current);
+                messages
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use context_builder::{BuilderConfig, Host};
+    use llm_port::Cl100kBase;
+
+    fn snapshot(user: &str) -> WorkspaceSnapshot {
+        WorkspaceSnapshot {
+            user_md: Some(format!("# User\n\n{user}\n")),
+            ..WorkspaceSnapshot::default()
+        }
+    }
+
+    /// Issue 12.6: an archive request of one session is built from the inputs recorded
+    /// for that session, never from another session's.
+    #[test]
+    fn archive_prompts_use_their_own_sessions_inputs() {
+        let mut config = BuilderConfig::new(Host::this_build());
+        config.tool_contract = false;
+        let prompt = ContextPrompt {
+            builder: Arc::new(ContextBuilder::new(config, Arc::new(Cl100kBase))),
+            files: Arc::new(WorkspaceSnapshot::default()),
+            inputs: Mutex::new(HashMap::new()),
+        };
+        let (a, b) = (
+            SessionKey::new("telegram:a").unwrap(),
+            SessionKey::new("telegram:b").unwrap(),
+        );
+        prompt.remember(&a, (snapshot("canary-of-a"), Vec::new()));
+        prompt.remember(&b, (snapshot("canary-of-b"), Vec::new()));
+        let session_a = Session::new(a.clone(), chrono::NaiveDateTime::default());
+        let built = prompt.build(&session_a, &[], "summarise");
+        let system = built[0]
+            .content()
+            .map(llm_port::Content::joined_text)
+            .unwrap_or_default();
+        assert!(system.contains("canary-of-a"), "{system}");
+        assert!(!system.contains("canary-of-b"), "{system}");
+        // A session with nothing recorded reads the files, not the last session's.
+        let c = Session::new(
+            SessionKey::new("telegram:c").unwrap(),
+            chrono::NaiveDateTime::default(),
+        );
+        let system = prompt.build(&c, &[], "summarise")[0]
+            .content()
+            .map(llm_port::Content::joined_text)
+            .unwrap_or_default();
+        assert!(!system.contains("canary-of"), "{system}");
+    }
+}
