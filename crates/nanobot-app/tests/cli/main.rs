@@ -16,6 +16,7 @@ use bench_workload::testing::TempDir;
 use llm_http::testing::{FakeServer, Reply};
 use serde_json::json;
 
+mod fixtures;
 mod golden;
 mod scopes;
 

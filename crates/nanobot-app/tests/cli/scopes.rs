@@ -268,3 +268,52 @@ async fn the_file_backend_keeps_scopes_apart() {
     );
     assert!(!files_holding(ws.path(), "CANARY-BOB-91c2").is_empty());
 }
+
+/// Issue 14, acceptance 6 (the count; the time is the `scopes` bench's): a Dream tick over
+/// many scopes asks the model for the scopes with unread history only.
+#[tokio::test]
+async fn a_dream_tick_calls_the_model_for_scopes_with_work_only() {
+    let ws = TempDir::new("dream-tick");
+    let due = crate::fixtures::seed_scopes(ws.path(), 60, 3);
+    let dir = ws.path().to_owned();
+    let env = move |name: &str| (name == "NANOBOT_WORKSPACE").then(|| dir.display().to_string());
+    let config = nanobot_app::Config::load(None, &env).unwrap();
+    let llm = Arc::new(
+        llm_port::testing::ScriptedLlm::new()
+            .then_text("Nothing to change.")
+            .then_text("Nothing to change.")
+            .then_text("Nothing to change."),
+    );
+    let bot = nanobot_app::Bot::open(config, llm.clone(), Arc::new(llm_port::SystemClock))
+        .await
+        .unwrap();
+    let results = bot
+        .agent
+        .dream_tick(dream::Trigger::Scheduled)
+        .await
+        .unwrap();
+    let ran: Vec<_> = results
+        .iter()
+        .map(|(scope, _)| scope.subject.clone())
+        .collect();
+    assert_eq!(ran, due);
+    assert_eq!(llm.call_count(), 3);
+    for (scope, result) in results {
+        let report = result.unwrap();
+        assert_eq!(report.status, dream::RunStatus::Completed, "{scope}");
+        assert_eq!(
+            report.batch,
+            Some((4, 5, 2)),
+            "{scope}: the unread entries only"
+        );
+    }
+    // Now every scope is read: the next tick asks nothing.
+    assert!(
+        bot.agent
+            .dream_tick(dream::Trigger::Scheduled)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(llm.call_count(), 3);
+}
