@@ -8,7 +8,7 @@ use memory_scope::{ScopeDirs, ScopeKey, Subject, UserKey};
 
 /// `total` user scopes under `workspace`, each with a journal of 5 entries; in the first
 /// `with_work` of them Dream has read 3, in the rest all 5. Returns the scopes with work.
-pub fn seed_scopes(workspace: &Path, total: usize, with_work: usize) -> Vec<Subject> {
+pub(crate) fn seed_scopes(workspace: &Path, total: usize, with_work: usize) -> Vec<Subject> {
     let dirs = ScopeDirs::new(workspace);
     let mut due = Vec::new();
     for n in 0..total {
