@@ -868,9 +868,9 @@ impl Dream {
 
     async fn write_proposals(&self, proposals: &[Proposal]) -> Result<(), DreamError> {
         let text = serde_json::to_string_pretty(proposals).map_err(|e| {
-            DreamError::Memory(MemoryError::Backend {
-                message: format!("proposals cannot be encoded: {e}"),
-            })
+            DreamError::Memory(MemoryError::backend(format!(
+                "proposals cannot be encoded: {e}"
+            )))
         })?;
         self.documents
             .write_aux(AuxFile::DreamProposals, &text)

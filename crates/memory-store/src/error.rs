@@ -61,14 +61,51 @@ pub enum MemoryError {
         /// The file.
         path: String,
     },
-    /// A backend-specific failure (e.g. a database error), with its description.
+    /// A backend-specific failure (e.g. a database error): what happened, whether trying
+    /// again can help (a dropped connection, a serialization failure) and the backend's own
+    /// error, kept as the source.
     Backend {
         /// What happened.
         message: String,
+        /// Whether the same call may succeed when tried again.
+        retryable: bool,
+        /// The backend's error.
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 }
 
 impl MemoryError {
+    /// A backend failure that trying again will not mend, described by `message`.
+    pub fn backend(message: impl Into<String>) -> Self {
+        Self::Backend {
+            message: message.into(),
+            retryable: false,
+            source: None,
+        }
+    }
+
+    /// A backend failure caused by `source`; `retryable` says whether trying again can help.
+    pub fn backend_caused_by(
+        message: impl Into<String>,
+        retryable: bool,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::Backend {
+            message: message.into(),
+            retryable,
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// Whether the same call may succeed when tried again: a busy or interrupted disk, a
+    /// backend that says so. A refused name, a bad file or a conflict will not change.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            MemoryError::Io { source, .. } => io_retryable(source.kind()),
+            MemoryError::Backend { retryable, .. } => *retryable,
+            _ => false,
+        }
+    }
     #[cfg_attr(not(feature = "fs"), allow(dead_code))]
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         MemoryError::Io {
@@ -114,15 +151,30 @@ impl fmt::Display for MemoryError {
                 f,
                 "{path} belongs to the agent scope and is read-only here; propose the change instead"
             ),
-            MemoryError::Backend { message } => write!(f, "memory backend failed: {message}"),
+            MemoryError::Backend { message, .. } => write!(f, "memory backend failed: {message}"),
         }
     }
+}
+
+/// Whether an I/O error of this kind can pass when the call is tried again.
+pub(crate) fn io_retryable(kind: io::ErrorKind) -> bool {
+    matches!(
+        kind,
+        io::ErrorKind::Interrupted
+            | io::ErrorKind::WouldBlock
+            | io::ErrorKind::TimedOut
+            | io::ErrorKind::ResourceBusy
+    )
 }
 
 impl std::error::Error for MemoryError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             MemoryError::Io { source, .. } => Some(source),
+            MemoryError::Backend {
+                source: Some(source),
+                ..
+            } => Some(source.as_ref()),
             _ => None,
         }
     }
@@ -136,5 +188,39 @@ impl From<fs_support::FsError> for MemoryError {
             path: e.path,
             source: e.source,
         }
+    }
+}
+
+#[cfg(test)]
+mod retry_tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Dropped;
+    impl fmt::Display for Dropped {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("connection reset")
+        }
+    }
+    impl std::error::Error for Dropped {}
+
+    #[test]
+    fn backend_errors_keep_their_source_and_say_whether_to_retry() {
+        use std::error::Error as _;
+        let transient = MemoryError::backend_caused_by("the query failed", true, Dropped);
+        assert!(transient.is_retryable());
+        assert_eq!(
+            transient.source().map(ToString::to_string).as_deref(),
+            Some("connection reset")
+        );
+        assert!(!MemoryError::backend("the schema is newer than this program").is_retryable());
+        let busy_disk = MemoryError::io("read", "/x", io::Error::from(io::ErrorKind::Interrupted));
+        assert!(busy_disk.is_retryable());
+        let denied = MemoryError::io(
+            "read",
+            "/x",
+            io::Error::from(io::ErrorKind::PermissionDenied),
+        );
+        assert!(!denied.is_retryable());
     }
 }

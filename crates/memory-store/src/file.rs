@@ -503,9 +503,7 @@ impl HistoryJournal for FileJournal {
             state.appender = Some((file, identity(&meta)));
         }
         let Some((file, id)) = state.appender.as_mut() else {
-            return Err(MemoryError::Backend {
-                message: "the journal file is not open".into(),
-            });
+            return Err(MemoryError::backend("the journal file is not open"));
         };
         let id = *id;
         file.write_all(out.as_bytes())

@@ -70,9 +70,7 @@ pub trait HistoryJournalExt: HistoryJournal {
         cursors
             .first()
             .copied()
-            .ok_or_else(|| MemoryError::Backend {
-                message: "the journal allocated no cursor for an append".into(),
-            })
+            .ok_or_else(|| MemoryError::backend("the journal allocated no cursor for an append"))
     }
 
     /// Entries Dream has not processed yet, oldest first, at most `limit` (the oldest

@@ -273,9 +273,7 @@ impl MemoryBackend for FileBackend {
             AppError::Sessions(e) => TurnError::Sessions(e),
             AppError::Memory(e) => TurnError::Memory(e),
             AppError::Scope(e) => TurnError::Scope(e),
-            other => TurnError::Memory(memory_store::MemoryError::Backend {
-                message: other.to_string(),
-            }),
+            other => TurnError::Memory(memory_store::MemoryError::backend(other.to_string())),
         })
     }
 

@@ -138,9 +138,7 @@ impl From<nanobot_turn::TurnError> for AppError {
                 saved,
                 cause: Box::new(AppError::from(*cause)),
             },
-            other => AppError::Memory(memory_store::MemoryError::Backend {
-                message: other.to_string(),
-            }),
+            other => AppError::Memory(memory_store::MemoryError::backend(other.to_string())),
         }
     }
 }

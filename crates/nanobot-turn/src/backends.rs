@@ -70,9 +70,9 @@ impl PromptFiles for DocumentFiles {
         // The in-memory store answers without waiting, so its futures finish on first poll.
         let read = |document| {
             now_or_never(self.documents.read(document)).unwrap_or_else(|| {
-                Err(memory_store::MemoryError::Backend {
-                    message: "the in-memory documents did not answer at once".into(),
-                })
+                Err(memory_store::MemoryError::backend(
+                    "the in-memory documents did not answer at once",
+                ))
             })
         };
         Ok(WorkspaceSnapshot {

@@ -64,6 +64,20 @@ pub enum TurnError {
 }
 
 impl TurnError {
+    /// Whether trying the same turn again can succeed: the model or a store said so (a rate
+    /// limit, a dropped connection, a busy session). A turn that saved part of itself says
+    /// what in [`Saved`]; retrying it adds the user's message again.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            TurnError::Sessions(e) => e.is_retryable(),
+            TurnError::Memory(e) => e.is_retryable(),
+            TurnError::Llm(e) => e.is_retryable(),
+            TurnError::Scope(e) => e.is_retryable(),
+            TurnError::Turn { cause, .. } => cause.is_retryable(),
+            _ => false,
+        }
+    }
+
     /// `cause`, as the failure of a turn of `key` that had saved `saved`.
     pub fn turn(key: &SessionKey, saved: Saved, cause: impl Into<TurnError>) -> Self {
         TurnError::Turn {

@@ -81,14 +81,42 @@ pub enum SessionError {
         /// How long this caller waited.
         waited: std::time::Duration,
     },
-    /// A backend-specific failure (e.g. a database error), with its description.
+    /// A backend-specific failure (e.g. a database error): what happened, whether trying
+    /// again can help (a dropped connection, a serialization failure) and the backend's own
+    /// error, kept as the source.
     Backend {
         /// What happened.
         message: String,
+        /// Whether the same call may succeed when tried again.
+        retryable: bool,
+        /// The backend's error.
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 }
 
 impl SessionError {
+    /// A backend failure that trying again will not mend, described by `message`.
+    pub fn backend(message: impl Into<String>) -> Self {
+        Self::Backend {
+            message: message.into(),
+            retryable: false,
+            source: None,
+        }
+    }
+
+    /// A backend failure caused by `source`; `retryable` says whether trying again can help.
+    pub fn backend_caused_by(
+        message: impl Into<String>,
+        retryable: bool,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::Backend {
+            message: message.into(),
+            retryable,
+            source: Some(Box::new(source)),
+        }
+    }
+
     #[cfg_attr(not(feature = "fs"), allow(dead_code))]
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         SessionError::Io {
@@ -155,12 +183,15 @@ impl SessionError {
     }
 
     /// Whether the same operation may succeed if tried again later, unchanged (a busy
-    /// session) or after a reload (a conflict).
+    /// session, a busy or interrupted disk, a backend that says so) or after a reload (a
+    /// conflict). A refused key or pointer will not change.
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            SessionError::Conflict { .. } | SessionError::Busy { .. }
-        )
+        match self {
+            SessionError::Conflict { .. } | SessionError::Busy { .. } => true,
+            SessionError::Io { source, .. } => io_retryable(source.kind()),
+            SessionError::Backend { retryable, .. } => *retryable,
+            _ => false,
+        }
     }
 }
 
@@ -208,15 +239,30 @@ impl fmt::Display for SessionError {
             SessionError::InvalidStorage { path, reason } => {
                 write!(f, "{}: {reason}", path.display())
             }
-            SessionError::Backend { message } => write!(f, "session backend failed: {message}"),
+            SessionError::Backend { message, .. } => write!(f, "session backend failed: {message}"),
         }
     }
+}
+
+/// Whether an I/O error of this kind can pass when the call is tried again.
+pub(crate) fn io_retryable(kind: io::ErrorKind) -> bool {
+    matches!(
+        kind,
+        io::ErrorKind::Interrupted
+            | io::ErrorKind::WouldBlock
+            | io::ErrorKind::TimedOut
+            | io::ErrorKind::ResourceBusy
+    )
 }
 
 impl std::error::Error for SessionError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             SessionError::Io { source, .. } => Some(source),
+            SessionError::Backend {
+                source: Some(source),
+                ..
+            } => Some(source.as_ref()),
             _ => None,
         }
     }
@@ -230,5 +276,39 @@ impl From<fs_support::FsError> for SessionError {
             path: e.path,
             source: e.source,
         }
+    }
+}
+
+#[cfg(test)]
+mod retry_tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Dropped;
+    impl fmt::Display for Dropped {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("connection reset")
+        }
+    }
+    impl std::error::Error for Dropped {}
+
+    #[test]
+    fn backend_errors_keep_their_source_and_say_whether_to_retry() {
+        use std::error::Error as _;
+        let transient = SessionError::backend_caused_by("the query failed", true, Dropped);
+        assert!(transient.is_retryable());
+        assert_eq!(
+            transient.source().map(ToString::to_string).as_deref(),
+            Some("connection reset")
+        );
+        assert!(!SessionError::backend("the schema is newer than this program").is_retryable());
+        let busy_disk = SessionError::io("read", "/x", io::Error::from(io::ErrorKind::Interrupted));
+        assert!(busy_disk.is_retryable());
+        let denied = SessionError::io(
+            "read",
+            "/x",
+            io::Error::from(io::ErrorKind::PermissionDenied),
+        );
+        assert!(!denied.is_retryable());
     }
 }

@@ -440,10 +440,9 @@ impl FileSessionStore {
                 found: Some(loaded.revision),
             });
         }
-        self.state(key, revision)
-            .ok_or_else(|| SessionError::Backend {
-                message: format!("lost track of session {key} while reading it"),
-            })
+        self.state(key, revision).ok_or_else(|| {
+            SessionError::backend(format!("lost track of session {key} while reading it"))
+        })
     }
 
     /// The replay view of a locked file from its line 1, what was appended since line 1's

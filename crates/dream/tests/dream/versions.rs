@@ -150,9 +150,7 @@ impl Crashing {
         match *left {
             Some(0) => {
                 *left = None;
-                Err(MemoryError::Backend {
-                    message: "crash".into(),
-                })
+                Err(MemoryError::backend("crash"))
             }
             Some(n) => {
                 *left = Some(n - 1);

@@ -153,9 +153,7 @@ pub struct FullJournal;
 #[async_trait]
 impl HistoryJournal for FullJournal {
     async fn append(&self, _: &[NewEntry<'_>]) -> Result<Vec<u64>, MemoryError> {
-        Err(MemoryError::Backend {
-            message: "disk full".into(),
-        })
+        Err(MemoryError::backend("disk full"))
     }
     async fn read_since(&self, _: u64, _: Option<usize>) -> Result<Vec<JournalEntry>, MemoryError> {
         Ok(Vec::new())
