@@ -117,11 +117,11 @@ async fn a_long_conversation_consolidates_and_the_summary_reaches_the_prompt() {
             .unwrap();
         bot.finish().await.unwrap();
     }
-    let handle = bot.sessions.get_or_create(&k).await.unwrap();
+    let handle = bot.memory.sessions.get_or_create(&k).await.unwrap();
     let (count, archived) = handle.read(|s| (s.messages().len(), s.last_consolidated()));
     assert_eq!(count, 20);
     assert!(archived > 0, "the session was consolidated");
-    let entries = bot.journal.read_since(0, None).await.unwrap();
+    let entries = bot.memory.journal.read_since(0, None).await.unwrap();
     assert!(
         entries
             .iter()
@@ -149,7 +149,13 @@ async fn an_idle_compaction_reaches_the_next_prompt() {
         .unwrap();
     bot.finish().await.unwrap();
     // What AutoCompact does when the session's idle time is up.
-    let record = bot.consolidator.compact_idle(&k).await.unwrap().unwrap();
+    let record = bot
+        .memory
+        .consolidator
+        .compact_idle(&k)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((record.start, record.end), (0, 2));
     let prompt = bot.build_prompt(&k, "good morning").await.unwrap();
     assert!(
@@ -169,12 +175,17 @@ async fn dream_edits_reach_the_next_prompt_and_restore_undoes_them() {
     let k = key("cli:direct");
     bot.turn(&k, "I drink green tea.", &quiet()).await.unwrap();
     bot.finish().await.unwrap();
-    bot.consolidator.compact_idle(&k).await.unwrap();
+    bot.memory.consolidator.compact_idle(&k).await.unwrap();
 
     let reply = commands::slash(&bot, &k, "/dream").await.unwrap().unwrap();
     assert!(reply.starts_with("Dream completed"), "{reply}");
     assert_eq!(
-        bot.documents.read(Document::User).await.unwrap().unwrap(),
+        bot.memory
+            .documents
+            .read(Document::User)
+            .await
+            .unwrap()
+            .unwrap(),
         "# User\n\n- Drinks green tea\n"
     );
     let prompt = bot.build_prompt(&k, "hi").await.unwrap();
@@ -183,7 +194,7 @@ async fn dream_edits_reach_the_next_prompt_and_restore_undoes_them() {
             .system_prompt()
             .contains("## USER.md\n\n# User\n\n- Drinks green tea")
     );
-    assert_eq!(bot.journal.dream_cursor().await.unwrap(), 1);
+    assert_eq!(bot.memory.journal.dream_cursor().await.unwrap(), 1);
 
     let log = commands::slash(&bot, &k, "/dream-log")
         .await
@@ -193,7 +204,7 @@ async fn dream_edits_reach_the_next_prompt_and_restore_undoes_them() {
         log.contains("dream: manual run, journal entries 1-1"),
         "{log}"
     );
-    let version = bot.dream.log(1).await.unwrap().remove(0);
+    let version = bot.memory.dream.log(1).await.unwrap().remove(0);
     let restored = commands::slash(&bot, &k, &format!("/dream-restore {}", version.short_id()))
         .await
         .unwrap()
@@ -203,7 +214,8 @@ async fn dream_edits_reach_the_next_prompt_and_restore_undoes_them() {
         "{restored}"
     );
     assert_eq!(
-        bot.documents
+        bot.memory
+            .documents
             .read(Document::User)
             .await
             .unwrap()
@@ -213,7 +225,7 @@ async fn dream_edits_reach_the_next_prompt_and_restore_undoes_them() {
     let prompt = bot.build_prompt(&k, "hi").await.unwrap();
     assert!(!prompt.system_prompt().contains("Drinks green tea"));
     // The cursor went back with the files: the next Dream run reads that entry again.
-    assert_eq!(bot.journal.dream_cursor().await.unwrap(), 0);
+    assert_eq!(bot.memory.journal.dream_cursor().await.unwrap(), 0);
 }
 
 #[tokio::test]
@@ -227,7 +239,7 @@ async fn a_restart_in_the_middle_loses_nothing() {
         // No finish(): the process goes away after its turns.
     }
     let bot = bot(ws.path(), 16_000, Arc::new(FakeModel::default())).await;
-    let handle = bot.sessions.get_or_create(&k).await.unwrap();
+    let handle = bot.memory.sessions.get_or_create(&k).await.unwrap();
     let texts: Vec<String> = handle.read(|s| {
         s.messages()
             .iter()
@@ -244,7 +256,8 @@ async fn a_restart_in_the_middle_loses_nothing() {
     bot.turn(&k, "third", &quiet()).await.unwrap();
     bot.finish().await.unwrap();
     assert_eq!(
-        bot.sessions
+        bot.memory
+            .sessions
             .get_or_create(&k)
             .await
             .unwrap()
@@ -266,14 +279,15 @@ async fn new_archives_the_conversation_and_starts_over() {
         "New session started; the 2 earlier messages were archived to memory."
     );
     assert_eq!(
-        bot.sessions
+        bot.memory
+            .sessions
             .get_or_create(&k)
             .await
             .unwrap()
             .message_count(),
         0
     );
-    assert_eq!(bot.journal.latest_cursor().await.unwrap(), 1);
+    assert_eq!(bot.memory.journal.latest_cursor().await.unwrap(), 1);
     let status = commands::slash(&bot, &k, "/status").await.unwrap().unwrap();
     assert!(
         status.starts_with("Session: cli:new\nMessages: 0 (0 archived, 0 live)"),
@@ -297,7 +311,7 @@ async fn recent_history_shows_the_newest_entries_of_a_long_backlog() {
             ..memory_store::NewEntry::text(t)
         })
         .collect();
-    bot.journal.append(&entries).await.unwrap();
+    bot.memory.journal.append(&entries).await.unwrap();
     let built = bot.build_prompt(&key("cli:ada"), "hello").await.unwrap();
     let system = built.messages[0]
         .content()

@@ -12,14 +12,14 @@ use chrono::Offset;
 use context_builder::{BuilderConfig, ContextBuilder, Host};
 use dream::DreamSchedule;
 use llm_port::{Cl100kBase, Clock, LlmClient, TextSink, TokenCounter};
-use memory_core::{AutoCompact, ConsolidationConfig, Consolidator};
+use memory_core::ConsolidationConfig;
 use memory_scope::{
     ChatType, FileLinks, IdentityResolver, Inbound, ModeResolver, NoMemoryReason, Resolution,
     ScopeDirs, ScopeKey, Subject,
 };
 use memory_store::{
-    FileDocuments, FileJournal, FileLease, GitVersions, HistoryJournal, MemoryDocuments,
-    MemoryVersions, PromptFiles, ScopedDocuments, WorkspaceLoader,
+    FileDocuments, FileJournal, FileLease, GitVersions, MemoryDocuments, MemoryVersions,
+    PromptFiles, ScopedDocuments, WorkspaceLoader,
 };
 use nanobot_turn::{Agent, AgentSettings, MemoryBackend, ScopeMemory, ScopeStores, TurnError};
 use session_store::{Durability, FileSessionStore, FileStoreOptions, SessionKey, SessionManager};
@@ -78,8 +78,8 @@ impl Speaker {
 }
 
 /// The parts of a bot, shared by its commands. `memory` is the scope the command works in:
-/// the agent's, or the one `--user`/`--chat` resolve to; its stores are also reachable
-/// under their own names (`sessions`, `journal`, ...).
+/// the agent's, or the one `--user`/`--chat` resolve to (its sessions, journal, documents,
+/// Consolidator, AutoCompact and Dream).
 pub struct Bot {
     /// The configuration it runs with.
     pub config: Config,
@@ -95,18 +95,6 @@ pub struct Bot {
     pub memory: Arc<ScopeMemory>,
     /// Why turns run without memory, when they do (fail closed).
     pub no_memory: Option<NoMemoryReason>,
-    /// Sessions of `memory`.
-    pub sessions: Arc<SessionManager>,
-    /// The history journal of `memory`.
-    pub journal: Arc<dyn HistoryJournal>,
-    /// The documents of `memory`.
-    pub documents: Arc<dyn MemoryDocuments>,
-    /// Token-pressure and idle archiving of `memory`.
-    pub consolidator: Arc<Consolidator>,
-    /// Idle timers of `memory` (`None` when the idle TTL is 0).
-    pub autocompact: Option<Arc<AutoCompact>>,
-    /// Dream of `memory`.
-    pub dream: Arc<dream::Dream>,
     /// The Dream schedule (`None` when disabled).
     pub schedule: Option<DreamSchedule>,
     /// The model.
@@ -398,12 +386,6 @@ impl Bot {
             None
         };
         Ok(Bot {
-            sessions: memory.sessions.clone(),
-            journal: memory.journal.clone(),
-            documents: memory.documents.clone(),
-            consolidator: memory.consolidator.clone(),
-            autocompact: memory.autocompact.clone(),
-            dream: memory.dream.clone(),
             memory,
             no_memory,
             config,

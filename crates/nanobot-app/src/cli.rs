@@ -327,7 +327,7 @@ async fn dispatch(
         Command::Init => {
             let config = load_config(&cli, env)?;
             let bot = open(config).await?;
-            let written = bot.documents.initialize().await?;
+            let written = bot.memory.documents.initialize().await?;
             let agents = bot.config.workspace.join("AGENTS.md");
             if !agents.exists() {
                 std::fs::write(
@@ -484,7 +484,7 @@ async fn dispatch(
                 .lines()
                 .filter(|l| l.starts_with("Journal") || l.starts_with("Next Dream"))
                 .collect();
-            let last = bot.dream.last_run().await?;
+            let last = bot.memory.dream.last_run().await?;
             say(
                 out,
                 &format!(
@@ -569,9 +569,9 @@ fn progress(out: &mut dyn Write, text: &str) {
 /// The interactive conversation.
 async fn chat(bot: Arc<Bot>, key: SessionKey) -> Result<(), AppError> {
     let shutdown = Arc::new(tokio::sync::Notify::new());
-    if let Some(autocompact) = bot.autocompact.clone() {
+    if let Some(autocompact) = bot.memory.autocompact.clone() {
         let stop = shutdown.clone();
-        let (sessions, clock) = (bot.sessions.clone(), bot.clock.clone());
+        let (sessions, clock) = (bot.memory.sessions.clone(), bot.clock.clone());
         tokio::spawn(
             autocompact.run(
                 async move { stop.notified().await },
@@ -631,7 +631,7 @@ async fn chat(bot: Arc<Bot>, key: SessionKey) -> Result<(), AppError> {
         tokio::spawn(async move {
             loop {
                 let now = bot.clock.now();
-                let Ok(Some(next)) = bot.dream.next_run(&schedule, now).await else {
+                let Ok(Some(next)) = bot.memory.dream.next_run(&schedule, now).await else {
                     return;
                 };
                 let wait = (next - now).to_std().unwrap_or_default();
@@ -739,10 +739,15 @@ async fn chat(bot: Arc<Bot>, key: SessionKey) -> Result<(), AppError> {
 
 /// Writes the default documents of a new workspace (used by `init` and the demo).
 pub async fn initialize(bot: &Bot) -> Result<Vec<Document>, AppError> {
-    Ok(bot.documents.initialize().await?)
+    Ok(bot.memory.documents.initialize().await?)
 }
 
 /// Reads a document (for the demo's closing summary).
 pub async fn document(bot: &Bot, document: Document) -> Result<String, AppError> {
-    Ok(bot.documents.read(document).await?.unwrap_or_default())
+    Ok(bot
+        .memory
+        .documents
+        .read(document)
+        .await?
+        .unwrap_or_default())
 }

@@ -41,21 +41,21 @@ pub async fn slash(bot: &Bot, key: &SessionKey, line: &str) -> Option<Result<Str
 
 /// `/status`.
 pub async fn status(bot: &Bot, key: &SessionKey) -> Result<String, AppError> {
-    let handle = bot.sessions.get_or_create(key).await?;
+    let handle = bot.memory.sessions.get_or_create(key).await?;
     let (count, archived, estimate) = handle.read(|s| {
         (
             s.messages().len(),
             s.last_consolidated(),
-            bot.consolidator.estimate(s),
+            bot.memory.consolidator.estimate(s),
         )
     });
-    let budget = bot.consolidator.config().budget().max(1);
+    let budget = bot.memory.consolidator.config().budget().max(1);
     let mut out = format!(
         "Session: {key}\nMessages: {count} ({archived} archived, {} live)\nContext: {estimate} of {budget} tokens of the input budget ({}%)\n",
         count - archived.min(count),
         estimate * 100 / budget
     );
-    let last = bot.journal.read_last(50).await?;
+    let last = bot.memory.journal.read_last(50).await?;
     match last
         .iter()
         .rev()
@@ -77,15 +77,16 @@ pub async fn status(bot: &Bot, key: &SessionKey) -> Result<String, AppError> {
         let _ = writeln!(out, "Last raw archive (no summary): {raw}");
     }
     let unread = bot
+        .memory
         .journal
         .latest_cursor()
         .await?
-        .saturating_sub(bot.journal.dream_cursor().await?);
+        .saturating_sub(bot.memory.journal.dream_cursor().await?);
     let _ = writeln!(out, "Journal: {unread} entries not yet read by Dream");
     match &bot.schedule {
         Some(schedule) => {
             let now = bot.clock.now();
-            match bot.dream.next_run(schedule, now).await? {
+            match bot.memory.dream.next_run(schedule, now).await? {
                 Some(next) if next <= now => {
                     let _ = write!(out, "Next Dream: due now ({})", schedule.describe());
                 }
@@ -108,9 +109,9 @@ pub async fn status(bot: &Bot, key: &SessionKey) -> Result<String, AppError> {
 /// `/dream` and `nanobot dream run [--dry-run]`.
 pub async fn dream_run(bot: &Bot, dry_run: bool) -> Result<String, AppError> {
     let report = if dry_run {
-        bot.dream.dry_run().await
+        bot.memory.dream.dry_run().await
     } else {
-        bot.dream.run(Trigger::Manual).await
+        bot.memory.dream.run(Trigger::Manual).await
     };
     crate::bot::clear_progress();
     Ok(format::run_reply(&report?))
@@ -120,11 +121,11 @@ pub async fn dream_run(bot: &Bot, dry_run: bool) -> Result<String, AppError> {
 pub async fn dream_log(bot: &Bot, id: Option<&str>) -> Result<String, AppError> {
     Ok(match id {
         Some(id) => {
-            let (version, diffs) = bot.dream.show(id).await?;
+            let (version, diffs) = bot.memory.dream.show(id).await?;
             format::show(&version, &diffs)
         }
         None => {
-            let mut out = format::log(&bot.dream.log(20).await?);
+            let mut out = format::log(&bot.memory.dream.log(20).await?);
             // A workspace nanobot-ai curated keeps its versions in the workspace's own
             // `.git`: shown too, read-only, so nothing recorded there is out of sight.
             match memory_store::workspace_git_history(&bot.config.workspace, 20) {
@@ -157,9 +158,10 @@ pub async fn dream_log(bot: &Bot, id: Option<&str>) -> Result<String, AppError> 
 /// `/dream-restore [id]`.
 pub async fn dream_restore(bot: &Bot, id: Option<&str>) -> Result<String, AppError> {
     match id {
-        Some(id) => Ok(format::restore_reply(&bot.dream.restore(id).await?)),
+        Some(id) => Ok(format::restore_reply(&bot.memory.dream.restore(id).await?)),
         None => {
             let versions: Vec<_> = bot
+                .memory
                 .dream
                 .log(50)
                 .await?
@@ -194,14 +196,14 @@ pub async fn dream_restore(bot: &Bot, id: Option<&str>) -> Result<String, AppErr
 pub async fn dream_prompt(bot: &Bot, argument: Option<&str>) -> Result<String, AppError> {
     match argument.map(|a| a.trim().to_ascii_lowercase()) {
         None => {
-            let (_, custom) = bot.dream.instructions().await?;
+            let (_, custom) = bot.memory.dream.instructions().await?;
             Ok(if custom {
                 "Dream memory instructions: custom for this workspace, in `prompts/dream.md`. Delete or empty that file to go back to the default.".into()
             } else {
                 "Dream memory instructions: nanobot default. Run `/dream-prompt init` to create an editable copy at `prompts/dream.md`.".into()
             })
         }
-        Some(a) if a == "init" => Ok(if bot.dream.init_instructions().await? {
+        Some(a) if a == "init" => Ok(if bot.memory.dream.init_instructions().await? {
             "Created Dream memory instructions at `prompts/dream.md`. They fully replace the default; delete or empty the file to go back.".into()
         } else {
             "Dream memory instructions already exist at `prompts/dream.md`.".into()
@@ -212,7 +214,7 @@ pub async fn dream_prompt(bot: &Bot, argument: Option<&str>) -> Result<String, A
 
 /// `nanobot sessions list`.
 pub async fn sessions_list(bot: &Bot) -> Result<String, AppError> {
-    let sessions = bot.sessions.list().await?;
+    let sessions = bot.memory.sessions.list().await?;
     if sessions.is_empty() {
         return Ok("No sessions yet.".into());
     }
@@ -232,7 +234,7 @@ pub async fn sessions_list(bot: &Bot) -> Result<String, AppError> {
 
 /// `nanobot sessions show KEY`.
 pub async fn sessions_show(bot: &Bot, key: &SessionKey) -> Result<String, AppError> {
-    let loaded = bot.sessions.store().load(key).await?;
+    let loaded = bot.memory.sessions.store().load(key).await?;
     let Some(loaded) = loaded else {
         return Err(AppError::NotFound(format!(
             "There is no session {key}; `nanobot sessions list` shows them."
@@ -278,7 +280,7 @@ pub async fn sessions_show(bot: &Bot, key: &SessionKey) -> Result<String, AppErr
 
 /// `nanobot sessions export KEY`: the session as JSON lines.
 pub async fn sessions_export(bot: &Bot, key: &SessionKey) -> Result<String, AppError> {
-    let loaded = bot.sessions.store().load(key).await?;
+    let loaded = bot.memory.sessions.store().load(key).await?;
     let Some(loaded) = loaded else {
         return Err(AppError::NotFound(format!(
             "There is no session {key}; `nanobot sessions list` shows them."
@@ -295,7 +297,7 @@ pub async fn sessions_export(bot: &Bot, key: &SessionKey) -> Result<String, AppE
 
 /// `nanobot sessions delete KEY`.
 pub async fn sessions_delete(bot: &Bot, key: &SessionKey) -> Result<String, AppError> {
-    Ok(if bot.sessions.delete(key).await? {
+    Ok(if bot.memory.sessions.delete(key).await? {
         format!("Deleted session {key}.")
     } else {
         format!("There was no session {key}.")
@@ -306,7 +308,7 @@ pub async fn sessions_delete(bot: &Bot, key: &SessionKey) -> Result<String, AppE
 pub async fn memory_show(bot: &Bot) -> Result<String, AppError> {
     let mut out = String::new();
     for document in Document::ALL {
-        let text = bot.documents.read(document).await?;
+        let text = bot.memory.documents.read(document).await?;
         let _ = writeln!(
             out,
             "## {}\n{}",
@@ -317,7 +319,7 @@ pub async fn memory_show(bot: &Bot) -> Result<String, AppError> {
                 .unwrap_or("(empty)")
         );
     }
-    let skills = bot.documents.list_skills().await?;
+    let skills = bot.memory.documents.list_skills().await?;
     let _ = write!(
         out,
         "## skills\n{}",
@@ -336,11 +338,11 @@ pub async fn memory_show(bot: &Bot) -> Result<String, AppError> {
 
 /// `nanobot memory history [N]`.
 pub async fn memory_history(bot: &Bot, count: usize) -> Result<String, AppError> {
-    let entries = bot.journal.read_last(count).await?;
+    let entries = bot.memory.journal.read_last(count).await?;
     if entries.is_empty() {
         return Ok("The journal is empty: nothing has been consolidated yet.".into());
     }
-    let dream_cursor = bot.journal.dream_cursor().await?;
+    let dream_cursor = bot.memory.journal.dream_cursor().await?;
     let mut out = String::new();
     for e in entries {
         let read = if e.cursor <= dream_cursor {

@@ -77,7 +77,7 @@ pub async fn run(
     ));
     let llm = model_client(&config)?;
     let bot = Bot::open(config, llm, Arc::new(TokioClock::system())).await?;
-    bot.documents.initialize().await?;
+    bot.memory.documents.initialize().await?;
 
     say(&format!(
         "== 1. A conversation that outgrows its window ({} turns)",
@@ -87,7 +87,7 @@ pub async fn run(
     let mut summaries = 0;
     for (n, text) in CONVERSATION.iter().enumerate() {
         let turn_started = Instant::now();
-        let entries_before = bot.journal.latest_cursor().await?;
+        let entries_before = bot.memory.journal.latest_cursor().await?;
         say(&format!(
             "\n[turn {} of {}] you> {text}",
             n + 1,
@@ -97,7 +97,7 @@ pub async fn run(
         let report = bot.turn(&key, text, &sink).await?;
         say(&format!("bot> {}", one_paragraph(&report.answer)));
         bot.finish().await?;
-        let handle = bot.sessions.get_or_create(&key).await?;
+        let handle = bot.memory.sessions.get_or_create(&key).await?;
         let (count, archived, raw) = handle.read(|s| {
             (
                 s.messages().len(),
@@ -110,7 +110,7 @@ pub async fn run(
             report.prompt_tokens,
             turn_started.elapsed().as_secs_f64()
         ));
-        for entry in bot.journal.read_since(entries_before, None).await? {
+        for entry in bot.memory.journal.read_since(entries_before, None).await? {
             if entry.content.starts_with("[RAW]") {
                 say(&format!(
                     "     [memory] journal entry #{}: the messages themselves ([RAW]), because {}",
@@ -146,7 +146,7 @@ pub async fn run(
         say(&format!("bot> {}", one_paragraph(&report.answer)));
     }
     bot.finish().await?;
-    let autocompact = AutoCompact::new(bot.consolidator.clone(), Duration::from_secs(2));
+    let autocompact = AutoCompact::new(bot.memory.consolidator.clone(), Duration::from_secs(2));
     autocompact.touch(&idle);
     say("(waiting 2 s of silence, the demo's idle time-to-live)");
     tokio::time::sleep(Duration::from_millis(2_200)).await;
@@ -178,6 +178,7 @@ pub async fn run(
         }
     }
     let summary = bot
+        .memory
         .sessions
         .get_or_create(&idle)
         .await?
@@ -188,17 +189,18 @@ pub async fn run(
     ));
 
     say("\n== 3. Dream turns the journal into lasting memory");
-    let pending = bot.journal.latest_cursor().await? - bot.journal.dream_cursor().await?;
+    let pending =
+        bot.memory.journal.latest_cursor().await? - bot.memory.journal.dream_cursor().await?;
     say(&format!(
         "{pending} journal entries wait for Dream ({} mode)",
-        bot.dream.mode().name()
+        bot.memory.dream.mode().name()
     ));
-    let report = bot.dream.run(dream::Trigger::Manual).await?;
+    let report = bot.memory.dream.run(dream::Trigger::Manual).await?;
     crate::bot::clear_progress();
     say(&dream::format::run_reply(&report));
 
     say("\n== 4. What Dream changed (memory versions, a git repository)");
-    say(&dream::format::log(&bot.dream.log(10).await?));
+    say(&dream::format::log(&bot.memory.dream.log(10).await?));
     say(&format!(
         "(read it with any git: git --git-dir {} log -p)",
         bot.config
@@ -208,14 +210,19 @@ pub async fn run(
     ));
     say("\n== Memory now");
     for document in [Document::User, Document::Memory] {
-        let text = bot.documents.read(document).await?.unwrap_or_default();
+        let text = bot
+            .memory
+            .documents
+            .read(document)
+            .await?
+            .unwrap_or_default();
         say(&format!("--- {}\n{}", document.path(), text.trim_end()));
     }
 
     say("\n== Did it remember?");
     let carried = match &report.version {
         Some(version) => {
-            let (_, diffs) = bot.dream.show(&version.id).await?;
+            let (_, diffs) = bot.memory.dream.show(&version.id).await?;
             diffs
                 .iter()
                 .filter(|d| d.path == Document::User.path() || d.path == Document::Memory.path())

@@ -66,7 +66,7 @@ pub async fn list(bot: &Bot) -> Result<String, AppError> {
         "Isolation: {} (memory.isolation)\nScopes:\n",
         bot.config.isolation.name()
     );
-    let agent_sessions = bot.sessions.list().await?.len();
+    let agent_sessions = bot.memory.sessions.list().await?.len();
     let (latest, dream) = FileJournal::peek_cursors(bot.workspace())?;
     let latest = latest.unwrap_or(0);
     let _ = writeln!(
