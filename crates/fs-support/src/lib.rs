@@ -45,6 +45,18 @@ impl std::error::Error for FsError {
     }
 }
 
+/// Whether an I/O error of this kind can pass when the same call is tried again (an
+/// interrupted call, a busy resource, a timeout); every store's `is_retryable` asks this.
+pub fn is_transient(kind: io::ErrorKind) -> bool {
+    matches!(
+        kind,
+        io::ErrorKind::Interrupted
+            | io::ErrorKind::WouldBlock
+            | io::ErrorKind::TimedOut
+            | io::ErrorKind::ResourceBusy
+    )
+}
+
 /// Whether a write waits for stable storage (fsync of the file and its directory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sync {

@@ -60,12 +60,7 @@ impl ScopeError {
 
     #[cfg(feature = "fs")]
     pub(crate) fn io(action: impl Into<String>, path: &std::path::Path, e: std::io::Error) -> Self {
-        let retryable = matches!(
-            e.kind(),
-            std::io::ErrorKind::Interrupted
-                | std::io::ErrorKind::WouldBlock
-                | std::io::ErrorKind::TimedOut
-        );
+        let retryable = fs_support::is_transient(e.kind());
         ScopeError::Storage {
             action: action.into(),
             path: Some(path.to_path_buf()),

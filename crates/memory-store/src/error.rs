@@ -101,7 +101,7 @@ impl MemoryError {
     /// backend that says so. A refused name, a bad file or a conflict will not change.
     pub fn is_retryable(&self) -> bool {
         match self {
-            MemoryError::Io { source, .. } => io_retryable(source.kind()),
+            MemoryError::Io { source, .. } => fs_support::is_transient(source.kind()),
             MemoryError::Backend { retryable, .. } => *retryable,
             _ => false,
         }
@@ -154,17 +154,6 @@ impl fmt::Display for MemoryError {
             MemoryError::Backend { message, .. } => write!(f, "memory backend failed: {message}"),
         }
     }
-}
-
-/// Whether an I/O error of this kind can pass when the call is tried again.
-pub(crate) fn io_retryable(kind: io::ErrorKind) -> bool {
-    matches!(
-        kind,
-        io::ErrorKind::Interrupted
-            | io::ErrorKind::WouldBlock
-            | io::ErrorKind::TimedOut
-            | io::ErrorKind::ResourceBusy
-    )
 }
 
 impl std::error::Error for MemoryError {

@@ -188,7 +188,7 @@ impl SessionError {
     pub fn is_retryable(&self) -> bool {
         match self {
             SessionError::Conflict { .. } | SessionError::Busy { .. } => true,
-            SessionError::Io { source, .. } => io_retryable(source.kind()),
+            SessionError::Io { source, .. } => fs_support::is_transient(source.kind()),
             SessionError::Backend { retryable, .. } => *retryable,
             _ => false,
         }
@@ -242,17 +242,6 @@ impl fmt::Display for SessionError {
             SessionError::Backend { message, .. } => write!(f, "session backend failed: {message}"),
         }
     }
-}
-
-/// Whether an I/O error of this kind can pass when the call is tried again.
-pub(crate) fn io_retryable(kind: io::ErrorKind) -> bool {
-    matches!(
-        kind,
-        io::ErrorKind::Interrupted
-            | io::ErrorKind::WouldBlock
-            | io::ErrorKind::TimedOut
-            | io::ErrorKind::ResourceBusy
-    )
 }
 
 impl std::error::Error for SessionError {
