@@ -8,8 +8,6 @@ mod file;
 mod history;
 mod info;
 mod key;
-#[cfg(feature = "fs")]
-mod listing;
 mod manager;
 mod memory;
 mod message;

@@ -161,3 +161,68 @@ impl ListingIndex {
         }
     }
 }
+
+use super::*;
+
+/// A listing row from a file's bytes, without decoding every message: only metadata
+/// records and the first few messages (for the preview) are parsed.
+pub(super) fn list_row(
+    bytes: &[u8],
+    canonical: Option<SessionKey>,
+    now: NaiveDateTime,
+) -> Option<SessionInfo> {
+    let mut last_meta: Option<&[u8]> = None;
+    let mut messages = 0usize;
+    let mut preview = info::PreviewScan::default();
+    for line in bytes.split(|&b| b == b'\n') {
+        let Some(&first) = line.iter().find(|b| !b.is_ascii_whitespace()) else {
+            continue;
+        };
+        // Typed records start with their `_type`; a line that is not an object (corrupt, or
+        // a torn tail) is no message.
+        if first != b'{' {
+            continue;
+        }
+        let typed = is_typed_record_bytes(line);
+        if typed {
+            match serde_json::from_slice::<Map<String, Value>>(line) {
+                Ok(record) if record.get("_type").and_then(Value::as_str) == Some("metadata") => {
+                    last_meta = Some(line)
+                }
+                Ok(record)
+                    if record.get("_type").and_then(Value::as_str) == Some("provider_state") => {}
+                Ok(record) => {
+                    messages += 1;
+                    preview.offer(&StoredMessage::from_map(record));
+                }
+                Err(_) => {}
+            }
+            continue;
+        }
+        messages += 1;
+        // Messages are decoded only while the preview is still open.
+        if !preview.is_done()
+            && let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(line)
+        {
+            preview.offer(&StoredMessage::from_map(record));
+        }
+    }
+    let mut repairs = Vec::new();
+    let record = last_meta.and_then(|line| serde_json::from_slice::<Map<String, Value>>(line).ok());
+    let meta = record
+        .as_ref()
+        .map(|r| read_meta(r, now, &mut repairs))
+        .unwrap_or_else(|| SessionMeta::new(now));
+    let key = match canonical {
+        Some(key) => key,
+        None => SessionKey::new(record.as_ref()?.get("key")?.as_str()?).ok()?,
+    };
+    Some(SessionInfo {
+        key,
+        created_at: meta.created_at,
+        updated_at: meta.updated_at,
+        message_count: messages,
+        title: info::title(&meta.metadata),
+        preview: preview.finish(),
+    })
+}

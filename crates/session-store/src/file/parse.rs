@@ -1,0 +1,382 @@
+//! Parsing a session file and repairing what a crash or a hand edit left.
+
+use super::*;
+
+impl FileSessionStore {
+    /// Reads and parses a locked file, repairing what needs repair (in the file too).
+    pub(super) fn read_locked(
+        &self,
+        key: &SessionKey,
+        path: &Path,
+        locked: &mut Locked,
+    ) -> Result<Loaded, SessionError> {
+        let mut bytes = Vec::new();
+        locked
+            .file
+            .read_to_end(&mut bytes)
+            .map_err(|e| SessionError::io("read", path, e))?;
+        let mut parsed = parse(&bytes, self.now());
+        check_recorded_key(key, path, &parsed)?;
+
+        let mut revision = revision_of(&locked.file, path)?;
+        let mut aside = Vec::new();
+        if let Some(torn) = parsed.torn.take() {
+            aside.push(("torn last line".to_owned(), bytes[torn..].to_vec()));
+            parsed.repairs.push(Repair::TornTail {
+                bytes: bytes.len() - torn,
+            });
+            locked
+                .file
+                .set_len(torn as u64)
+                .map_err(|e| SessionError::io("cut the torn line of", path, e))?;
+            revision = revision_of(&locked.file, path)?;
+        } else if parsed.unterminated {
+            // A complete record without its newline: finish the line so appends stay valid.
+            locked
+                .file
+                .write_all_at_end(b"\n")
+                .map_err(|e| SessionError::io("finish the last line of", path, e))?;
+            revision = revision_of(&locked.file, path)?;
+        }
+        for (line, reason, raw) in &parsed.corrupt {
+            aside.push((format!("line {line}: {reason}"), raw.clone()));
+        }
+        self.keep_aside(key, &aside)?;
+
+        let now = self.now();
+        let meta = parsed.meta.clone().unwrap_or_else(|| SessionMeta::new(now));
+        let mut session = Session::from_parts(key.clone(), parsed.messages, meta);
+        if parsed.meta.is_none() {
+            // Nothing records this session's metadata yet: the next save must.
+            session.persisted_meta = None;
+        }
+        if !parsed.corrupt.is_empty() {
+            // Rewrite without the damaged lines (they are in the sidecar now).
+            let content = render_session(&session);
+            revision = self.install(path, content.bytes.as_bytes(), false)?;
+            session.mark_persisted();
+            self.remember(key, content.state(revision, session.messages().len()));
+        } else {
+            self.remember(
+                key,
+                FileState {
+                    revision,
+                    messages: session.messages().len(),
+                    // Line 1 is rewritten from this canonical text (our mark is added then).
+                    meta_line: parsed
+                        .meta
+                        .as_ref()
+                        .map(|m| metadata_line(key, m))
+                        .unwrap_or_default(),
+                    provider_state: session.meta().provider_state.clone(),
+                    line1_capacity: parsed.line1_capacity,
+                    line1_current: parsed.line1_current,
+                    dead_bytes: parsed.dead_bytes,
+                    recorded: parsed.meta,
+                    pending_updated_at: None,
+                    line1_mark: parsed.line1_mark,
+                },
+            );
+        }
+        Ok(Loaded {
+            session,
+            revision,
+            repairs: parsed.repairs,
+        })
+    }
+
+    /// This process's knowledge of the locked file at `revision`, reading it if needed.
+    pub(super) fn state_locked(
+        &self,
+        key: &SessionKey,
+        path: &Path,
+        locked: &mut Locked,
+        revision: Revision,
+    ) -> Result<FileState, SessionError> {
+        if let Some(state) = self.state(key, revision) {
+            return Ok(state);
+        }
+        let loaded = self.read_locked(key, path, locked)?;
+        if loaded.revision != revision {
+            // Reading repaired the file: the caller's view was of damaged bytes.
+            return Err(SessionError::Conflict {
+                key: key.to_string(),
+                expected: Some(revision),
+                found: Some(loaded.revision),
+            });
+        }
+        self.state(key, revision).ok_or_else(|| {
+            SessionError::backend(format!("lost track of session {key} while reading it"))
+        })
+    }
+}
+
+/// What a file holds, and what is wrong with it.
+#[derive(Debug, Default)]
+pub(super) struct Parsed {
+    pub(super) messages: Vec<StoredMessage>,
+    pub(super) meta: Option<SessionMeta>,
+    pub(super) recorded_key: Option<String>,
+    pub(super) meta_line: String,
+    line1_capacity: usize,
+    line1_current: bool,
+    line1_mark: Option<TailMark>,
+    pub(super) dead_bytes: u64,
+    pub(super) repairs: Vec<Repair>,
+    /// (line number, reason, raw bytes)
+    pub(super) corrupt: Vec<(usize, String, Vec<u8>)>,
+    /// Offset of a torn last line.
+    pub(super) torn: Option<usize>,
+    /// The last line is a complete record without its newline.
+    pub(super) unterminated: bool,
+}
+
+pub(super) fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
+    let mut parsed = Parsed::default();
+    let mut provider_state: Option<Value> = None;
+    let mut first_record = true;
+    let mut line1_text: Option<String> = None;
+    // Sizes of metadata and provider-state records after line 1, newline included.
+    let mut appended_meta: Vec<u64> = Vec::new();
+    let mut state_records: Vec<u64> = Vec::new();
+    let mut latest_update: Option<NaiveDateTime> = None;
+    let mut offset = 0;
+    let mut line_no = 0;
+    // One SIMD pass validates the whole file; lines are then slices of it. A file that is
+    // not valid UTF-8 throughout is checked line by line, to find the damaged ones.
+    let whole = simdutf8::basic::from_utf8(bytes).ok();
+    while offset < bytes.len() {
+        line_no += 1;
+        let (line, next, terminated) = match memchr::memchr(b'\n', &bytes[offset..]) {
+            Some(end) => (&bytes[offset..offset + end], offset + end + 1, true),
+            None => (&bytes[offset..], bytes.len(), false),
+        };
+        let start = offset;
+        offset = next;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        // Records nanobot-ai and we write start with their `_type`; everything else is a
+        // message, validated now and decoded when first read.
+        let text = match whole {
+            Some(text) => Ok(&text[start..start + line.len()]),
+            None => std::str::from_utf8(line),
+        };
+        let decoded = text.map_err(|_| "not UTF-8".to_owned()).and_then(|text| {
+            if is_typed_record(text) {
+                serde_json::from_str::<Value>(text)
+                    .map_err(|e| format!("not JSON ({e})"))
+                    .and_then(|value| match value {
+                        Value::Object(map) => Ok(Line::Record(map)),
+                        other => Err(format!("a JSON {} where a record belongs", kind(&other))),
+                    })
+            } else {
+                StoredMessage::from_json_text(text).map(Line::Message)
+            }
+        });
+        let record = match decoded {
+            Ok(Line::Message(message)) => {
+                if !terminated {
+                    parsed.unterminated = true;
+                }
+                first_record = false;
+                parsed.messages.push(message);
+                continue;
+            }
+            Ok(Line::Record(record)) => record,
+            Err(_) if !terminated => {
+                parsed.torn = Some(start);
+                break;
+            }
+            Err(reason) => {
+                parsed.repairs.push(Repair::CorruptLine {
+                    line: line_no,
+                    reason: reason.clone(),
+                });
+                parsed.corrupt.push((line_no, reason, line.to_vec()));
+                continue;
+            }
+        };
+        if !terminated {
+            parsed.unterminated = true;
+        }
+        let is_first = std::mem::replace(&mut first_record, false);
+        match record.get("_type").and_then(Value::as_str) {
+            Some("metadata") => {
+                let text = std::str::from_utf8(line)
+                    .unwrap_or_default()
+                    .trim_end()
+                    .to_owned();
+                if is_first {
+                    parsed.line1_capacity = line.len();
+                    parsed.line1_mark = read_mark(&record);
+                    line1_text = Some(text.clone());
+                } else {
+                    appended_meta.push(line.len() as u64 + 1);
+                }
+                parsed.meta_line = text;
+                parsed.recorded_key = record.get("key").and_then(Value::as_str).map(str::to_owned);
+                let meta = read_meta(&record, now, &mut parsed.repairs);
+                if record.get("updated_at").is_some_and(Value::is_string) {
+                    latest_update = latest_update.max(Some(meta.updated_at));
+                }
+                parsed.meta = Some(meta);
+            }
+            Some("provider_state") => {
+                state_records.push(line.len() as u64 + 1);
+                provider_state = record.get("state").filter(|s| s.is_object()).cloned();
+            }
+            _ => parsed.messages.push(StoredMessage::from_map(record)),
+        }
+    }
+    parsed.line1_current = line1_text.is_some() && appended_meta.is_empty();
+    let superseded = |sizes: &[u64]| sizes.iter().rev().skip(1).sum::<u64>();
+    parsed.dead_bytes = superseded(&appended_meta) + superseded(&state_records);
+    if parsed.line1_current && !appended_meta.is_empty() {
+        // The last appended record only mirrors line 1.
+        parsed.dead_bytes += appended_meta.last().copied().unwrap_or(0);
+    }
+    if let Some(meta) = parsed.meta.as_mut() {
+        meta.provider_state = provider_state;
+        // updated_at only grows; line 1 may carry a newer one than the last record.
+        if let Some(latest) = latest_update {
+            meta.updated_at = meta.updated_at.max(latest);
+        }
+        if meta.last_consolidated > parsed.messages.len() {
+            parsed.repairs.push(Repair::PointerReset {
+                found: meta.last_consolidated.to_string(),
+            });
+            meta.last_consolidated = 0;
+        }
+    }
+    parsed
+}
+
+pub(super) fn json_str(text: &str) -> Value {
+    Value::String(text.to_owned())
+}
+
+/// One decoded line of a session file.
+pub(super) enum Line {
+    Message(StoredMessage),
+    Record(Map<String, Value>),
+}
+
+/// Whether a line is a typed record (`{"_type": ...`), which is decoded at once.
+pub(super) fn is_typed_record(text: &str) -> bool {
+    is_typed_record_bytes(text.as_bytes())
+}
+
+pub(super) fn is_typed_record_bytes(line: &[u8]) -> bool {
+    line.trim_ascii_start()
+        .strip_prefix(b"{")
+        .is_some_and(|rest| rest.trim_ascii_start().starts_with(b"\"_type\""))
+}
+
+pub(super) fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// The metadata of a record, with every bad field reset and reported.
+pub(super) fn read_meta(
+    record: &Map<String, Value>,
+    now: NaiveDateTime,
+    repairs: &mut Vec<Repair>,
+) -> SessionMeta {
+    let metadata = match record.get("metadata") {
+        Some(Value::Object(map)) => map.clone(),
+        None | Some(Value::Null) => Map::new(),
+        Some(_) => {
+            repairs.push(Repair::BadField { field: "metadata" });
+            Map::new()
+        }
+    };
+    let mut time = |field: &'static str| match record.get(field) {
+        Some(Value::String(text)) if !text.is_empty() => {
+            parse_isoformat(text).unwrap_or_else(|| {
+                repairs.push(Repair::BadTimestamp {
+                    field,
+                    found: text.clone(),
+                });
+                now
+            })
+        }
+        None | Some(Value::Null) => now,
+        Some(other) => {
+            repairs.push(Repair::BadTimestamp {
+                field,
+                found: other.to_string(),
+            });
+            now
+        }
+    };
+    let created_at = time("created_at");
+    let updated_at = time("updated_at");
+    // nanobot-ai 0.3.5 reads `last_archived`, then `last_consolidated`: the first integer wins.
+    let mut pointer = None;
+    let mut invalid = None;
+    for field in ["last_archived", "last_consolidated"] {
+        match record.get(field) {
+            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => {
+                pointer = Some(n.as_i64().unwrap_or(-1));
+                break;
+            }
+            None => {}
+            Some(other) => {
+                invalid.get_or_insert_with(|| other.to_string());
+            }
+        }
+    }
+    let last_consolidated = match pointer {
+        Some(n) if n >= 0 => usize::try_from(n).unwrap_or(0),
+        Some(n) => {
+            repairs.push(Repair::PointerReset {
+                found: n.to_string(),
+            });
+            0
+        }
+        None => {
+            if let Some(found) = invalid {
+                repairs.push(Repair::PointerReset { found });
+            }
+            0
+        }
+    };
+    SessionMeta {
+        created_at,
+        updated_at,
+        metadata,
+        last_consolidated,
+        provider_state: None,
+    }
+}
+
+/// A hashed file name is only a hint: the key recorded inside must be the one asked for.
+pub(super) fn check_recorded_key(
+    key: &SessionKey,
+    path: &Path,
+    parsed: &Parsed,
+) -> Result<(), SessionError> {
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    if !SessionKey::is_hashed_stem(stem) {
+        return Ok(());
+    }
+    match parsed.recorded_key.as_deref() {
+        Some(found) if found == key.as_str() => Ok(()),
+        found => Err(SessionError::KeyMismatch {
+            key: key.to_string(),
+            found: found.unwrap_or("(none)").to_owned(),
+            path: path.to_owned(),
+        }),
+    }
+}

@@ -1,0 +1,326 @@
+//! The `SessionStore` port over the files.
+
+use super::*;
+
+#[async_trait]
+impl SessionStore for FileSessionStore {
+    async fn try_lock_turn(&self, key: &SessionKey) -> Result<Option<TurnLock>, SessionError> {
+        let path = self.turn_lock_of(key);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent)
+                .map_err(|e| SessionError::io("create the turn-lock directory", parent, e))?;
+        }
+        // The lock file is never removed (removing a file someone waits on would hand two
+        // holders two different files); it is empty and tiny.
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| SessionError::io("open the turn lock", &path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(TurnLock::new(file))),
+            Err(fs::TryLockError::WouldBlock) => Ok(None),
+            Err(fs::TryLockError::Error(e)) => Err(SessionError::io("lock the turn of", &path, e)),
+        }
+    }
+
+    async fn current_revision(&self, key: &SessionKey) -> Result<Option<Revision>, SessionError> {
+        let path = self.path_of(key);
+        match fs::metadata(&path) {
+            Ok(metadata) => Ok(Some(revision_from(&metadata))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(SessionError::io("inspect", &path, e)),
+        }
+    }
+
+    async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, SessionError> {
+        let path = self.path_of(key);
+        let Some(mut locked) = self.open_locked(&path)? else {
+            self.forget(key);
+            return Ok(None);
+        };
+        self.read_locked(key, &path, &mut locked).map(Some)
+    }
+
+    async fn append(
+        &self,
+        key: &SessionKey,
+        expected: Option<Revision>,
+        append: Append<'_>,
+    ) -> Result<Revision, SessionError> {
+        let path = self.path_of(key);
+        let Some(expected) = expected else {
+            // A new session: the whole file appears at once, or not at all if it exists.
+            let _namespace = self.lock_namespace()?;
+            if let Ok(existing) = File::open(&path) {
+                return Err(conflict(key, None, Some(revision_of(&existing, &path)?)));
+            }
+            let now = self.now();
+            let meta = append
+                .meta
+                .cloned()
+                .unwrap_or_else(|| SessionMeta::new(now));
+            SessionError::check_pointer(key, meta.last_consolidated, append.messages.len())?;
+            let content = render(key, &meta, append.messages);
+            return self.create(key, &path, content, append.messages.len());
+        };
+
+        let Some(mut locked) = self.open_locked(&path)? else {
+            return Err(conflict(key, Some(expected), None));
+        };
+        let found = revision_of(&locked.file, &path)?;
+        SessionError::check_revision(key, Some(expected), Some(found))?;
+        let mut state = self.state_locked(key, &path, &mut locked, expected)?;
+        let count = state.messages + append.messages.len();
+        let mut out = String::with_capacity(append.messages.len() * 512 + 512);
+        let empty_file = found.offset == 0;
+        let meta = match (append.meta, empty_file) {
+            (Some(meta), _) => Some(meta.clone()),
+            // An empty file (nanobot-ai accepts one) gets its metadata line first.
+            (None, true) => Some(SessionMeta::new(self.now())),
+            (None, false) => None,
+        };
+        if let Some(meta) = &meta {
+            let stored = state.recorded.as_ref().map(|r| r.last_consolidated);
+            SessionError::check_append_pointer(key, stored, meta.last_consolidated, count)?;
+        }
+        if empty_file && let Some(meta) = &meta {
+            state.meta_line = metadata_line(key, meta);
+            let line1 = padded(&state.meta_line);
+            state.line1_capacity = line1.len();
+            state.line1_current = true;
+            out.push_str(&line1);
+            out.push('\n');
+        }
+        for message in append.messages {
+            out.push_str(&to_python_json(message));
+            out.push('\n');
+        }
+        if let (Some(meta), false) = (&meta, empty_file) {
+            if meta.provider_state != state.provider_state {
+                out.push_str(&provider_state_line(meta.provider_state.as_ref()));
+                out.push('\n');
+                state.provider_state = meta.provider_state.clone();
+            }
+            let only_time_changed = state.recorded.as_ref().is_some_and(|recorded| {
+                SessionMeta {
+                    updated_at: recorded.updated_at,
+                    ..meta.clone()
+                } == *recorded
+            });
+            if only_time_changed {
+                // Not worth a record per message: line 1 gets it at flush.
+                let recorded = state.recorded.as_ref().map(|r| r.updated_at);
+                state.pending_updated_at =
+                    (Some(meta.updated_at) != recorded).then_some(meta.updated_at);
+            } else {
+                let line = metadata_line(key, meta);
+                // The previous appended record is superseded; line 1 is only made stale.
+                if !state.line1_current {
+                    state.dead_bytes += state.meta_line.len() as u64 + 1;
+                }
+                out.push_str(&line);
+                out.push('\n');
+                state.meta_line = line;
+                state.line1_current = false;
+                state.recorded = Some(meta.clone());
+                state.pending_updated_at = None;
+            }
+        }
+        locked
+            .file
+            .write_all_at_end(out.as_bytes())
+            .map_err(|e| SessionError::io("append to", &path, e))?;
+        if self.options.durability == Durability::Always {
+            locked
+                .file
+                .sync_data()
+                .map_err(|e| SessionError::io("sync", &path, e))?;
+        }
+        state.revision = Revision {
+            epoch: found.epoch,
+            offset: found.offset + out.len() as u64,
+        };
+        state.messages = count;
+        let revision = state.revision;
+        self.remember(key, state);
+        Ok(revision)
+    }
+
+    async fn rewrite(
+        &self,
+        session: &Session,
+        expected: Option<Revision>,
+    ) -> Result<Revision, SessionError> {
+        let key = session.key();
+        let path = self.path_of(key);
+        let content = render_session(session);
+        let messages = session.messages().len();
+        let Some(expected) = expected else {
+            let _namespace = self.lock_namespace()?;
+            return self.create(key, &path, content, messages);
+        };
+        let Some(locked) = self.open_locked(&path)? else {
+            return Err(conflict(key, Some(expected), None));
+        };
+        let found = revision_of(&locked.file, &path)?;
+        SessionError::check_revision(key, Some(expected), Some(found))?;
+        let revision = self.install(&path, content.bytes.as_bytes(), false)?;
+        drop(locked);
+        self.remember(key, content.state(revision, messages));
+        Ok(revision)
+    }
+
+    async fn list(&self) -> Result<Vec<SessionInfo>, SessionError> {
+        let entries =
+            fs::read_dir(&self.dir).map_err(|e| SessionError::io("list", &self.dir, e))?;
+        let mut index = self.listing.lock().unwrap_or_else(|p| p.into_inner());
+        index.load_once(&self.dir);
+        let mut rows = Vec::new();
+        let mut present = std::collections::HashSet::new();
+        let now = self.now();
+        for entry in entries {
+            let entry = entry.map_err(|e| SessionError::io("list", &self.dir, e))?;
+            let name = entry.file_name();
+            let Some(file) = name.to_str() else {
+                continue;
+            };
+            let Some(stem) = file.strip_suffix(".jsonl") else {
+                continue;
+            };
+            let canonical = SessionKey::from_storage_stem(stem);
+            if canonical.is_none() && !SessionKey::is_hashed_stem(stem) {
+                continue;
+            }
+            let stamp = match entry.metadata() {
+                Ok(metadata) => Stamp::of(&metadata),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(SessionError::io("inspect", entry.path(), e)),
+            };
+            present.insert(file.to_owned());
+            if let Some(row) = index.fresh(file, stamp) {
+                rows.push(row);
+                continue;
+            }
+            let path = entry.path();
+            let read_at = std::time::SystemTime::now();
+            let bytes = match fs::read(&path) {
+                Ok(bytes) => bytes,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(SessionError::io("read", &path, e)),
+            };
+            if let Some(row) = list_row(&bytes, canonical, now) {
+                // The stamp taken before reading: a change during the read is seen next time.
+                index.record(file.to_owned(), stamp, read_at, &row);
+                rows.push(row);
+            }
+        }
+        index.retain(&present);
+        index.save(&self.dir);
+        sort_listing(&mut rows);
+        Ok(rows)
+    }
+
+    async fn delete(&self, key: &SessionKey) -> Result<bool, SessionError> {
+        let path = self.path_of(key);
+        let _namespace = self.lock_namespace()?;
+        self.forget(key);
+        let existed = match fs::remove_file(&path) {
+            Ok(()) => true,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(e) => return Err(SessionError::io("delete", &path, e)),
+        };
+        match fs::remove_file(self.sidecar_of(key)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(SessionError::io("delete", self.sidecar_of(key), e)),
+        }
+        if existed {
+            self.sync_dir()?;
+        }
+        Ok(existed)
+    }
+
+    async fn open_for_replay(&self, key: &SessionKey) -> Result<Option<ReplayView>, SessionError> {
+        let path = self.path_of(key);
+        let Some(mut locked) = self.open_locked(&path)? else {
+            return Ok(None);
+        };
+        if let Some(view) = self.read_tail(key, &path, &locked)? {
+            return Ok(Some(view));
+        }
+        let loaded = self.read_locked(key, &path, &mut locked)?;
+        Ok(Some(ReplayView::of_session(
+            loaded.session,
+            loaded.revision,
+        )))
+    }
+
+    async fn flush(&self, key: &SessionKey, expected: Revision) -> Result<Revision, SessionError> {
+        let path = self.path_of(key);
+        let Some(mut locked) = self.open_locked(&path)? else {
+            return Err(conflict(key, Some(expected), None));
+        };
+        let found = revision_of(&locked.file, &path)?;
+        SessionError::check_revision(key, Some(expected), Some(found))?;
+        let mut state = self.state_locked(key, &path, &mut locked, expected)?;
+        // Line 1 should say what the last record says, with the newest updated_at.
+        let current_line = match (&state.recorded, state.pending_updated_at) {
+            (Some(recorded), Some(updated_at)) => Some(metadata_line(
+                key,
+                &SessionMeta {
+                    updated_at,
+                    ..recorded.clone()
+                },
+            )),
+            _ => None,
+        };
+        let mark = TailMark {
+            messages: state.messages,
+            bytes: found.offset,
+        };
+        let line1_stale =
+            !state.line1_current || current_line.is_some() || state.line1_mark != Some(mark);
+        let line1_text = current_line.unwrap_or_else(|| state.meta_line.clone());
+        let marked = with_mark(&line1_text, mark);
+        let wasteful =
+            state.dead_bytes >= COMPACT_MIN_DEAD_BYTES && state.dead_bytes * 2 >= found.offset;
+        let outgrown = line1_stale
+            && (marked.len() > state.line1_capacity
+                || !line1_ends_at(&locked.file, state.line1_capacity, found.offset)
+                    .map_err(|e| SessionError::io("read line 1 of", &path, e))?);
+        if wasteful || outgrown {
+            // A record that no longer fits line 1 (or a line 1 that is not what this process
+            // recorded) goes through the atomic rewrite, never past line 1's own bytes.
+            return self.compact_locked(key, &path, &mut locked, state.pending_updated_at);
+        }
+        if line1_stale {
+            let line1 = pad_to_bytes(marked, state.line1_capacity);
+            // `outgrown` sent anything longer to the compaction: this is line 1's width.
+            debug_assert_eq!(line1.len(), state.line1_capacity);
+            write_at_start(&locked.file, line1.as_bytes())
+                .map_err(|e| SessionError::io("update line 1 of", &path, e))?;
+            if !state.line1_current {
+                // The appended record now only mirrors line 1: it counts as dead weight.
+                state.dead_bytes += state.meta_line.len() as u64 + 1;
+            }
+            state.line1_current = true;
+            state.line1_mark = Some(mark);
+            if let (Some(recorded), Some(updated_at)) =
+                (state.recorded.as_mut(), state.pending_updated_at.take())
+            {
+                recorded.updated_at = updated_at;
+                state.meta_line = line1_text;
+            }
+        }
+        if self.options.durability != Durability::None {
+            locked
+                .file
+                .sync_data()
+                .map_err(|e| SessionError::io("sync", &path, e))?;
+        }
+        self.remember(key, state);
+        Ok(found)
+    }
+}

@@ -1,0 +1,226 @@
+//! Reading a session's end without its beginning, from the mark on line 1.
+
+use super::*;
+
+impl FileSessionStore {
+    /// The replay view of a locked file from its line 1, what was appended since line 1's
+    /// mark, and as many older lines as replay needs, read backwards. `None` when the file
+    /// does not allow it (no mark: written by nanobot-ai or damaged), and the caller loads it
+    /// whole.
+    #[cfg(unix)]
+    pub(super) fn read_tail(
+        &self,
+        key: &SessionKey,
+        path: &Path,
+        locked: &Locked,
+    ) -> Result<Option<ReplayView>, SessionError> {
+        use std::os::unix::fs::FileExt;
+        const CHUNK: u64 = 64 * 1024;
+        let revision = revision_of(&locked.file, path)?;
+        let len = revision.offset;
+        let read = |from: u64, to: u64| -> Result<Vec<u8>, SessionError> {
+            let mut buf = vec![0u8; usize::try_from(to - from).unwrap_or(0)];
+            locked
+                .file
+                .read_exact_at(&mut buf, from)
+                .map_err(|e| SessionError::io("read", path, e))?;
+            Ok(buf)
+        };
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default();
+        if SessionKey::is_hashed_stem(stem) {
+            return Ok(None);
+        }
+        let head = read(0, len.min(CHUNK))?;
+        let Some(end1) = memchr::memchr(b'\n', &head) else {
+            return Ok(None);
+        };
+        let Ok(line1) = serde_json::from_slice::<Map<String, Value>>(&head[..end1]) else {
+            return Ok(None);
+        };
+        let Some(mark) = read_mark(&line1).filter(|m| {
+            line1.get("_type") == Some(&json_str("metadata"))
+                && m.bytes <= len
+                && m.bytes > end1 as u64
+        }) else {
+            return Ok(None);
+        };
+        let now = self.now();
+        let mut ignored = Vec::new();
+        let mut meta = read_meta(&line1, now, &mut ignored);
+        let mut latest_update = meta.updated_at;
+        // Line 2 may hold the provider state.
+        let body_start = end1 as u64 + 1;
+        let rest = &head[end1 + 1..];
+        if let Some(end2) = memchr::memchr(b'\n', rest)
+            && is_typed_record_bytes(&rest[..end2])
+            && let Ok(record) = serde_json::from_slice::<Map<String, Value>>(&rest[..end2])
+            && record.get("_type") == Some(&json_str("provider_state"))
+        {
+            meta.provider_state = record.get("state").filter(|s| s.is_object()).cloned();
+        }
+
+        // What was appended since the mark: new messages and newer records.
+        let since = read(mark.bytes, len)?;
+        let mut newer = Vec::new();
+        for line in since.split(|&b| b == b'\n') {
+            let Ok(text) = std::str::from_utf8(line) else {
+                return Ok(None);
+            };
+            if text.trim().is_empty() {
+                continue;
+            }
+            if is_typed_record(text) {
+                let Ok(record) = serde_json::from_str::<Map<String, Value>>(text) else {
+                    return Ok(None);
+                };
+                match record.get("_type").and_then(Value::as_str) {
+                    Some("metadata") => {
+                        let state = meta.provider_state.take();
+                        meta = read_meta(&record, now, &mut ignored);
+                        meta.provider_state = state;
+                        latest_update = latest_update.max(meta.updated_at);
+                    }
+                    Some("provider_state") => {
+                        meta.provider_state =
+                            record.get("state").filter(|s| s.is_object()).cloned();
+                    }
+                    _ => newer.push(StoredMessage::from_map(record)),
+                }
+                continue;
+            }
+            match StoredMessage::from_json_text(text) {
+                Ok(message) => newer.push(message),
+                // A torn last line is not a message; anything else needs the full loader.
+                Err(_) if std::ptr::eq(line.as_ptr_range().end, since.as_ptr_range().end) => {}
+                Err(_) => return Ok(None),
+            }
+        }
+        meta.updated_at = meta.updated_at.max(latest_update);
+        let total = mark.messages + newer.len();
+        if meta.last_consolidated > total {
+            meta.last_consolidated = 0;
+        }
+        let floor = replay_floor(total, meta.last_consolidated);
+
+        // Older messages, newest first, until the tail reaches the floor and a user turn at
+        // or below it (with the message before that turn).
+        let mut older: Vec<StoredMessage> = Vec::new();
+        let mut index = mark.messages;
+        let mut user_below_floor: Option<usize> = None;
+        let mut pos = mark.bytes;
+        let mut carry: Vec<u8> = Vec::new();
+        let satisfied = |index: usize, user: Option<usize>| {
+            index == 0 || (index <= floor && user.is_some_and(|u| index < u))
+        };
+        while !satisfied(index, user_below_floor) && pos > body_start {
+            let from = pos.saturating_sub(CHUNK).max(body_start);
+            let mut chunk = read(from, pos)?;
+            chunk.extend_from_slice(&carry);
+            let (partial, complete) = if from > body_start {
+                match memchr::memchr(b'\n', &chunk) {
+                    Some(cut) => chunk.split_at(cut + 1),
+                    None => (&chunk[..], &chunk[chunk.len()..]),
+                }
+            } else {
+                (&chunk[..0], &chunk[..])
+            };
+            for line in complete.rsplit(|&b| b == b'\n') {
+                if satisfied(index, user_below_floor) {
+                    break;
+                }
+                if line.iter().all(u8::is_ascii_whitespace) || is_typed_record_bytes(line) {
+                    continue;
+                }
+                let Ok(message) = std::str::from_utf8(line)
+                    .map_err(|_| ())
+                    .and_then(|t| StoredMessage::from_json_text(t).map_err(|_| ()))
+                else {
+                    return Ok(None);
+                };
+                let Some(i) = index.checked_sub(1) else {
+                    return Ok(None);
+                };
+                index = i;
+                if i <= floor && user_below_floor.is_none() && message.role() == Some("user") {
+                    user_below_floor = Some(i);
+                }
+                older.push(message);
+            }
+            carry = partial.to_vec();
+            pos = from;
+        }
+        if pos <= body_start && index != 0 && !satisfied(index, user_below_floor) {
+            // The file does not hold what its mark says.
+            return Ok(None);
+        }
+        older.reverse();
+        older.extend(newer);
+        Ok(Some(ReplayView {
+            key: key.clone(),
+            meta,
+            message_count: total,
+            tail_start: index,
+            tail: older,
+            revision,
+        }))
+    }
+
+    #[cfg(not(unix))]
+    pub(super) fn read_tail(
+        &self,
+        _key: &SessionKey,
+        _path: &Path,
+        _locked: &Locked,
+    ) -> Result<Option<ReplayView>, SessionError> {
+        Ok(None)
+    }
+}
+
+/// A metadata line with the tail mark added as its last field.
+pub(super) fn with_mark(meta_line: &str, mark: TailMark) -> String {
+    let Some(open) = meta_line.strip_suffix('}') else {
+        return meta_line.to_owned();
+    };
+    format!(
+        r#"{open}, "{TAIL_MARK_FIELD}": {{"messages": {}, "bytes": {}}}}}"#,
+        mark.messages, mark.bytes
+    )
+}
+
+/// The tail mark of a decoded line 1.
+pub(super) fn read_mark(record: &Map<String, Value>) -> Option<TailMark> {
+    let mark = record.get(TAIL_MARK_FIELD)?;
+    Some(TailMark {
+        messages: usize::try_from(mark.get("messages")?.as_u64()?).ok()?,
+        bytes: mark.get("bytes")?.as_u64()?,
+    })
+}
+
+/// Whether line 1 of the locked file ends (its newline) exactly at byte `capacity`: the
+/// last check before line 1 is rewritten in place, so a rewrite can only ever replace line
+/// 1's own bytes, whatever this process believed about the file.
+pub(super) fn line1_ends_at(file: &File, capacity: usize, len: u64) -> io::Result<bool> {
+    if capacity == 0 || capacity as u64 >= len {
+        return Ok(false);
+    }
+    let mut head = vec![0u8; capacity + 1];
+    read_exact_at(file, &mut head, 0)?;
+    Ok(head[capacity] == b'\n' && !head[..capacity].contains(&b'\n'))
+}
+
+#[cfg(unix)]
+pub(super) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.read_exact_at(buf, offset)
+}
+
+#[cfg(not(unix))]
+pub(super) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = file;
+    file.seek(SeekFrom::Start(offset))?;
+    file.read_exact(buf)
+}
