@@ -10,7 +10,7 @@ use bench_workload::testing::TempDir;
 use llm_port::{
     Capabilities, LlmClient, LlmError, LlmRequest, LlmResponse, SystemClock, TextSink, ToolCall,
 };
-use memory_store::{Document, HistoryJournal};
+use memory_store::{Document, HistoryJournal, MemoryDocumentsExt};
 use nanobot_app::{Bot, Config, commands};
 use serde_json::json;
 use session_store::SessionKey;
@@ -182,7 +182,7 @@ async fn dream_edits_reach_the_next_prompt_and_restore_undoes_them() {
     assert_eq!(
         bot.memory
             .documents
-            .read(Document::User)
+            .read_text(Document::User)
             .await
             .unwrap()
             .unwrap(),
@@ -216,7 +216,7 @@ async fn dream_edits_reach_the_next_prompt_and_restore_undoes_them() {
     assert_eq!(
         bot.memory
             .documents
-            .read(Document::User)
+            .read_text(Document::User)
             .await
             .unwrap()
             .unwrap_or_default(),

@@ -17,7 +17,7 @@ use std::time::Instant;
 use bench_workload::{SEED, current_message, memory_md, message_stream};
 use context_builder::{BuilderConfig, ContextBuilder, CurrentMessage, Host, Turn};
 use llm_port::{Cl100kBase, Message, TokenCounter};
-use memory_store::WorkspaceLoader;
+use prompt_inputs::PromptLoader;
 use serde_json::{Value, json};
 use session_store::{HistoryOptions, StoredMessage, get_history_counted};
 
@@ -112,8 +112,14 @@ fn main() {
         std::fs::create_dir_all(workspace.join("memory")).unwrap();
         std::fs::write(workspace.join("memory/MEMORY.md"), &memory).unwrap();
         let skills = (label == "default_skills").then(|| install_skills(&workspace));
-        let loader = WorkspaceLoader::new(&workspace).unwrap();
-        let snapshot = loader.load().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let documents = std::sync::Arc::new(memory_store::FileDocuments::open(&workspace).unwrap());
+        let loader = PromptLoader::new(documents)
+            .with_agent_dir(&workspace)
+            .unwrap();
+        let snapshot = runtime.block_on(loader.load()).unwrap();
         let builder = ContextBuilder::new(BuilderConfig::new(Host::this_build()), counter.clone());
         let turn = Turn {
             channel: Some("cli"),
@@ -143,11 +149,12 @@ fn main() {
                 std::hint::black_box(builder.system_prompt(&snapshot, &turn));
             }
             system_samples.push(t.elapsed().as_secs_f64() / CALLS as f64);
-            // Reloading the workspace before every build (stat calls; skills re-parsed
-            // only when changed), as a bot that picks up edits each turn does.
+            // Reloading the workspace before every build (the documents read through the
+            // port; skills re-parsed only when changed), as a bot that picks up edits each
+            // turn does.
             let t = Instant::now();
             for _ in 0..CALLS {
-                let snapshot = loader.load().unwrap();
+                let snapshot = runtime.block_on(loader.load()).unwrap();
                 std::hint::black_box(builder.build(&snapshot, &turn).unwrap());
             }
             with_load.push(t.elapsed().as_secs_f64() / CALLS as f64);

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use llm_port::tokens::{PER_MESSAGE_OVERHEAD, estimate_message_tokens};
 use llm_port::{Content, ContentPart, Message, TokenCounter};
-use memory_store::{Document, JournalEntry, SkillFile, SkillSource, WorkspaceSnapshot};
+use memory_store::{Document, JournalEntry};
+use prompt_inputs::{SkillFile, SkillSource, WorkspaceSnapshot};
 use sha2::{Digest, Sha256};
 
 use crate::current::{

@@ -19,4 +19,5 @@ pub use recent::RecentHistoryReport;
 pub use report::{BuildReport, HistoryTokens, Omission, Part, PartReport, Truncation};
 
 /// The workspace types a build reads, re-exported so a bot needs one import.
-pub use memory_store::{JournalEntry, SkillFile, SkillSource, WorkspaceSnapshot};
+pub use memory_store::JournalEntry;
+pub use prompt_inputs::{SkillFile, SkillSource, WorkspaceSnapshot};

@@ -68,11 +68,19 @@ fn main() {
     let (mut runs, mut dry_runs, mut prompts_chars) = (Vec::new(), Vec::new(), 0);
     rt.block_on(async {
         documents
-            .write(Document::Soul, "# Soul\n\n- Helpful\n")
+            .write(
+                Document::Soul,
+                "# Soul\n\n- Helpful\n",
+                memory_store::Expected::Any,
+            )
             .await
             .unwrap();
         documents
-            .write(Document::Memory, &memory_md(SEED, 8_000))
+            .write(
+                Document::Memory,
+                &memory_md(SEED, 8_000),
+                memory_store::Expected::Any,
+            )
             .await
             .unwrap();
         for rep in 0..=REPS {
@@ -85,10 +93,12 @@ fn main() {
             let dream = Dream::new(
                 DreamConfig::new("bench"),
                 llm.clone(),
-                journal.clone(),
-                documents.clone(),
-                Ok(versions.clone() as Arc<dyn MemoryVersions>),
-                Arc::new(FileLease::open(&root).unwrap()),
+                dream::DreamStores::stepwise(
+                    journal.clone(),
+                    documents.clone(),
+                    Ok(versions.clone() as Arc<dyn MemoryVersions>),
+                    Arc::new(FileLease::open(&root).unwrap()),
+                ),
                 Arc::new(SystemClock),
                 Arc::new(Cl100kBase),
             )
@@ -105,10 +115,12 @@ fn main() {
             let dream = Dream::new(
                 DreamConfig::new("bench"),
                 Arc::new(model(rep)),
-                journal.clone(),
-                documents.clone(),
-                Ok(versions.clone() as Arc<dyn MemoryVersions>),
-                Arc::new(FileLease::open(&root).unwrap()),
+                dream::DreamStores::stepwise(
+                    journal.clone(),
+                    documents.clone(),
+                    Ok(versions.clone() as Arc<dyn MemoryVersions>),
+                    Arc::new(FileLease::open(&root).unwrap()),
+                ),
                 Arc::new(SystemClock),
                 Arc::new(Cl100kBase),
             )

@@ -69,6 +69,11 @@ pub struct DreamConfig {
     /// chat's): the run reads them, and its changes to them are queued as proposals for an
     /// operator instead of written; the scope's versions do not track them.
     pub propose_shared: bool,
+    /// How long a grant of the Dream lease lasts; a run renews it at every model call, so
+    /// this must outlast the slowest call. A run that stalls past it loses the lease and
+    /// commits nothing (a backend whose lease is a lock held while the process lives, as
+    /// files, ignores it).
+    pub lease_ttl: std::time::Duration,
 }
 
 impl DreamConfig {
@@ -88,6 +93,7 @@ impl DreamConfig {
             prompt_file_chars: 16_000,
             journal_max_entries: 1_000,
             propose_shared: false,
+            lease_ttl: std::time::Duration::from_secs(600),
         }
     }
 
@@ -107,6 +113,12 @@ impl DreamConfig {
                     reason: "must be at least 1".into(),
                 });
             }
+        }
+        if self.lease_ttl < std::time::Duration::from_secs(1) {
+            return Err(DreamError::InvalidConfig {
+                key: "lease_ttl",
+                reason: "must be at least a second (it must outlast a model call)".into(),
+            });
         }
         if self.max_tokens == 0 || self.max_output_tokens == 0 {
             return Err(DreamError::InvalidConfig {

@@ -15,7 +15,7 @@ pub use config::{DreamConfig, DreamMode};
 pub use error::DreamError;
 pub use overlay::{Overlay, ToolOutcome};
 pub use run::{
-    Dream, Progress, Proposal, RestoreReport, RunReport, RunStatus, StopReason, Trigger,
-    diff_snapshots, text_tool_calls,
+    Dream, DreamStores, Progress, Proposal, RestoreReport, RunReport, RunStatus, StopReason,
+    Trigger, diff_snapshots, text_tool_calls,
 };
 pub use schedule::{CronExpr, DreamSchedule};

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use memory_store::{Document, MemoryDocuments, MemoryError, Snapshot};
+use memory_store::{DocVersion, Document, Expected, MemoryDocuments, MemoryError, Snapshot};
 use serde_json::Value;
 
 use crate::sandbox::{self, Target};
@@ -13,6 +13,8 @@ use crate::sandbox::{self, Target};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Overlay {
     base: BTreeMap<Target, String>,
+    /// The version of each file when the run read it: a change is applied only onto it.
+    versions: BTreeMap<Target, DocVersion>,
     current: BTreeMap<Target, String>,
     max_file_chars: usize,
     /// What each file held when the model last read it (a repeated read of an unchanged
@@ -64,22 +66,44 @@ impl Overlay {
         max_file_chars: usize,
     ) -> Result<Overlay, MemoryError> {
         let mut base = BTreeMap::new();
+        let mut versions = BTreeMap::new();
+        let mut keep = |target: Target, read: memory_store::DocumentText| {
+            if read.decoded_lossily {
+                // Editing the replaced text would write U+FFFD over the original bytes.
+                return Err(MemoryError::InvalidFile {
+                    path: target.path().into(),
+                    reason:
+                        "is not UTF-8 text; fix or remove the invalid bytes before Dream edits it"
+                            .into(),
+                });
+            }
+            versions.insert(target.clone(), read.version);
+            base.insert(target, read.text);
+            Ok(())
+        };
         for document in Document::ALL {
-            if let Some(text) = documents.read(document).await? {
-                base.insert(Target::Document(document), text);
+            if let Some(read) = documents.read(document).await? {
+                keep(Target::Document(document), read)?;
             }
         }
-        for skill in documents.list_skills().await? {
-            if let Some(text) = documents.read_skill(&skill.name).await? {
-                base.insert(Target::Skill(skill.name), text);
-            }
+        for skill in documents.skills().await?.skills {
+            keep(Target::Skill(skill.name), skill.document)?;
         }
         Ok(Overlay {
             current: base.clone(),
             base,
+            versions,
             max_file_chars,
             last_read: BTreeMap::new(),
         })
+    }
+
+    /// What a change of `target` expects to find: the version the run read, or nothing.
+    pub fn expected(&self, target: &Target) -> Expected {
+        match self.versions.get(target) {
+            Some(version) => Expected::Version(*version),
+            None => Expected::Absent,
+        }
     }
 
     /// The text of `target` now, if it exists.
@@ -207,7 +231,7 @@ impl Overlay {
                     .current
                     .get(target)
                     .map(|text| {
-                        memory_store::skill_info("x", text)
+                        prompt_inputs::skill_info("x", text)
                             .description
                             .unwrap_or_default()
                     })
@@ -227,7 +251,7 @@ impl Overlay {
             return refusal;
         }
         if matches!(target, Target::Skill(_))
-            && let Err(e) = memory_store::check_front_matter(&content)
+            && let Err(e) = prompt_inputs::check_front_matter(&content)
         {
             return ToolOutcome::error(format!("Error: {} was not written: {e}", target.path()));
         }

@@ -470,6 +470,7 @@ mod tests {
             content: content.into(),
             session_key: None,
             message_range: None,
+            message_digest: None,
             extra: Default::default(),
         };
         let tagged = [

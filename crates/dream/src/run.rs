@@ -7,8 +7,10 @@ use chrono::{DateTime, Utc};
 use llm_port::tokens::estimate_prompt_tokens;
 use llm_port::{Clock, LlmClient, LlmRequest, Message, TokenCounter, ToolChoice};
 use memory_store::{
-    AuxFile, CURSOR_PATH, Document, HistoryJournal, HistoryJournalExt, JournalEntry, LeaseGuard,
-    MemoryDocuments, MemoryError, MemoryLease, MemoryVersions, Snapshot, Version,
+    AuxFile, CURSOR_PATH, Document, Expected, FileChange, HistoryJournal, HistoryJournalExt,
+    JournalEntry, Lease, MemoryChange, MemoryCommit, MemoryDocuments, MemoryDocumentsExt,
+    MemoryError, MemoryLease, MemoryVersions, Recovery, Snapshot, StepwiseCommit, Version,
+    VersionRecord,
 };
 use serde_json::{Value, json};
 
@@ -71,6 +73,12 @@ pub enum StopReason {
         /// Why the last plan's edits were refused.
         reasons: Vec<String>,
     },
+    /// The run lost its lease (it stalled past it and another run took it): it stopped
+    /// and committed nothing.
+    LeaseLost(String),
+    /// The run finished, but a file it changed was changed by someone else meanwhile: it
+    /// committed nothing, and the next run reads the entries again.
+    Conflict(String),
 }
 
 impl std::fmt::Display for StopReason {
@@ -90,6 +98,10 @@ impl std::fmt::Display for StopReason {
                     "every edit of the plan was refused: {}",
                     reasons.join("; ")
                 )
+            }
+            StopReason::LeaseLost(what) => write!(f, "the lease was lost ({what})"),
+            StopReason::Conflict(what) => {
+                write!(f, "a file changed while the run worked ({what})")
             }
         }
     }
@@ -165,6 +177,47 @@ pub struct RestoreReport {
     pub changes: Vec<FileDiff>,
 }
 
+/// The memory ports a Dream works on: one scope's.
+#[derive(Clone)]
+pub struct DreamStores {
+    /// The journal it reads and whose cursor it moves.
+    pub journal: Arc<dyn HistoryJournal>,
+    /// The memory files.
+    pub documents: Arc<dyn MemoryDocuments>,
+    /// The versions (`Err`: why versioning is unavailable; runs still work, log, show and
+    /// restore say why they cannot).
+    pub versions: Result<Arc<dyn MemoryVersions>, String>,
+    /// The lease: one run at a time.
+    pub lease: Arc<dyn MemoryLease>,
+    /// How a run's change is applied: all or nothing, under the lease.
+    pub commit: Arc<dyn MemoryCommit>,
+}
+
+impl DreamStores {
+    /// The stores of a backend without transactions (files, memory): the change is applied
+    /// step by step by a [`StepwiseCommit`] over the other stores.
+    pub fn stepwise(
+        journal: Arc<dyn HistoryJournal>,
+        documents: Arc<dyn MemoryDocuments>,
+        versions: Result<Arc<dyn MemoryVersions>, String>,
+        lease: Arc<dyn MemoryLease>,
+    ) -> DreamStores {
+        let commit = Arc::new(StepwiseCommit::new(
+            documents.clone(),
+            journal.clone(),
+            versions.as_ref().ok().cloned(),
+            lease.clone(),
+        ));
+        DreamStores {
+            journal,
+            documents,
+            versions,
+            lease,
+            commit,
+        }
+    }
+}
+
 /// Dream over injected ports.
 pub struct Dream {
     llm: Arc<dyn LlmClient>,
@@ -172,6 +225,7 @@ pub struct Dream {
     documents: Arc<dyn MemoryDocuments>,
     versions: Result<Arc<dyn MemoryVersions>, String>,
     lease: Arc<dyn MemoryLease>,
+    commit: Arc<dyn MemoryCommit>,
     clock: Arc<dyn Clock>,
     counter: Arc<dyn TokenCounter>,
     config: DreamConfig,
@@ -219,62 +273,32 @@ fn is_shared(target: &Target) -> bool {
     matches!(target, Target::Document(Document::Soul) | Target::Skill(_))
 }
 
-/// Changes to apply as one unit, kept in `memory/.dream_pending.json` until done.
+/// Changes to apply as one unit: path to new text (`None` deletes a skill), Dream's cursor
+/// afterwards, and the version message when the change is recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Plan {
-    /// Path to new text; `None` deletes (a skill).
     files: BTreeMap<String, Option<String>>,
-    /// Dream's cursor afterwards.
     cursor: Option<u64>,
-    /// The version message, when the change is to be recorded.
     message: Option<String>,
 }
 
-impl Plan {
-    fn to_json(&self) -> String {
-        json!({"files": self.files, "cursor": self.cursor, "message": self.message}).to_string()
-    }
-
-    fn from_json(text: &str) -> Option<Plan> {
-        let value: Value = serde_json::from_str(text).ok()?;
-        let files = value
-            .get("files")?
-            .as_object()?
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_str().map(str::to_owned)))
-            .collect();
-        Some(Plan {
-            files,
-            cursor: value.get("cursor").and_then(Value::as_u64),
-            message: value
-                .get("message")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-        })
-    }
-}
-
 impl Dream {
-    /// Dream over these ports; `versions` is `Err(reason)` when versioning is unavailable
-    /// (runs still work; log, show and restore say why they cannot).
-    #[allow(clippy::too_many_arguments)]
+    /// Dream over one scope's `stores`.
     pub fn new(
         config: DreamConfig,
         llm: Arc<dyn LlmClient>,
-        journal: Arc<dyn HistoryJournal>,
-        documents: Arc<dyn MemoryDocuments>,
-        versions: Result<Arc<dyn MemoryVersions>, String>,
-        lease: Arc<dyn MemoryLease>,
+        stores: DreamStores,
         clock: Arc<dyn Clock>,
         counter: Arc<dyn TokenCounter>,
     ) -> Result<Self, DreamError> {
         config.validate()?;
         Ok(Dream {
             llm,
-            journal,
-            documents,
-            versions,
-            lease,
+            journal: stores.journal,
+            documents: stores.documents,
+            versions: stores.versions,
+            lease: stores.lease,
+            commit: stores.commit,
             clock,
             counter,
             config,
@@ -299,18 +323,42 @@ impl Dream {
         &self.config
     }
 
-    fn acquire(&self, what: &str) -> Result<LeaseGuard, DreamError> {
+    async fn acquire(&self, what: &str) -> Result<Lease, DreamError> {
         let holder = format!(
             "{what}, pid {}, since {}",
             std::process::id(),
             self.clock.now().format("%Y-%m-%d %H:%M:%S UTC")
         );
-        match self.lease.try_acquire(&holder)? {
-            Some(guard) => Ok(guard),
+        match self
+            .lease
+            .try_acquire(&holder, self.config.lease_ttl)
+            .await?
+        {
+            Some(lease) => Ok(lease),
             None => Err(DreamError::AlreadyRunning {
-                holder: self.lease.holder()?.unwrap_or_else(|| "another run".into()),
+                holder: self
+                    .lease
+                    .holder()
+                    .await?
+                    .map_or_else(|| "another run".into(), |h| h.holder),
             }),
         }
+    }
+
+    /// Renews `lease` when a third of its time is gone; `Err` when it was lost.
+    async fn keep(&self, lease: &mut Lease) -> Result<(), MemoryError> {
+        if lease.renewal_due(self.clock.now()) {
+            self.lease.renew(lease).await?;
+        }
+        Ok(())
+    }
+
+    /// Finishes (or abandons, with a warning) a change an interrupted run left.
+    async fn recover(&self, lease: &Lease) -> Result<(), DreamError> {
+        if let Recovery::Abandoned { reason } = self.commit.recover(lease.fence).await? {
+            tracing::warn!(%reason, "an interrupted Dream change was abandoned");
+        }
+        Ok(())
     }
 
     fn versions(&self) -> Result<&Arc<dyn MemoryVersions>, DreamError> {
@@ -352,9 +400,11 @@ impl Dream {
     }
 
     async fn run_logged(&self, trigger: Trigger, dry_run: bool) -> Result<RunReport, DreamError> {
-        let _lease = self.acquire(if dry_run { "dry run" } else { trigger.name() })?;
+        let mut lease = self
+            .acquire(if dry_run { "dry run" } else { trigger.name() })
+            .await?;
         let started = self.clock.now();
-        self.finish_pending().await?;
+        self.recover(&lease).await?;
         let mut report = RunReport {
             status: RunStatus::NothingToDo,
             dry_run,
@@ -401,7 +451,7 @@ impl Dream {
             last.cursor
         ));
         if !dry_run {
-            report.outside_edits = self.record_outside_edits().await?;
+            report.outside_edits = self.record_outside_edits(&lease).await?;
         }
 
         let mut overlay =
@@ -423,7 +473,7 @@ impl Dream {
                 crate::plan::ANSWER_FORMAT
             );
             let facts = crate::plan::facts(batch);
-            self.plan_loop(&mut overlay, user, &facts, &mut report)
+            self.plan_loop(&mut overlay, user, &facts, &mut report, &mut lease)
                 .await
         } else {
             let instructions = prompt::instructions(custom.as_deref());
@@ -433,7 +483,8 @@ impl Dream {
                 batch,
                 self.config.prompt_file_chars,
             );
-            self.agent_loop(&mut overlay, user, &mut report).await
+            self.agent_loop(&mut overlay, user, &mut report, &mut lease)
+                .await
         };
         report.status = status;
 
@@ -445,7 +496,7 @@ impl Dream {
                 .collect();
             report.summary = summary(&report.changes);
             if !dry_run {
-                let mut files = BTreeMap::new();
+                let mut files = Vec::new();
                 let mut proposals = Vec::new();
                 for (target, before, text) in overlay.changes() {
                     if self.config.propose_shared && is_shared(&target) {
@@ -458,7 +509,11 @@ impl Dream {
                             entries: (first.cursor, last.cursor),
                         });
                     } else {
-                        files.insert(target.path(), Some(text.to_owned()));
+                        files.push(FileChange {
+                            expected: overlay.expected(&target),
+                            file: target,
+                            text: Some(text.to_owned()),
+                        });
                     }
                 }
                 // Proposals are queued before the run's own change is applied: a crash in
@@ -473,13 +528,45 @@ impl Dream {
                         report.summary
                     )
                 });
-                report.version = self
-                    .apply(Plan {
-                        files,
-                        cursor: Some(last.cursor),
+                let version = message.map(|message| {
+                    let mut tracked = overlay.snapshot();
+                    if self.config.propose_shared {
+                        tracked.retain(|path, _| {
+                            sandbox::parse(path).is_ok_and(|target| !is_shared(&target))
+                        });
+                    }
+                    tracked.insert(CURSOR_PATH.to_owned(), last.cursor.to_string());
+                    VersionRecord {
                         message,
-                    })
-                    .await?;
+                        files: tracked,
+                    }
+                });
+                let change = MemoryChange {
+                    fence: lease.fence,
+                    files,
+                    cursor: Some(last.cursor),
+                    version,
+                    time: self.clock.now(),
+                };
+                match self.commit.commit(&change).await {
+                    Ok(version) => report.version = version,
+                    Err(
+                        refused @ (MemoryError::Conflict { .. } | MemoryError::LeaseLost { .. }),
+                    ) => {
+                        tracing::warn!(error = %refused, "the run's change was not committed");
+                        report.status = RunStatus::Stopped(match refused {
+                            MemoryError::LeaseLost { what } => StopReason::LeaseLost(what),
+                            other => StopReason::Conflict(other.to_string()),
+                        });
+                        report.changes.clear();
+                        report.summary.clear();
+                        report.proposed.clear();
+                        self.record_run(started).await?;
+                        report.finished = self.clock.now();
+                        return Ok(report);
+                    }
+                    Err(other) => return Err(other.into()),
+                }
                 if self.config.journal_max_entries > 0 {
                     report.compacted = self
                         .journal
@@ -501,6 +588,7 @@ impl Dream {
         overlay: &mut Overlay,
         user: String,
         report: &mut RunReport,
+        lease: &mut Lease,
     ) -> RunStatus {
         let tools = prompt::tools();
         let mut messages = vec![Message::system(prompt::SYSTEM), Message::user(user)];
@@ -516,7 +604,7 @@ impl Dream {
                 .with_tools(tools.clone())
                 .with_tool_choice(ToolChoice::Auto)
                 .with_max_tokens(self.config.max_output_tokens);
-            let response = match self.call_counted(&request, report).await {
+            let response = match self.call_counted(&request, report, lease).await {
                 Ok(response) => response,
                 Err(stop) => return stop,
             };
@@ -591,7 +679,15 @@ impl Dream {
         &self,
         request: &LlmRequest,
         report: &mut RunReport,
+        lease: &mut Lease,
     ) -> Result<llm_port::LlmResponse, RunStatus> {
+        // A run that lost its lease stops before it spends another call.
+        self.keep(lease).await.map_err(|e| {
+            RunStatus::Stopped(match e {
+                MemoryError::LeaseLost { what } => StopReason::LeaseLost(what),
+                other => StopReason::LeaseLost(other.to_string()),
+            })
+        })?;
         let response = self
             .llm
             .complete(request)
@@ -628,6 +724,7 @@ impl Dream {
         user: String,
         facts: &[String],
         report: &mut RunReport,
+        lease: &mut Lease,
     ) -> RunStatus {
         let structured = self.llm.capabilities().supports_structured_output;
         let files = crate::plan::files(overlay);
@@ -652,7 +749,7 @@ impl Dream {
                 request =
                     request.with_response_format(crate::plan::format(&files, &headings, facts));
             }
-            let response = match self.call_counted(&request, report).await {
+            let response = match self.call_counted(&request, report, lease).await {
                 Ok(response) => response,
                 Err(stop) => return stop,
             };
@@ -745,15 +842,13 @@ impl Dream {
             if !own(&Target::Document(document)) {
                 continue;
             }
-            if let Some(text) = self.documents.read(document).await? {
+            if let Some(text) = self.documents.read_text(document).await? {
                 files.insert(document.path().to_owned(), text);
             }
         }
         if own(&Target::Skill(String::new())) {
-            for skill in self.documents.list_skills().await? {
-                if let Some(text) = self.documents.read_skill(&skill.name).await? {
-                    files.insert(Target::Skill(skill.name).path(), text);
-                }
+            for skill in self.documents.skills().await?.skills {
+                files.insert(Target::Skill(skill.name).path(), skill.document.text);
             }
         }
         files.insert(
@@ -765,10 +860,11 @@ impl Dream {
 
     /// Saves a version for edits made outside Dream since the latest one (or the first
     /// version), so a Dream version only ever holds Dream's own changes.
-    async fn record_outside_edits(&self) -> Result<Option<Version>, DreamError> {
+    async fn record_outside_edits(&self, lease: &Lease) -> Result<Option<Version>, DreamError> {
         let Ok(versions) = &self.versions else {
             return Ok(None);
         };
+        self.lease.check(lease.fence).await?;
         let now = self.snapshot_now().await?;
         let latest = versions.log(1).await?;
         let message = match latest.first() {
@@ -787,18 +883,16 @@ impl Dream {
         Ok(versions.commit(&message, &now, self.clock.now()).await?)
     }
 
-    /// Applies `plan` crash-safely: the plan is saved first, then files, version and
-    /// cursor; a crash in between is finished by the next run.
-    async fn apply(&self, plan: Plan) -> Result<Option<Version>, DreamError> {
-        self.documents
-            .write_aux(AuxFile::DreamPending, &plan.to_json())
-            .await?;
-        let version = self.carry_out(&plan).await?;
-        self.documents.write_aux(AuxFile::DreamPending, "").await?;
-        Ok(version)
-    }
-
-    async fn carry_out(&self, plan: &Plan) -> Result<Option<Version>, DreamError> {
+    /// Applies `plan` through the commit port under `lease`: each file changes only if it
+    /// is still as `now` had it.
+    async fn apply(
+        &self,
+        plan: Plan,
+        now: &Snapshot,
+        lease: &Lease,
+    ) -> Result<Option<Version>, DreamError> {
+        let mut files = Vec::new();
+        let mut tracked = now.clone();
         for (path, text) in &plan.files {
             let target = sandbox::parse(path).map_err(|reason| {
                 DreamError::Memory(MemoryError::InvalidName {
@@ -806,32 +900,46 @@ impl Dream {
                     reason,
                 })
             })?;
-            match (target, text) {
-                (Target::Document(d), Some(text)) => self.documents.write(d, text).await?,
-                (Target::Skill(name), Some(text)) => {
-                    self.documents.write_skill(&name, text).await?
+            let current = match &target {
+                Target::Document(d) => self.documents.read(*d).await?,
+                Target::Skill(name) => self.documents.read_skill(name).await?,
+            };
+            // The restore was decided on `now`: a file changed since is a conflict.
+            let expected = match (&current, now.get(path)) {
+                (Some(read), Some(seen)) if read.text == *seen => Expected::Version(read.version),
+                (None, None) => Expected::Absent,
+                _ => {
+                    return Err(DreamError::Memory(MemoryError::Conflict {
+                        what: format!(
+                            "{path} changed while the restore was prepared; run it again"
+                        ),
+                    }));
                 }
-                (Target::Skill(name), None) => {
-                    self.documents.delete_skill(&name).await?;
-                }
-                (Target::Document(d), None) => self.documents.write(d, "").await?,
-            }
+            };
+            match text {
+                Some(text) => tracked.insert(path.clone(), text.clone()),
+                None => tracked.remove(path),
+            };
+            files.push(FileChange {
+                file: target,
+                expected,
+                text: text.clone(),
+            });
         }
-        let mut version = None;
-        if let (Some(message), Ok(versions)) = (&plan.message, &self.versions) {
-            let mut files = self.snapshot_now().await?;
-            if let Some(cursor) = plan.cursor {
-                files.insert(CURSOR_PATH.to_owned(), cursor.to_string());
-            }
-            version = versions.commit(message, &files, self.clock.now()).await?;
+        if let Some(cursor) = plan.cursor {
+            tracked.insert(CURSOR_PATH.to_owned(), cursor.to_string());
         }
-        if let Some(cursor) = plan.cursor
-            && self.journal.dream_cursor().await? != cursor
-        {
-            let latest = self.journal.latest_cursor().await?;
-            self.journal.set_dream_cursor(cursor.min(latest)).await?;
-        }
-        Ok(version)
+        let change = MemoryChange {
+            fence: lease.fence,
+            files,
+            cursor: plan.cursor,
+            version: plan.message.map(|message| VersionRecord {
+                message,
+                files: tracked,
+            }),
+            time: self.clock.now(),
+        };
+        Ok(self.commit.commit(&change).await?)
     }
 
     /// The proposals waiting for review, oldest first.
@@ -853,7 +961,7 @@ impl Dream {
     /// Removes the proposals at `indexes` (0-based, as [`Dream::proposals`] lists them),
     /// after an operator applied or refused them; the ones removed.
     pub async fn dismiss_proposals(&self, indexes: &[usize]) -> Result<Vec<Proposal>, DreamError> {
-        let _lease = self.acquire("proposal review")?;
+        let _lease = self.acquire("proposal review").await?;
         let all = self.proposals().await?;
         let (gone, kept): (Vec<_>, Vec<_>) = all
             .into_iter()
@@ -896,23 +1004,18 @@ impl Dream {
         self.write_proposals(&all).await
     }
 
-    /// Finishes the changes of a run that was interrupted while applying them.
+    /// Finishes the change of a run that was interrupted while applying it (under the
+    /// lease); whether there was one.
     pub async fn finish_pending(&self) -> Result<bool, DreamError> {
-        let Some(text) = self.documents.read_aux(AuxFile::DreamPending).await? else {
-            return Ok(false);
-        };
-        if text.trim().is_empty() {
-            return Ok(false);
-        }
-        let Some(plan) = Plan::from_json(&text) else {
-            return Err(DreamError::Memory(MemoryError::InvalidFile {
-                path: AuxFile::DreamPending.path().into(),
-                reason: "is not a pending Dream change this version can read; inspect it, then delete it".into(),
-            }));
-        };
-        self.carry_out(&plan).await?;
-        self.documents.write_aux(AuxFile::DreamPending, "").await?;
-        Ok(true)
+        let lease = self.acquire("finishing an interrupted change").await?;
+        Ok(match self.commit.recover(lease.fence).await? {
+            Recovery::Nothing => false,
+            Recovery::Finished => true,
+            Recovery::Abandoned { reason } => {
+                tracing::warn!(%reason, "an interrupted Dream change was abandoned");
+                true
+            }
+        })
     }
 
     async fn record_run(&self, at: DateTime<Utc>) -> Result<(), DreamError> {
@@ -986,8 +1089,8 @@ impl Dream {
     /// Brings the memory files and the cursor back to their state before version `id` (a
     /// Dream version), recorded as a new version that can itself be restored (undone).
     pub async fn restore(&self, id: &str) -> Result<RestoreReport, DreamError> {
-        let _lease = self.acquire("restore")?;
-        self.finish_pending().await?;
+        let lease = self.acquire("restore").await?;
+        self.recover(&lease).await?;
         let versions = self.versions()?;
         let undone = versions.resolve(id).await?;
         if !undone.message.starts_with("dream:") {
@@ -1004,7 +1107,7 @@ impl Dream {
             });
         };
         // Edits made outside Dream since the last version are kept in a version first.
-        self.record_outside_edits().await?;
+        self.record_outside_edits(&lease).await?;
         let target = versions.files_at(parent).await?;
         let now = self.snapshot_now().await?;
         let changes = diff_snapshots(&now, &target);
@@ -1027,11 +1130,15 @@ impl Dream {
             summary(&changes)
         );
         let version = self
-            .apply(Plan {
-                files,
-                cursor,
-                message: Some(message),
-            })
+            .apply(
+                Plan {
+                    files,
+                    cursor,
+                    message: Some(message),
+                },
+                &now,
+                &lease,
+            )
             .await?;
         Ok(RestoreReport {
             undone,

@@ -6,24 +6,9 @@
 
 use memory_store::{Document, validate_skill_name};
 
-/// A file Dream may read and write.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Target {
-    /// One of the three durable documents.
-    Document(Document),
-    /// `skills/<name>/SKILL.md`.
-    Skill(String),
-}
-
-impl Target {
-    /// The workspace-relative path.
-    pub fn path(&self) -> String {
-        match self {
-            Target::Document(d) => d.path().to_owned(),
-            Target::Skill(name) => format!("skills/{name}/SKILL.md"),
-        }
-    }
-}
+/// A file Dream may touch: one of the durable documents or a skill's `SKILL.md` (the
+/// memory commit port's own type, so a parsed path is what a commit applies).
+pub use memory_store::MemoryFile as Target;
 
 /// Why a path was refused, as the model sees it.
 pub const OUTSIDE: &str = "outside allowed directory";

@@ -66,14 +66,23 @@ fn main() {
     ));
     let key = SessionKey::new("cli:bench-tokens").unwrap();
     let journal_dir = std::env::temp_dir().join(format!("nbrs-w5-{}", std::process::id()));
-    let consolidator = Consolidator::new(
-        ConsolidationConfig::new("bench-model", 200_000, 8_192),
-        Arc::new(ScriptedLlm::new()),
-        Arc::new(FileJournal::open(&journal_dir).unwrap()),
-        sessions.clone(),
-        Arc::new(prompt()),
-        counter.clone(),
-    )
+    let consolidator = {
+        let journal = Arc::new(FileJournal::open(&journal_dir).unwrap());
+        let sessions = sessions.clone();
+        let archive = Arc::new(memory_store::TwoStepArchive::new(
+            journal.clone(),
+            sessions.store().clone(),
+        ));
+        Consolidator::new(
+            ConsolidationConfig::new("bench-model", 200_000, 8_192),
+            Arc::new(ScriptedLlm::new()),
+            journal,
+            archive,
+            sessions,
+            Arc::new(prompt()),
+            counter.clone(),
+        )
+    }
     .unwrap();
     let handle = rt.block_on(sessions.get_or_create(&key)).unwrap();
     for spec in specs(10_000) {
@@ -120,14 +129,23 @@ fn main() {
             Arc::new(SystemClock),
             counter.clone(),
         ));
-        let consolidator = Consolidator::new(
-            ConsolidationConfig::new("bench-model", 200_000, 8_192),
-            Arc::new(ScriptedLlm::new().then_text(fake_summary(SEED))),
-            Arc::new(FileJournal::open(&root).unwrap()),
-            sessions,
-            Arc::new(prompt()),
-            counter.clone(),
-        )
+        let consolidator = {
+            let journal = Arc::new(FileJournal::open(&root).unwrap());
+            let sessions = sessions;
+            let archive = Arc::new(memory_store::TwoStepArchive::new(
+                journal.clone(),
+                sessions.store().clone(),
+            ));
+            Consolidator::new(
+                ConsolidationConfig::new("bench-model", 200_000, 8_192),
+                Arc::new(ScriptedLlm::new().then_text(fake_summary(SEED))),
+                journal,
+                archive,
+                sessions,
+                Arc::new(prompt()),
+                counter.clone(),
+            )
+        }
         .unwrap();
         let t = Instant::now();
         let record = rt
@@ -202,14 +220,23 @@ fn backlog(rt: &tokio::runtime::Runtime, counter: &Arc<dyn TokenCounter>) -> Val
         counter.clone(),
     ));
     let consolidator = Arc::new(
-        Consolidator::new(
-            ConsolidationConfig::new("bench-model", 128_000, 8_192),
-            Arc::new(InstantModel),
-            Arc::new(FileJournal::open(&root).unwrap()),
-            sessions,
-            Arc::new(prompt()),
-            counter.clone(),
-        )
+        {
+            let journal = Arc::new(FileJournal::open(&root).unwrap());
+            let sessions = sessions;
+            let archive = Arc::new(memory_store::TwoStepArchive::new(
+                journal.clone(),
+                sessions.store().clone(),
+            ));
+            Consolidator::new(
+                ConsolidationConfig::new("bench-model", 128_000, 8_192),
+                Arc::new(InstantModel),
+                journal,
+                archive,
+                sessions,
+                Arc::new(prompt()),
+                counter.clone(),
+            )
+        }
         .unwrap(),
     );
     let t = Instant::now();

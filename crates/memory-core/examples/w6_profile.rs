@@ -88,17 +88,26 @@ fn main() {
             );
             sessions.invalidate(&key);
         }
-        let consolidator = Consolidator::new(
-            ConsolidationConfig::new("bench-model", 200_000, 8_192),
-            Arc::new(ScriptedLlm::new().then_text(fake_summary(SEED))),
-            Arc::new(FileJournal::open(&root).unwrap()),
-            sessions,
-            Arc::new(PlainPrompt {
-                system: memory_md(SEED, 20_480),
-                tools: Vec::new(),
-            }),
-            Arc::new(Cl100kBase),
-        )
+        let consolidator = {
+            let journal = Arc::new(FileJournal::open(&root).unwrap());
+            let sessions = sessions;
+            let archive = Arc::new(memory_store::TwoStepArchive::new(
+                journal.clone(),
+                sessions.store().clone(),
+            ));
+            Consolidator::new(
+                ConsolidationConfig::new("bench-model", 200_000, 8_192),
+                Arc::new(ScriptedLlm::new().then_text(fake_summary(SEED))),
+                journal,
+                archive,
+                sessions,
+                Arc::new(PlainPrompt {
+                    system: memory_md(SEED, 20_480),
+                    tools: Vec::new(),
+                }),
+                Arc::new(Cl100kBase),
+            )
+        }
         .unwrap();
         let t = std::time::Instant::now();
         rt.block_on(consolidator.compact_idle(&key)).unwrap();

@@ -12,11 +12,13 @@ use llm_port::{
     FinishReason, LlmClient, LlmError, LlmRequest, Message, TokenCounter, ToolChoice,
     ToolDefinition,
 };
-use memory_store::{HistoryJournal, NewEntry};
+use memory_store::{
+    ArchiveCommit, HistoryJournal, MemoryError, NewEntry, SessionArchive, archive_digest,
+};
 use serde_json::{Value, json};
 use session_store::{
-    HistoryOptions, LAST_SUMMARY_KEY, Session, SessionHandle, SessionKey, SessionManager,
-    get_history, get_history_counted, python_isoformat,
+    HistoryOptions, LAST_SUMMARY_KEY, MAX_WRITE_ATTEMPTS, Session, SessionHandle, SessionKey,
+    SessionManager, get_history, get_history_counted, python_isoformat,
 };
 
 use crate::config::ConsolidationConfig;
@@ -148,6 +150,41 @@ pub enum Archived {
         /// The entry's cursor.
         cursor: u64,
     },
+    /// Another writer archived these messages first (the session's pointer had moved when
+    /// this archive was committed): this archive was discarded, nothing was journaled.
+    Superseded,
+}
+
+/// An archive decided but not committed yet: the entries it journals and what they are.
+enum Prepared {
+    Summary(String),
+    Nothing,
+    Raw {
+        parts: Vec<String>,
+        reason: RawReason,
+    },
+}
+
+impl Prepared {
+    fn entries(&self) -> Vec<String> {
+        match self {
+            Prepared::Summary(text) => vec![text.clone()],
+            Prepared::Nothing => Vec::new(),
+            Prepared::Raw { parts, .. } => parts.clone(),
+        }
+    }
+
+    /// What was archived, with the cursors the commit gave the entries.
+    fn committed(self, cursors: Vec<u64>) -> Archived {
+        match self {
+            Prepared::Summary(text) => Archived::Summary {
+                cursor: cursors.first().copied().unwrap_or_default(),
+                text,
+            },
+            Prepared::Nothing => Archived::Nothing,
+            Prepared::Raw { reason, .. } => Archived::Raw { cursors, reason },
+        }
+    }
 }
 
 /// One archive of messages `[start, end)`.
@@ -181,6 +218,7 @@ pub struct Consolidator {
     config: ConsolidationConfig,
     llm: Arc<dyn LlmClient>,
     journal: Arc<dyn HistoryJournal>,
+    archive: Arc<dyn SessionArchive>,
     sessions: Arc<SessionManager>,
     prompt: Arc<dyn PromptBuilder>,
     counter: Arc<dyn TokenCounter>,
@@ -199,11 +237,14 @@ impl std::fmt::Debug for Consolidator {
 }
 
 impl Consolidator {
-    /// A Consolidator; the configuration is checked first.
+    /// A Consolidator; the configuration is checked first. `archive` commits an archive of
+    /// `sessions` into `journal` (entries and pointer move as one operation).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: ConsolidationConfig,
         llm: Arc<dyn LlmClient>,
         journal: Arc<dyn HistoryJournal>,
+        archive: Arc<dyn SessionArchive>,
         sessions: Arc<SessionManager>,
         prompt: Arc<dyn PromptBuilder>,
         counter: Arc<dyn TokenCounter>,
@@ -214,6 +255,7 @@ impl Consolidator {
             config,
             llm,
             journal,
+            archive,
             sessions,
             prompt,
             counter,
@@ -536,8 +578,10 @@ impl Consolidator {
     }
 
     /// Archives the messages from the pointer to `end` of a session the caller holds the lock
-    /// of (nanobot's `/new` archives a detached copy this way). The pointer then moves to
-    /// `end` whatever the outcome, except when storage fails.
+    /// of (nanobot's `/new` archives a detached copy this way). The entries and the pointer
+    /// move are one commit ([`SessionArchive`]); the pointer moves to `end` whatever the
+    /// model answered, except when storage fails or another writer archived the messages
+    /// first ([`Archived::Superseded`]).
     pub async fn archive(
         &self,
         handle: &SessionHandle,
@@ -558,27 +602,87 @@ impl Consolidator {
                 outcome: Archived::Nothing,
             });
         }
-        if let Some(cursor) = self
-            .already_archived(&key, start as u64, end as u64)
-            .await?
-        {
-            self.move_pointer(handle, start, end).await?;
+        if let Some((to, cursor)) = self.already_archived(handle, start).await? {
+            let outcome = match self.commit(handle, start, to, &[]).await? {
+                Some(_) => Archived::Recovered { cursor },
+                None => Archived::Superseded,
+            };
             return Ok(ArchiveRecord {
                 start,
-                end,
-                outcome: Archived::Recovered { cursor },
+                end: to,
+                outcome,
             });
         }
         let request = handle.read(|session| self.build_request(session, start, end));
-        let outcome = self
+        let prepared = self
             .journal_archive(&key, start, end, &chunk, request)
             .await?;
-        self.move_pointer(handle, start, end).await?;
+        let outcome = match self.commit(handle, start, end, &prepared.entries()).await? {
+            Some(cursors) => prepared.committed(cursors),
+            None => Archived::Superseded,
+        };
         Ok(ArchiveRecord {
             start,
             end,
             outcome,
         })
+    }
+
+    /// Commits the archive of `[start, end)` with `entries`: the journal entries and the
+    /// pointer move (and the provider's continuation state dropped) as one operation. A
+    /// session another writer changed meanwhile is reloaded and the commit tried again;
+    /// `None` when the pointer is no longer at `start` (someone else archived it).
+    async fn commit(
+        &self,
+        handle: &SessionHandle,
+        start: usize,
+        end: usize,
+        entries: &[String],
+    ) -> Result<Option<Vec<u64>>, ConsolidationError> {
+        let key = handle.key().clone();
+        let mut attempt = 1;
+        loop {
+            let digest = handle.read(|s| {
+                let messages = s.messages();
+                archive_digest(&messages[start.min(messages.len())..end.min(messages.len())])
+            });
+            let result = self
+                .sessions
+                .commit_meta(
+                    handle,
+                    |s| {
+                        if s.last_consolidated() != start || s.set_last_consolidated(end).is_err() {
+                            return false;
+                        }
+                        s.set_provider_state(None);
+                        true
+                    },
+                    async |expected, meta| {
+                        let committed = self
+                            .archive
+                            .commit_archive(&ArchiveCommit {
+                                session: &key,
+                                expected,
+                                from: start as u64,
+                                to: end as u64,
+                                digest: &digest,
+                                entries,
+                                meta,
+                            })
+                            .await?;
+                        Ok::<_, ConsolidationError>((committed.revision, committed.cursors))
+                    },
+                )
+                .await;
+            match result {
+                Err(ConsolidationError::Memory(MemoryError::Conflict { .. }))
+                    if attempt < MAX_WRITE_ATTEMPTS =>
+                {
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Archives the live part of a detached copy of a session into the journal, moving no
@@ -599,13 +703,25 @@ impl Consolidator {
             });
         }
         let request = self.build_request(snapshot, start, end);
-        let outcome = self
+        let prepared = self
             .journal_archive(snapshot.key(), start, end, chunk, request)
             .await?;
+        let digest = archive_digest(chunk);
+        let texts = prepared.entries();
+        let entries: Vec<NewEntry<'_>> = texts
+            .iter()
+            .map(|text| {
+                NewEntry::text(text)
+                    .from_session(snapshot.key().as_str())
+                    .covering(start as u64, end as u64)
+                    .with_digest(&digest)
+            })
+            .collect();
+        let cursors = self.journal.append(&entries).await?;
         Ok(ArchiveRecord {
             start,
             end,
-            outcome,
+            outcome: prepared.committed(cursors),
         })
     }
 
@@ -634,7 +750,7 @@ impl Consolidator {
         end: usize,
         chunk: &[session_store::StoredMessage],
         request: Result<LlmRequest, RawReason>,
-    ) -> Result<Archived, ConsolidationError> {
+    ) -> Result<Prepared, ConsolidationError> {
         // Capabilities are asked only when they matter (a usable first answer needs none).
         let structured = || self.llm.capabilities().supports_structured_output;
         let first = if self.config.structured_first && structured() {
@@ -642,25 +758,25 @@ impl Consolidator {
         } else {
             let reason = match request {
                 Err(reason) => reason,
-                Ok(request) => match self.ask(key, start, end, &request).await? {
+                Ok(request) => match self.ask(&request).await? {
                     Ok(done) => return Ok(done),
                     Err(reason) => reason,
                 },
             };
             let worth_retrying = !matches!(reason, RawReason::NoBudget | RawReason::CallFailed(_));
             if !(self.config.structured_retry && worth_retrying && structured()) {
-                return self.archive_raw(key, start, end, chunk, reason).await;
+                return Ok(self.archive_raw(key, start, end, chunk, reason));
             }
             Some(Box::new(reason))
         };
-        match self.ask_structured(key, start, end, chunk).await? {
+        match self.ask_structured(chunk).await? {
             Ok(done) => Ok(done),
             Err(second) => {
                 let reason = RawReason::Retried {
                     first,
                     structured: Box::new(second),
                 };
-                self.archive_raw(key, start, end, chunk, reason).await
+                Ok(self.archive_raw(key, start, end, chunk, reason))
             }
         }
     }
@@ -670,11 +786,8 @@ impl Consolidator {
     /// not), rendered as nanobot-ai's `- [mark] fact` lines. `Err` says why it is unusable.
     async fn ask_structured(
         &self,
-        key: &SessionKey,
-        start: usize,
-        end: usize,
         chunk: &[session_store::StoredMessage],
-    ) -> Result<Result<Archived, RawReason>, ConsolidationError> {
+    ) -> Result<Result<Prepared, RawReason>, ConsolidationError> {
         let Some(request) = self.structured_request(chunk) else {
             return Ok(Err(RawReason::RequestTooLarge));
         };
@@ -687,10 +800,10 @@ impl Consolidator {
         }
         let text = match crate::structured::render(&strip_think(&response.text_content())) {
             Err(why) => return Ok(Err(RawReason::InvalidStructured(why))),
-            Ok(None) => return Ok(Ok(Archived::Nothing)),
+            Ok(None) => return Ok(Ok(Prepared::Nothing)),
             Ok(Some(text)) => text,
         };
-        Ok(Ok(self.journal_summary(key, start, end, &text).await?))
+        Ok(Ok(self.summary(&text)))
     }
 
     /// The model's answer to an archive request, a timeout after `call_timeout` counting as
@@ -707,23 +820,9 @@ impl Consolidator {
         }
     }
 
-    /// Journals `text` (capped) as the archive of messages `[start, end)` of `key`.
-    async fn journal_summary(
-        &self,
-        key: &SessionKey,
-        start: usize,
-        end: usize,
-        text: &str,
-    ) -> Result<Archived, ConsolidationError> {
-        let stored = cap(text, self.config.summary_max_chars);
-        let entry = NewEntry::text(&stored)
-            .from_session(key.as_str())
-            .covering(start as u64, end as u64);
-        let cursors = self.journal.append(&[entry]).await?;
-        Ok(Archived::Summary {
-            cursor: cursors.first().copied().unwrap_or_default(),
-            text: stored,
-        })
+    /// `text` (capped) as the archive's one entry.
+    fn summary(&self, text: &str) -> Prepared {
+        Prepared::Summary(cap(text, self.config.summary_max_chars))
     }
 
     /// The structured archive request for `chunk`, or `None` when it cannot fit the window
@@ -749,24 +848,30 @@ impl Consolidator {
         Some(request)
     }
 
-    /// A journal entry of this session that starts at `start` and ends within what is being
-    /// archived: written by an archive whose pointer move was lost.
+    /// An archive of this session from `start` that is journaled but whose pointer move was
+    /// lost (a crash between the two steps of a backend without transactions): one whose
+    /// digest matches the session's messages, found by the journal's index. Its end and
+    /// first cursor.
     async fn already_archived(
         &self,
-        key: &SessionKey,
-        start: u64,
-        end: u64,
-    ) -> Result<Option<u64>, ConsolidationError> {
-        let recent = self.journal.read_last(64).await?;
-        Ok(recent
-            .iter()
-            .rev()
-            .find(|e| {
-                e.session_key.as_deref() == Some(key.as_str())
-                    && e.message_range
-                        .is_some_and(|(s, e_end)| s == start && e_end <= end && e_end > s)
-            })
-            .map(|e| e.cursor))
+        handle: &SessionHandle,
+        start: usize,
+    ) -> Result<Option<(usize, u64)>, ConsolidationError> {
+        let found = self
+            .archive
+            .find_archive(handle.key(), start as u64)
+            .await?;
+        Ok(found.iter().rev().find_map(|archive| {
+            let to = usize::try_from(archive.to).ok()?;
+            let matches = handle.read(|s| {
+                let messages = s.messages();
+                to > start
+                    && to <= messages.len()
+                    && archive.digest.as_deref()
+                        == Some(archive_digest(&messages[start..to]).as_str())
+            });
+            matches.then(|| (to, archive.cursors.first().copied().unwrap_or_default()))
+        }))
     }
 
     /// The archive request for messages `[start, end)`, or why it cannot be made.
@@ -829,11 +934,8 @@ impl Consolidator {
     /// Asks the model for the summary and journals what it says (or the raw messages).
     async fn ask(
         &self,
-        key: &SessionKey,
-        start: usize,
-        end: usize,
         request: &LlmRequest,
-    ) -> Result<Result<Archived, RawReason>, ConsolidationError> {
+    ) -> Result<Result<Prepared, RawReason>, ConsolidationError> {
         let reason = match self.complete_in_time(request).await {
             Err(error) => RawReason::CallFailed(error),
             Ok(response)
@@ -851,25 +953,24 @@ impl Consolidator {
                 if trimmed.is_empty() {
                     RawReason::Empty
                 } else if trimmed == NOTHING {
-                    return Ok(Ok(Archived::Nothing));
+                    return Ok(Ok(Prepared::Nothing));
                 } else {
-                    let text = strip_think(trimmed);
-                    return Ok(Ok(self.journal_summary(key, start, end, &text).await?));
+                    return Ok(Ok(self.summary(&strip_think(trimmed))));
                 }
             }
         };
         Ok(Err(reason))
     }
 
-    /// Journals the messages themselves, split into parts rather than cut.
-    async fn archive_raw(
+    /// The messages themselves as the archive, split into parts rather than cut.
+    fn archive_raw(
         &self,
         key: &SessionKey,
         start: usize,
         end: usize,
         chunk: &[session_store::StoredMessage],
         reason: RawReason,
-    ) -> Result<Archived, ConsolidationError> {
+    ) -> Prepared {
         tracing::warn!(
             session = %key.log_id(),
             start,
@@ -878,39 +979,10 @@ impl Consolidator {
             "archive fell back to the raw messages"
         );
         let lines = format_messages(chunk);
-        let parts = raw_entries(chunk.len(), &lines, self.config.raw_part_max_chars);
-        let entries: Vec<NewEntry<'_>> = parts
-            .iter()
-            .map(|text| {
-                NewEntry::text(text)
-                    .from_session(key.as_str())
-                    .covering(start as u64, end as u64)
-            })
-            .collect();
-        let cursors = self.journal.append(&entries).await?;
-        Ok(Archived::Raw { cursors, reason })
-    }
-
-    /// Moves the pointer from `start` to `end` (compare-and-set: only if it is still at
-    /// `start`), drops the provider's continuation state, and saves.
-    async fn move_pointer(
-        &self,
-        handle: &SessionHandle,
-        start: usize,
-        end: usize,
-    ) -> Result<(), ConsolidationError> {
-        let moved = handle.update(|s| {
-            if s.last_consolidated() != start {
-                return Ok(false);
-            }
-            s.set_last_consolidated(end)?;
-            s.set_provider_state(None);
-            Ok::<_, ConsolidationError>(true)
-        })?;
-        if moved {
-            self.sessions.save(handle).await?;
+        Prepared::Raw {
+            parts: raw_entries(chunk.len(), &lines, self.config.raw_part_max_chars),
+            reason,
         }
-        Ok(())
     }
 
     /// Adds `summary` to the session's summary (`_last_summary`): the previous text is

@@ -6,10 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use serde_json::{Map, Value};
 
 use crate::error::MemoryError;
-use crate::front_matter::parse_front_matter;
 
 /// One of the three durable files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -95,17 +93,6 @@ impl AuxFile {
     }
 }
 
-/// A skill as a prompt lists it: its name, description and front matter.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SkillInfo {
-    /// The folder name (`skills/<name>/`), which is also the skill's identity.
-    pub name: String,
-    /// The front matter's `description`, if any.
-    pub description: Option<String>,
-    /// Every front matter field, decoded as far as the simple `key: value` form goes.
-    pub front_matter: Map<String, Value>,
-}
-
 /// The longest skill name accepted.
 pub const MAX_SKILL_NAME: usize = 64;
 
@@ -129,62 +116,219 @@ pub fn validate_skill_name(name: &str) -> Result<(), MemoryError> {
     }
 }
 
-/// The listing entry of a skill whose `SKILL.md` reads `text`.
-pub fn skill_info(name: &str, text: &str) -> SkillInfo {
-    let (front_matter, _) = parse_front_matter(text);
-    SkillInfo {
-        name: name.to_owned(),
-        description: front_matter
-            .get("description")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        front_matter,
+/// A document's version: it changes whenever the document's text changes, so a writer that
+/// names the version it read never overwrites a change it did not see. Opaque: compared,
+/// never ordered. The file and in-memory backends derive it from the text itself (a 64-bit
+/// FNV-1a hash of the bytes); a database may use a counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DocVersion(pub u64);
+
+impl DocVersion {
+    /// The version of a document whose stored bytes are `bytes` (the file and in-memory
+    /// backends' rule, public so another backend can share it).
+    pub fn of_bytes(bytes: &[u8]) -> DocVersion {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in bytes {
+            hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        DocVersion(hash)
     }
+}
+
+impl std::fmt::Display for DocVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// What a write expects to find, checked atomically with the write (compare-and-set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expected {
+    /// The document must not exist (a template for a new workspace).
+    Absent,
+    /// The document must be at this version (the one the writer read).
+    Version(DocVersion),
+    /// Whatever is there: an operator's deliberate overwrite. Policies never use it.
+    Any,
+}
+
+impl Expected {
+    /// The expectation of a writer that read `read` (`None`: nothing was there).
+    pub fn from_read(read: Option<&DocumentText>) -> Expected {
+        match read {
+            Some(document) => Expected::Version(document.version),
+            None => Expected::Absent,
+        }
+    }
+
+    /// Whether a document at `current` (`None`: absent) meets the expectation.
+    pub fn is_met_by(self, current: Option<DocVersion>) -> bool {
+        match self {
+            Expected::Any => true,
+            Expected::Absent => current.is_none(),
+            Expected::Version(version) => current == Some(version),
+        }
+    }
+}
+
+/// A document's text as read, with its version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentText {
+    /// The text.
+    pub text: String,
+    /// Its version, to name in the next write.
+    pub version: DocVersion,
+    /// The stored bytes were not UTF-8 and invalid sequences were replaced with U+FFFD. A
+    /// prompt may show such text (with a warning); nothing should write it back.
+    pub decoded_lossily: bool,
+}
+
+impl DocumentText {
+    /// Text stored as given (the version is that of its bytes).
+    pub fn new(text: impl Into<String>) -> DocumentText {
+        let text = text.into();
+        DocumentText {
+            version: DocVersion::of_bytes(text.as_bytes()),
+            text,
+            decoded_lossily: false,
+        }
+    }
+
+    /// Stored bytes, decoded as UTF-8 where they are, lossily where they are not; the
+    /// version is that of the bytes.
+    pub fn from_bytes(bytes: Vec<u8>) -> DocumentText {
+        let version = DocVersion::of_bytes(&bytes);
+        match String::from_utf8(bytes) {
+            Ok(text) => DocumentText {
+                text,
+                version,
+                decoded_lossily: false,
+            },
+            Err(e) => DocumentText {
+                text: String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                version,
+                decoded_lossily: true,
+            },
+        }
+    }
+}
+
+/// A skill's `SKILL.md`, as [`MemoryDocuments::skills`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillText {
+    /// The skill's name (its folder).
+    pub name: String,
+    /// Its `SKILL.md`.
+    pub document: DocumentText,
+}
+
+/// Every skill of a store, sorted by name, and what the listing had to leave out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SkillSet {
+    /// The skills, sorted by name.
+    pub skills: Vec<SkillText>,
+    /// What was left out and why, one sentence each (a folder whose name is not a skill
+    /// name, a `SKILL.md` behind a symbolic link); a database never has any.
+    pub skipped: Vec<String>,
+}
+
+/// What a document store offers beyond the contract every store keeps.
+/// Build it with `..Default::default()`, so a capability added later keeps compiling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DocumentCapabilities {
+    /// Several store instances over the same storage (processes, machines) see each other's
+    /// writes, and compare-and-set holds between them.
+    pub shared_storage: bool,
 }
 
 /// Where the durable documents and skills are kept.
 ///
-/// Contract (conformance suite, feature `conformance`): a missing document reads as `None`;
-/// a write replaces the whole text atomically; skills list sorted by name, so two machines
-/// build the same prompt; names outside [`validate_skill_name`] are refused.
+/// Contract (conformance suite, feature `conformance`):
+///
+/// - A missing document reads as `None`; a read gives the text and its version.
+/// - **Compare-and-set.** Every write names what it expects ([`Expected`]); when the
+///   stored document differs, the write fails with [`MemoryError::Conflict`] and changes
+///   nothing. The check and the write are one atomic step, across processes for stores
+///   that share storage. A successful write returns the new version.
+/// - A write replaces the whole text atomically: a reader sees the old text or the new.
+/// - Skills list sorted by name, so two machines build the same prompt; names outside
+///   [`validate_skill_name`] are refused.
 #[async_trait]
 pub trait MemoryDocuments: Send + Sync {
-    /// The document's text, `None` when it does not exist.
-    async fn read(&self, document: Document) -> Result<Option<String>, MemoryError>;
+    /// The document's text and version, `None` when it does not exist.
+    async fn read(&self, document: Document) -> Result<Option<DocumentText>, MemoryError>;
 
-    /// Replaces the document's text atomically.
-    async fn write(&self, document: Document, text: &str) -> Result<(), MemoryError>;
+    /// Replaces the document's text atomically if it is as `expected`; the new version.
+    async fn write(
+        &self,
+        document: Document,
+        text: &str,
+        expected: Expected,
+    ) -> Result<DocVersion, MemoryError>;
 
-    /// Every skill with a `SKILL.md`, sorted by name.
-    async fn list_skills(&self) -> Result<Vec<SkillInfo>, MemoryError>;
+    /// Every skill with a `SKILL.md`, sorted by name, with its text and version.
+    async fn skills(&self) -> Result<SkillSet, MemoryError>;
 
     /// A skill's `SKILL.md`, `None` when there is no such skill.
-    async fn read_skill(&self, name: &str) -> Result<Option<String>, MemoryError>;
+    async fn read_skill(&self, name: &str) -> Result<Option<DocumentText>, MemoryError>;
 
-    /// Creates or replaces a skill's `SKILL.md` atomically.
-    async fn write_skill(&self, name: &str, text: &str) -> Result<(), MemoryError>;
+    /// Creates or replaces a skill's `SKILL.md` atomically if it is as `expected`.
+    async fn write_skill(
+        &self,
+        name: &str,
+        text: &str,
+        expected: Expected,
+    ) -> Result<DocVersion, MemoryError>;
 
-    /// Removes a skill; whether it existed.
-    async fn delete_skill(&self, name: &str) -> Result<bool, MemoryError>;
+    /// Removes a skill if it is as `expected`; whether it existed.
+    async fn delete_skill(&self, name: &str, expected: Expected) -> Result<bool, MemoryError>;
 
     /// An auxiliary file's text, `None` when it does not exist.
     async fn read_aux(&self, file: AuxFile) -> Result<Option<String>, MemoryError>;
 
-    /// Replaces an auxiliary file's text atomically.
+    /// Replaces an auxiliary file's text atomically (Dream's own records, written under its
+    /// lease).
     async fn write_aux(&self, file: AuxFile, text: &str) -> Result<(), MemoryError>;
+
+    /// What this store offers beyond the contract.
+    fn capabilities(&self) -> DocumentCapabilities;
 }
 
 /// Conveniences over any document store.
 #[async_trait]
 pub trait MemoryDocumentsExt: MemoryDocuments {
+    /// The document's text alone, `None` when it does not exist.
+    async fn read_text(&self, document: Document) -> Result<Option<String>, MemoryError> {
+        Ok(self.read(document).await?.map(|d| d.text))
+    }
+
+    /// The skills' names, sorted.
+    async fn skill_names(&self) -> Result<Vec<String>, MemoryError> {
+        Ok(self
+            .skills()
+            .await?
+            .skills
+            .into_iter()
+            .map(|s| s.name)
+            .collect())
+    }
+
     /// Writes the default template of every document that does not exist yet; which ones
-    /// were written. Existing documents are never touched.
+    /// were written. Existing documents are never touched, not even one another writer
+    /// creates meanwhile.
     async fn initialize(&self) -> Result<Vec<Document>, MemoryError> {
         let mut written = Vec::new();
         for document in Document::ALL {
-            if self.read(document).await?.is_none() {
-                self.write(document, document.template()).await?;
-                written.push(document);
+            if self.read(document).await?.is_some() {
+                continue;
+            }
+            match self
+                .write(document, document.template(), Expected::Absent)
+                .await
+            {
+                Ok(_) => written.push(document),
+                Err(MemoryError::Conflict { .. }) => {}
+                Err(e) => return Err(e),
             }
         }
         Ok(written)
@@ -193,11 +337,33 @@ pub trait MemoryDocumentsExt: MemoryDocuments {
 
 impl<T: MemoryDocuments + ?Sized> MemoryDocumentsExt for T {}
 
-/// Documents and skills held in memory.
+/// The conflict a compare-and-set reports for `path`.
+pub fn document_conflict(path: &str, expected: Expected, found: Option<DocVersion>) -> MemoryError {
+    let expected = match expected {
+        Expected::Absent => "no file".to_owned(),
+        Expected::Version(v) => format!("version {v}"),
+        Expected::Any => "anything".to_owned(),
+    };
+    let found = found.map_or_else(|| "no file".to_owned(), |v| format!("version {v}"));
+    MemoryError::Conflict {
+        what: format!(
+            "{path}: expected {expected}, found {found}; read it again and redo the change"
+        ),
+    }
+}
+
+#[derive(Debug, Default)]
+struct Stored {
+    documents: BTreeMap<Document, String>,
+    skills: BTreeMap<String, String>,
+    aux: BTreeMap<AuxFile, String>,
+}
+
+/// Documents and skills held in memory: the reference backend.
 #[derive(Debug, Default)]
 pub struct MemoryDocumentStore {
-    state: Mutex<(BTreeMap<Document, String>, BTreeMap<String, String>)>,
-    aux: Mutex<BTreeMap<AuxFile, String>>,
+    state: Mutex<Stored>,
+    broken: crate::broken::Switch,
 }
 
 impl MemoryDocumentStore {
@@ -206,61 +372,117 @@ impl MemoryDocumentStore {
         Self::default()
     }
 
-    fn lock(&self) -> MutexGuard<'_, (BTreeMap<Document, String>, BTreeMap<String, String>)> {
+    /// A store with one contract rule switched off, to show that the conformance suite
+    /// notices (feature `conformance`; never for real use).
+    #[cfg(feature = "conformance")]
+    pub fn broken(rule: crate::BrokenRule) -> Self {
+        MemoryDocumentStore {
+            broken: crate::broken::Switch::on(rule),
+            ..Self::default()
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Stored> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Checks `expected` against `current` (unless compare-and-set is switched off).
+    fn check(
+        &self,
+        path: &str,
+        expected: Expected,
+        current: Option<&String>,
+    ) -> Result<(), MemoryError> {
+        let found = current.map(|t| DocVersion::of_bytes(t.as_bytes()));
+        if expected.is_met_by(found) || self.broken.is(crate::broken::Rule::DocumentCompareAndSet) {
+            Ok(())
+        } else {
+            Err(document_conflict(path, expected, found))
+        }
     }
 }
 
 #[async_trait]
 impl MemoryDocuments for MemoryDocumentStore {
-    async fn read(&self, document: Document) -> Result<Option<String>, MemoryError> {
-        Ok(self.lock().0.get(&document).cloned())
-    }
-
-    async fn write(&self, document: Document, text: &str) -> Result<(), MemoryError> {
-        self.lock().0.insert(document, text.to_owned());
-        Ok(())
-    }
-
-    async fn list_skills(&self) -> Result<Vec<SkillInfo>, MemoryError> {
+    async fn read(&self, document: Document) -> Result<Option<DocumentText>, MemoryError> {
         Ok(self
             .lock()
-            .1
-            .iter()
-            .map(|(name, text)| skill_info(name, text))
-            .collect())
+            .documents
+            .get(&document)
+            .map(|t| DocumentText::new(t.clone())))
     }
 
-    async fn read_skill(&self, name: &str) -> Result<Option<String>, MemoryError> {
-        validate_skill_name(name)?;
-        Ok(self.lock().1.get(name).cloned())
+    async fn write(
+        &self,
+        document: Document,
+        text: &str,
+        expected: Expected,
+    ) -> Result<DocVersion, MemoryError> {
+        let mut state = self.lock();
+        self.check(document.path(), expected, state.documents.get(&document))?;
+        state.documents.insert(document, text.to_owned());
+        Ok(DocVersion::of_bytes(text.as_bytes()))
     }
 
-    async fn write_skill(&self, name: &str, text: &str) -> Result<(), MemoryError> {
-        validate_skill_name(name)?;
-        self.lock().1.insert(name.to_owned(), text.to_owned());
-        Ok(())
+    async fn skills(&self) -> Result<SkillSet, MemoryError> {
+        Ok(SkillSet {
+            skills: self
+                .lock()
+                .skills
+                .iter()
+                .map(|(name, text)| SkillText {
+                    name: name.clone(),
+                    document: DocumentText::new(text.clone()),
+                })
+                .collect(),
+            skipped: Vec::new(),
+        })
     }
 
-    async fn delete_skill(&self, name: &str) -> Result<bool, MemoryError> {
+    async fn read_skill(&self, name: &str) -> Result<Option<DocumentText>, MemoryError> {
         validate_skill_name(name)?;
-        Ok(self.lock().1.remove(name).is_some())
+        Ok(self
+            .lock()
+            .skills
+            .get(name)
+            .map(|t| DocumentText::new(t.clone())))
+    }
+
+    async fn write_skill(
+        &self,
+        name: &str,
+        text: &str,
+        expected: Expected,
+    ) -> Result<DocVersion, MemoryError> {
+        validate_skill_name(name)?;
+        let mut state = self.lock();
+        self.check(&skill_path(name), expected, state.skills.get(name))?;
+        state.skills.insert(name.to_owned(), text.to_owned());
+        Ok(DocVersion::of_bytes(text.as_bytes()))
+    }
+
+    async fn delete_skill(&self, name: &str, expected: Expected) -> Result<bool, MemoryError> {
+        validate_skill_name(name)?;
+        let mut state = self.lock();
+        self.check(&skill_path(name), expected, state.skills.get(name))?;
+        Ok(state.skills.remove(name).is_some())
     }
 
     async fn read_aux(&self, file: AuxFile) -> Result<Option<String>, MemoryError> {
-        Ok(self
-            .aux
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&file)
-            .cloned())
+        Ok(self.lock().aux.get(&file).cloned())
     }
 
     async fn write_aux(&self, file: AuxFile, text: &str) -> Result<(), MemoryError> {
-        self.aux
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(file, text.to_owned());
+        self.lock().aux.insert(file, text.to_owned());
         Ok(())
     }
+
+    fn capabilities(&self) -> DocumentCapabilities {
+        DocumentCapabilities::default()
+    }
+}
+
+/// The workspace-relative path of skill `name`'s `SKILL.md`.
+pub fn skill_path(name: &str) -> String {
+    format!("skills/{name}/SKILL.md")
 }

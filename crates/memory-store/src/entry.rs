@@ -10,6 +10,10 @@ pub const TIMESTAMP_FORMAT: &str = "%Y-%m-%d %H:%M";
 /// which ignores it): `[start, end)` message indices.
 pub const MESSAGE_RANGE_FIELD: &str = "message_range";
 
+/// The field holding the digest of the messages an entry archives
+/// ([`crate::archive_digest`]); like `message_range`, nanobot-ai ignores it.
+pub const MESSAGE_DIGEST_FIELD: &str = "message_digest";
+
 /// One journal entry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JournalEntry {
@@ -25,6 +29,9 @@ pub struct JournalEntry {
     /// crash between the journal append and the session's pointer move is repaired without
     /// archiving the same messages twice.
     pub message_range: Option<(u64, u64)>,
+    /// The digest of those messages, telling this slice from another that starts at the
+    /// same message after a `/new` or a retention renumbered them.
+    pub message_digest: Option<String>,
     /// Fields this crate does not model, kept verbatim.
     pub extra: Map<String, Value>,
 }
@@ -44,6 +51,9 @@ impl JournalEntry {
                 MESSAGE_RANGE_FIELD.into(),
                 Value::Array(vec![start.into(), end.into()]),
             );
+            if let Some(digest) = &self.message_digest {
+                record.insert(MESSAGE_DIGEST_FIELD.into(), digest.clone().into());
+            }
         }
         for (key, value) in &self.extra {
             record.entry(key.clone()).or_insert_with(|| value.clone());
@@ -82,8 +92,13 @@ impl JournalEntry {
             }
             _ => None,
         };
+        let mut message_digest = None;
         if message_range.is_some() {
             record.shift_remove(MESSAGE_RANGE_FIELD);
+            if let Some(Value::String(digest)) = record.get(MESSAGE_DIGEST_FIELD) {
+                message_digest = Some(digest.clone());
+                record.shift_remove(MESSAGE_DIGEST_FIELD);
+            }
         }
         Ok(JournalEntry {
             cursor,
@@ -91,6 +106,7 @@ impl JournalEntry {
             content,
             session_key,
             message_range,
+            message_digest,
             extra: record,
         })
     }
@@ -105,6 +121,8 @@ pub struct NewEntry<'a> {
     pub session_key: Option<&'a str>,
     /// The messages of that session it archives.
     pub message_range: Option<(u64, u64)>,
+    /// The digest of those messages.
+    pub digest: Option<&'a str>,
 }
 
 impl<'a> NewEntry<'a> {
@@ -114,6 +132,7 @@ impl<'a> NewEntry<'a> {
             content,
             session_key: None,
             message_range: None,
+            digest: None,
         }
     }
 
@@ -127,5 +146,24 @@ impl<'a> NewEntry<'a> {
     pub fn covering(mut self, start: u64, end: u64) -> Self {
         self.message_range = Some((start, end));
         self
+    }
+
+    /// Records the digest of the messages it archives.
+    pub fn with_digest(mut self, digest: &'a str) -> Self {
+        self.digest = Some(digest);
+        self
+    }
+
+    /// The stored entry with `cursor` and `timestamp`.
+    pub fn stored(&self, cursor: u64, timestamp: &str) -> JournalEntry {
+        JournalEntry {
+            cursor,
+            timestamp: timestamp.to_owned(),
+            content: self.content.to_owned(),
+            session_key: self.session_key.map(str::to_owned),
+            message_range: self.message_range,
+            message_digest: self.digest.map(str::to_owned),
+            extra: Map::new(),
+        }
     }
 }

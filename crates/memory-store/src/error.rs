@@ -61,6 +61,21 @@ pub enum MemoryError {
         /// The file.
         path: String,
     },
+    /// A write found the stored state other than it expected (a document changed since it
+    /// was read, a session moved on since an archive was made): nothing was changed. Read
+    /// again and redo the change.
+    Conflict {
+        /// What differed, as a sentence.
+        what: String,
+    },
+    /// The lease a commit was made under is no longer held (it expired and another holder
+    /// took it): nothing was changed. The work must stop; the next holder redoes it.
+    LeaseLost {
+        /// What was refused, as a sentence.
+        what: String,
+    },
+    /// The session store failed during an operation that spans it (an archive commit).
+    Session(session_store::SessionError),
     /// A backend-specific failure (e.g. a database error): what happened, whether trying
     /// again can help (a dropped connection, a serialization failure) and the backend's own
     /// error, kept as the source.
@@ -103,6 +118,7 @@ impl MemoryError {
         match self {
             MemoryError::Io { source, .. } => fs_support::is_transient(source.kind()),
             MemoryError::Backend { retryable, .. } => *retryable,
+            MemoryError::Session(e) => e.is_retryable(),
             _ => false,
         }
     }
@@ -151,6 +167,13 @@ impl fmt::Display for MemoryError {
                 f,
                 "{path} belongs to the agent scope and is read-only here; propose the change instead"
             ),
+            MemoryError::Conflict { what } => {
+                write!(f, "conflicting change, nothing written: {what}")
+            }
+            MemoryError::LeaseLost { what } => {
+                write!(f, "the lease is lost, nothing written: {what}")
+            }
+            MemoryError::Session(e) => write!(f, "{e}"),
             MemoryError::Backend { message, .. } => write!(f, "memory backend failed: {message}"),
         }
     }
@@ -160,6 +183,7 @@ impl std::error::Error for MemoryError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             MemoryError::Io { source, .. } => Some(source),
+            MemoryError::Session(e) => Some(e),
             MemoryError::Backend {
                 source: Some(source),
                 ..

@@ -21,9 +21,10 @@ use llm_port::tokens::to_python_json;
 use llm_port::{Clock, SystemClock};
 use serde_json::{Map, Value};
 
+use crate::archive::{ArchiveFound, ArchiveIndex, ArchiveJournal, matching_archive};
 use crate::entry::{JournalEntry, NewEntry};
 use crate::error::MemoryError;
-use crate::journal::{Compaction, HistoryJournal, compaction_start};
+use crate::journal::{Compaction, HistoryJournal, JournalCapabilities, compaction_start};
 use crate::memory::stamp;
 
 const HISTORY: &str = "history.jsonl";
@@ -78,6 +79,8 @@ struct State {
     /// The history file as last read: identity and length.
     seen: Option<(u64, u64)>,
     repairs: Vec<JournalRepair>,
+    /// Archives by session and first message.
+    index: ArchiveIndex,
 }
 
 /// The journal in `<workspace>/memory/`.
@@ -212,6 +215,7 @@ impl FileJournal {
         let counter = read_number(&self.path(COUNTER))?.unwrap_or(0);
         let Some((id, len)) = current else {
             state.entries.clear();
+            state.index.clear();
             state.latest = state.latest.max(counter);
             state.seen = None;
             return Ok(());
@@ -225,6 +229,7 @@ impl FileJournal {
         };
         if !grown {
             state.entries.clear();
+            state.index.clear();
         }
         let mut file = File::open(&path).map_err(|e| MemoryError::io("open", &path, e))?;
         let mut bytes = Vec::new();
@@ -246,7 +251,11 @@ impl FileJournal {
             // Damage in what another writer appended: repair the whole file in one pass.
             state.seen = None;
             state.entries.clear();
+            state.index.clear();
             return self.refresh(state);
+        }
+        for entry in &parsed.entries {
+            state.index.add(entry);
         }
         state.entries.extend(parsed.entries);
         state.repairs.extend(parsed.repairs);
@@ -287,6 +296,60 @@ impl FileJournal {
         let meta = fs::metadata(&path).map_err(|e| MemoryError::io("inspect", &path, e))?;
         state.seen = Some((identity(&meta), meta.len()));
         Ok(())
+    }
+
+    /// Appends `entries` with the locks held and `state` fresh.
+    fn append_locked(
+        &self,
+        state: &mut State,
+        entries: &[NewEntry<'_>],
+    ) -> Result<Vec<u64>, MemoryError> {
+        let timestamp = stamp(self.clock.as_ref());
+        let mut out = String::new();
+        let mut written = Vec::with_capacity(entries.len());
+        for (i, entry) in entries.iter().enumerate() {
+            let entry = entry.stored(state.latest + 1 + i as u64, &timestamp);
+            out.push_str(&entry_line(&entry));
+            out.push('\n');
+            written.push(entry);
+        }
+        if written.is_empty() {
+            return Ok(Vec::new());
+        }
+        let path = self.path(HISTORY);
+        let identity_now = state.seen.map(|(id, _)| id);
+        if state.appender.as_ref().map(|(_, id)| Some(*id)) != Some(identity_now) {
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| MemoryError::io("open", &path, e))?;
+            let meta = file
+                .metadata()
+                .map_err(|e| MemoryError::io("inspect", &path, e))?;
+            state.seen = Some((identity(&meta), meta.len()));
+            state.appender = Some((file, identity(&meta)));
+        }
+        let Some((file, id)) = state.appender.as_mut() else {
+            return Err(MemoryError::backend("the journal file is not open"));
+        };
+        let id = *id;
+        file.write_all(out.as_bytes())
+            .map_err(|e| MemoryError::io("append to", &path, e))?;
+        if self.durability == JournalDurability::Always {
+            file.sync_data()
+                .map_err(|e| MemoryError::io("sync", &path, e))?;
+        }
+        let cursors: Vec<u64> = written.iter().map(|e| e.cursor).collect();
+        state.latest = cursors.last().copied().unwrap_or(state.latest);
+        for entry in &written {
+            state.index.add(entry);
+        }
+        state.entries.extend(written);
+        let len = state.seen.map_or(0, |(_, len)| len) + out.len() as u64;
+        state.seen = Some((id, len));
+        self.write_counter(state)?;
+        Ok(cursors)
     }
 
     fn keep_aside(&self, pieces: &[(String, Vec<u8>)]) -> Result<(), MemoryError> {
@@ -469,56 +532,7 @@ impl HistoryJournal for FileJournal {
         let mut state = self.state();
         let _held = self.hold()?;
         self.refresh(&mut state)?;
-        let timestamp = stamp(self.clock.as_ref());
-        let mut out = String::new();
-        let mut written = Vec::with_capacity(entries.len());
-        for (i, entry) in entries.iter().enumerate() {
-            let entry = JournalEntry {
-                cursor: state.latest + 1 + i as u64,
-                timestamp: timestamp.clone(),
-                content: entry.content.to_owned(),
-                session_key: entry.session_key.map(str::to_owned),
-                message_range: entry.message_range,
-                extra: Map::new(),
-            };
-            out.push_str(&entry_line(&entry));
-            out.push('\n');
-            written.push(entry);
-        }
-        if written.is_empty() {
-            return Ok(Vec::new());
-        }
-        let path = self.path(HISTORY);
-        let identity_now = state.seen.map(|(id, _)| id);
-        if state.appender.as_ref().map(|(_, id)| Some(*id)) != Some(identity_now) {
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(|e| MemoryError::io("open", &path, e))?;
-            let meta = file
-                .metadata()
-                .map_err(|e| MemoryError::io("inspect", &path, e))?;
-            state.seen = Some((identity(&meta), meta.len()));
-            state.appender = Some((file, identity(&meta)));
-        }
-        let Some((file, id)) = state.appender.as_mut() else {
-            return Err(MemoryError::backend("the journal file is not open"));
-        };
-        let id = *id;
-        file.write_all(out.as_bytes())
-            .map_err(|e| MemoryError::io("append to", &path, e))?;
-        if self.durability == JournalDurability::Always {
-            file.sync_data()
-                .map_err(|e| MemoryError::io("sync", &path, e))?;
-        }
-        let cursors: Vec<u64> = written.iter().map(|e| e.cursor).collect();
-        state.latest = cursors.last().copied().unwrap_or(state.latest);
-        state.entries.extend(written);
-        let len = state.seen.map_or(0, |(_, len)| len) + out.len() as u64;
-        state.seen = Some((id, len));
-        self.write_counter(&mut state)?;
-        Ok(cursors)
+        self.append_locked(&mut state, entries)
     }
 
     async fn read_since(
@@ -604,8 +618,48 @@ impl HistoryJournal for FileJournal {
             self.rewrite(lines[start..].iter().copied())?;
             state.seen = None;
             state.entries.clear();
+            state.index.clear();
             self.refresh(&mut state)?;
         }
         Ok(report)
+    }
+
+    fn capabilities(&self) -> JournalCapabilities {
+        JournalCapabilities {
+            shared_storage: true,
+        }
+    }
+}
+
+#[async_trait]
+impl ArchiveJournal for FileJournal {
+    async fn archives_from(
+        &self,
+        session: &str,
+        from: u64,
+    ) -> Result<Vec<ArchiveFound>, MemoryError> {
+        let mut state = self.state();
+        let _held = self.hold()?;
+        self.refresh(&mut state)?;
+        Ok(state.index.find(&state.entries, session, from))
+    }
+
+    async fn append_archive(
+        &self,
+        entries: &[NewEntry<'_>],
+    ) -> Result<(Vec<u64>, bool), MemoryError> {
+        let mut state = self.state();
+        let _held = self.hold()?;
+        self.refresh(&mut state)?;
+        if let (Some(session), Some((from, _))) = (
+            entries.first().and_then(|e| e.session_key),
+            entries.first().and_then(|e| e.message_range),
+        ) {
+            let found = state.index.find(&state.entries, session, from);
+            if let Some(archive) = matching_archive(&found, entries) {
+                return Ok((archive.cursors.clone(), true));
+            }
+        }
+        Ok((self.append_locked(&mut state, entries)?, false))
     }
 }

@@ -7,14 +7,28 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 
 use crate::documents::{
-    AuxFile, Document, MemoryDocuments, SkillInfo, skill_info, validate_skill_name,
+    AuxFile, DocVersion, Document, DocumentCapabilities, DocumentText, Expected, MemoryDocuments,
+    SkillSet, SkillText, document_conflict, skill_path, validate_skill_name,
 };
 use crate::error::MemoryError;
+
+/// The lock every compare-and-set write holds, so the check and the replace are one step
+/// for every process sharing the workspace.
+const WRITE_LOCK: &str = "memory/.documents.lock";
 
 /// `SOUL.md`, `USER.md`, `memory/MEMORY.md` and `skills/<name>/SKILL.md` under a workspace.
 #[derive(Debug, Clone)]
 pub struct FileDocuments {
     workspace: PathBuf,
+}
+
+/// Holds the write lock until dropped.
+struct WriteLock(fs::File);
+
+impl Drop for WriteLock {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
 }
 
 impl FileDocuments {
@@ -26,9 +40,47 @@ impl FileDocuments {
         })
     }
 
+    /// The workspace the documents live in.
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
     /// The file of `document`.
     pub fn path_of(&self, document: Document) -> PathBuf {
         self.workspace.join(document.path())
+    }
+
+    /// Takes the write lock (created on first use).
+    fn write_lock(&self) -> Result<WriteLock, MemoryError> {
+        let path = self.workspace.join(WRITE_LOCK);
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir).map_err(|e| MemoryError::io("create", dir, e))?;
+        }
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| MemoryError::io("open", &path, e))?;
+        file.lock().map_err(|e| MemoryError::io("lock", &path, e))?;
+        Ok(WriteLock(file))
+    }
+
+    /// Replaces the file at `relative` with `text` if it is as `expected`, under the lock.
+    fn replace(
+        &self,
+        relative: &str,
+        text: &str,
+        expected: Expected,
+    ) -> Result<DocVersion, MemoryError> {
+        let path = self.confined(relative)?;
+        let _lock = self.write_lock()?;
+        let found = read_bytes(&path)?.map(|b| DocVersion::of_bytes(&b));
+        if !expected.is_met_by(found) {
+            return Err(document_conflict(relative, expected, found));
+        }
+        write_atomic(&path, text.as_bytes())?;
+        Ok(DocVersion::of_bytes(text.as_bytes()))
     }
 
     /// `relative` under the workspace, refused when any part of it below the workspace is a
@@ -53,16 +105,32 @@ impl FileDocuments {
     }
 }
 
-fn read_text(path: &Path) -> Result<Option<String>, MemoryError> {
+fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, MemoryError> {
     match fs::read(path) {
-        Ok(bytes) => String::from_utf8(bytes)
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::IsADirectory => Ok(None),
+        Err(e) => Err(MemoryError::io("read", path, e)),
+    }
+}
+
+/// The file's text and version; bytes that are not UTF-8 are decoded lossily and say so
+/// ([`DocumentText::decoded_lossily`]), so a prompt still shows the file and nothing writes
+/// the replaced text back.
+fn read_document(path: &Path) -> Result<Option<DocumentText>, MemoryError> {
+    Ok(read_bytes(path)?.map(DocumentText::from_bytes))
+}
+
+/// An auxiliary file's text; it must be UTF-8 (only this program writes those).
+fn read_text(path: &Path) -> Result<Option<String>, MemoryError> {
+    match read_bytes(path)? {
+        None => Ok(None),
+        Some(bytes) => String::from_utf8(bytes)
             .map(Some)
             .map_err(|_| MemoryError::InvalidFile {
                 path: path.to_owned(),
                 reason: "the file is not UTF-8 text; fix or remove the invalid bytes".into(),
             }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(MemoryError::io("read", path, e)),
     }
 }
 
@@ -74,59 +142,86 @@ pub(crate) fn write_atomic(path: &Path, text: &[u8]) -> Result<(), MemoryError> 
 
 #[async_trait]
 impl MemoryDocuments for FileDocuments {
-    async fn read(&self, document: Document) -> Result<Option<String>, MemoryError> {
-        read_text(&self.confined(document.path())?)
+    async fn read(&self, document: Document) -> Result<Option<DocumentText>, MemoryError> {
+        read_document(&self.confined(document.path())?)
     }
 
-    async fn write(&self, document: Document, text: &str) -> Result<(), MemoryError> {
-        write_atomic(&self.confined(document.path())?, text.as_bytes())
+    async fn write(
+        &self,
+        document: Document,
+        text: &str,
+        expected: Expected,
+    ) -> Result<DocVersion, MemoryError> {
+        self.replace(document.path(), text, expected)
     }
 
-    async fn list_skills(&self) -> Result<Vec<SkillInfo>, MemoryError> {
+    async fn skills(&self) -> Result<SkillSet, MemoryError> {
         let dir = self.workspace.join("skills");
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(SkillSet::default()),
             Err(e) => return Err(MemoryError::io("list", &dir, e)),
         };
-        let mut skills = Vec::new();
+        let mut set = SkillSet::default();
         for entry in entries {
             let entry = entry.map_err(|e| MemoryError::io("list", &dir, e))?;
             let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                set.skipped.push(format!(
+                    "skipped the skill folder {:?} in {}: its name is not UTF-8",
+                    entry.file_name(),
+                    dir.display()
+                ));
                 continue;
             };
             if validate_skill_name(&name).is_err() {
+                if !name.starts_with('.') {
+                    set.skipped.push(format!(
+                        "skipped the skill folder {name:?} in {}: a skill name is ASCII letters, digits, '-' or '_'",
+                        dir.display()
+                    ));
+                }
                 continue;
             }
-            let path = match self.confined(&format!("skills/{name}/SKILL.md")) {
+            let path = match self.confined(&skill_path(&name)) {
                 Ok(path) => path,
-                Err(MemoryError::InvalidFile { .. }) => continue,
+                Err(e @ MemoryError::InvalidFile { .. }) => {
+                    set.skipped.push(format!("skipped the skill {name}: {e}"));
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
-            if let Some(text) = read_text(&path)? {
-                skills.push(skill_info(&name, &text));
+            if let Some(document) = read_document(&path)? {
+                set.skills.push(SkillText { name, document });
             }
         }
-        skills.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(skills)
+        set.skills.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(set)
     }
 
-    async fn read_skill(&self, name: &str) -> Result<Option<String>, MemoryError> {
+    async fn read_skill(&self, name: &str) -> Result<Option<DocumentText>, MemoryError> {
         validate_skill_name(name)?;
-        read_text(&self.confined(&format!("skills/{name}/SKILL.md"))?)
+        read_document(&self.confined(&skill_path(name))?)
     }
 
-    async fn write_skill(&self, name: &str, text: &str) -> Result<(), MemoryError> {
+    async fn write_skill(
+        &self,
+        name: &str,
+        text: &str,
+        expected: Expected,
+    ) -> Result<DocVersion, MemoryError> {
         validate_skill_name(name)?;
-        write_atomic(
-            &self.confined(&format!("skills/{name}/SKILL.md"))?,
-            text.as_bytes(),
-        )
+        self.replace(&skill_path(name), text, expected)
     }
 
-    async fn delete_skill(&self, name: &str) -> Result<bool, MemoryError> {
+    async fn delete_skill(&self, name: &str, expected: Expected) -> Result<bool, MemoryError> {
         validate_skill_name(name)?;
         let dir = self.confined(&format!("skills/{name}"))?;
+        let file = self.confined(&skill_path(name))?;
+        let _lock = self.write_lock()?;
+        let found = read_bytes(&file)?.map(|b| DocVersion::of_bytes(&b));
+        if !expected.is_met_by(found) {
+            return Err(document_conflict(&skill_path(name), expected, found));
+        }
         match fs::remove_dir_all(&dir) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
@@ -140,5 +235,11 @@ impl MemoryDocuments for FileDocuments {
 
     async fn write_aux(&self, file: AuxFile, text: &str) -> Result<(), MemoryError> {
         write_atomic(&self.confined(file.path())?, text.as_bytes())
+    }
+
+    fn capabilities(&self) -> DocumentCapabilities {
+        DocumentCapabilities {
+            shared_storage: true,
+        }
     }
 }

@@ -28,6 +28,12 @@ pub struct Compaction {
 /// - **Order**: reads return entries in the order they were appended.
 /// - **Atomicity**: an append of several entries is all or nothing, and concurrent appends
 ///   (also from other processes, for backends that share storage) never get the same cursor.
+/// - **Visibility**: cursors are assigned in commit order. An entry becomes visible to
+///   readers together with every entry of a lower cursor, so a reader that has seen cursor
+///   `x` and polls `read_since(x)` never skips an entry: nothing with a cursor at or below
+///   `x` can appear later. (A database sequence does not give this: a transaction can take
+///   a lower number and commit after a higher one. Take the cursor from a per-journal
+///   counter inside the inserting transaction.)
 /// - **Compaction** drops the oldest entries down to a bound but never an entry after Dream's
 ///   cursor.
 /// - **Dream's cursor** only names cursors that were allocated.
@@ -59,6 +65,18 @@ pub trait HistoryJournal: Send + Sync {
     /// Drops the oldest entries so that at most `max_entries` remain, except entries Dream
     /// has not read yet, which always stay. `0` disables compaction.
     async fn compact(&self, max_entries: usize) -> Result<Compaction, MemoryError>;
+
+    /// What this journal offers beyond the contract.
+    fn capabilities(&self) -> JournalCapabilities;
+}
+
+/// What a journal offers beyond the contract every journal keeps. Build it with
+/// `..Default::default()`, so a capability added later keeps compiling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct JournalCapabilities {
+    /// Several journal instances over the same storage (processes, machines) share one
+    /// cursor sequence and see each other's entries.
+    pub shared_storage: bool,
 }
 
 /// Appends one entry; its cursor.
@@ -117,6 +135,9 @@ macro_rules! forward_journal {
             async fn compact(&self, max_entries: usize) -> Result<Compaction, MemoryError> {
                 (**self).compact(max_entries).await
             }
+            fn capabilities(&self) -> JournalCapabilities {
+                (**self).capabilities()
+            }
         }
     )*};
 }
@@ -125,8 +146,9 @@ forward_journal!(Arc<T>, Box<T>);
 
 /// Where a compaction to `max_entries` starts keeping, for `cursors` in file order and
 /// Dream's cursor `dream` (nanobot-ai's rule: the bound, but never past the first entry
-/// Dream has not read).
-pub(crate) fn compaction_start(cursors: &[Option<u64>], max_entries: usize, dream: u64) -> usize {
+/// Dream has not read). `None` marks a line that is no valid entry but still counts.
+/// Public so every backend compacts by the same rule.
+pub fn compaction_start(cursors: &[Option<u64>], max_entries: usize, dream: u64) -> usize {
     if max_entries == 0 || cursors.len() <= max_entries {
         return 0;
     }

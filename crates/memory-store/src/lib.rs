@@ -1,5 +1,8 @@
 #![doc = include_str!("../README.md")]
 
+mod archive;
+mod broken;
+mod commit;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod documents;
@@ -11,28 +14,31 @@ mod file;
 mod file_documents;
 #[cfg(feature = "fs")]
 mod file_lease;
-mod front_matter;
 #[cfg(feature = "fs")]
 mod git;
 mod journal;
 mod lease;
-#[cfg(feature = "fs")]
-mod loader;
 mod memory;
 mod scoped;
-mod skills;
-mod snapshot;
 mod versions;
 
-pub use front_matter::{
-    FrontMatterError, MAX_FRONT_MATTER_DEPTH, check_front_matter, parse_front_matter,
+pub use archive::{
+    ArchiveCommit, ArchiveCommitted, ArchiveFound, ArchiveIndex, ArchiveJournal, SessionArchive,
+    TwoStepArchive, archive_digest, matching_archive, session_failure,
 };
-
+#[cfg(feature = "conformance")]
+pub use broken::Rule as BrokenRule;
+pub use commit::{
+    FileChange, MemoryChange, MemoryCommit, MemoryFile, Recovery, StepwiseCommit, VersionRecord,
+};
 pub use documents::{
-    AuxFile, Document, MAX_SKILL_NAME, MemoryDocumentStore, MemoryDocuments, MemoryDocumentsExt,
-    SkillInfo, skill_info, validate_skill_name,
+    AuxFile, DocVersion, Document, DocumentCapabilities, DocumentText, Expected, MAX_SKILL_NAME,
+    MemoryDocumentStore, MemoryDocuments, MemoryDocumentsExt, SkillSet, SkillText,
+    document_conflict, skill_path, validate_skill_name,
 };
-pub use entry::{JournalEntry, MESSAGE_RANGE_FIELD, NewEntry, TIMESTAMP_FORMAT};
+pub use entry::{
+    JournalEntry, MESSAGE_DIGEST_FIELD, MESSAGE_RANGE_FIELD, NewEntry, TIMESTAMP_FORMAT,
+};
 pub use error::MemoryError;
 #[cfg(feature = "fs")]
 pub use file::{FileJournal, JournalDurability, JournalRepair};
@@ -42,16 +48,14 @@ pub use file_documents::FileDocuments;
 pub use file_lease::FileLease;
 #[cfg(feature = "fs")]
 pub use git::{ForeignVersion, GitVersions, REPOSITORY, workspace_git_history};
-pub use journal::{Compaction, HistoryJournal, HistoryJournalExt};
-pub use lease::{LeaseGuard, MemoryLease, MemoryLeaseStore};
-#[cfg(feature = "fs")]
-pub use loader::{SystemProbe, WorkspaceLoader};
-pub use memory::MemoryJournal;
-pub use scoped::ScopedDocuments;
-pub use skills::{
-    RequirementProbe, Requirements, SkillFile, SkillSource, skill_requirements, strip_front_matter,
+pub use journal::{
+    Compaction, HistoryJournal, HistoryJournalExt, JournalCapabilities, compaction_start,
 };
-pub use snapshot::{PromptFiles, WorkspaceSnapshot};
+pub use lease::{
+    Fence, Lease, LeaseCapabilities, LeaseHolder, MemoryLease, MemoryLeaseStore, lease_lost,
+};
+pub use memory::{MemoryJournal, stamp};
+pub use scoped::ScopedDocuments;
 pub use versions::{
     CURSOR_PATH, MIN_ID_PREFIX, MemoryVersionStore, MemoryVersions, Snapshot, Version,
     resolve_prefix,

@@ -6,21 +6,31 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use llm_port::{Clock, SystemClock};
 
+use crate::archive::{ArchiveFound, ArchiveIndex, ArchiveJournal, matching_archive};
 use crate::entry::{JournalEntry, NewEntry, TIMESTAMP_FORMAT};
 use crate::error::MemoryError;
-use crate::journal::{Compaction, HistoryJournal, compaction_start};
+use crate::journal::{Compaction, HistoryJournal, JournalCapabilities, compaction_start};
 
 #[derive(Debug, Default)]
 struct State {
     entries: Vec<JournalEntry>,
     latest: u64,
     dream: u64,
+    index: ArchiveIndex,
 }
 
-/// A journal held in memory.
+impl State {
+    fn push(&mut self, entry: JournalEntry) {
+        self.index.add(&entry);
+        self.entries.push(entry);
+    }
+}
+
+/// A journal held in memory: the reference backend.
 pub struct MemoryJournal {
     state: Mutex<State>,
     clock: Arc<dyn Clock>,
+    broken: crate::broken::Switch,
 }
 
 impl std::fmt::Debug for MemoryJournal {
@@ -41,7 +51,44 @@ impl MemoryJournal {
         MemoryJournal {
             state: Mutex::new(State::default()),
             clock,
+            broken: crate::broken::Switch::default(),
         }
+    }
+
+    /// A journal with one contract rule switched off, to show that the conformance suite
+    /// notices (feature `conformance`; never for real use).
+    #[cfg(feature = "conformance")]
+    pub fn broken(rule: crate::BrokenRule, clock: Arc<dyn Clock>) -> Self {
+        MemoryJournal {
+            broken: crate::broken::Switch::on(rule),
+            ..Self::new(clock)
+        }
+    }
+
+    /// Appends with cursors taken first and entries stored later, out of order: odd
+    /// cursors wait while later ones are stored (what a database sequence does).
+    async fn append_out_of_order(&self, entries: &[NewEntry<'_>]) -> Vec<u64> {
+        let timestamp = stamp(self.clock.as_ref());
+        let first = {
+            let mut state = self.lock();
+            let first = state.latest + 1;
+            state.latest += entries.len() as u64;
+            first
+        };
+        let cursors: Vec<u64> = (first..first + entries.len() as u64).collect();
+        if first % 2 == 1 {
+            for _ in 0..4 {
+                YieldNow(false).await;
+            }
+        }
+        let mut state = self.lock();
+        for (entry, cursor) in entries.iter().zip(&cursors) {
+            let stored = entry.stored(*cursor, &timestamp);
+            let at = state.entries.partition_point(|e| e.cursor < *cursor);
+            state.index.add(&stored);
+            state.entries.insert(at, stored);
+        }
+        cursors
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -49,8 +96,10 @@ impl MemoryJournal {
     }
 }
 
-/// The timestamp of an entry written now.
-pub(crate) fn stamp(clock: &dyn Clock) -> String {
+/// The timestamp of an entry written at the clock's now: local wall-clock time to the minute,
+/// as nanobot-ai writes it ([`crate::TIMESTAMP_FORMAT`]). Public so every backend stamps
+/// alike.
+pub fn stamp(clock: &dyn Clock) -> String {
     clock
         .now()
         .with_timezone(&chrono::Local)
@@ -61,23 +110,12 @@ pub(crate) fn stamp(clock: &dyn Clock) -> String {
 #[async_trait]
 impl HistoryJournal for MemoryJournal {
     async fn append(&self, entries: &[NewEntry<'_>]) -> Result<Vec<u64>, MemoryError> {
+        if self.broken.is(crate::broken::Rule::JournalCommitOrder) {
+            return Ok(self.append_out_of_order(entries).await);
+        }
         let timestamp = stamp(self.clock.as_ref());
         let mut state = self.lock();
-        let mut cursors = Vec::with_capacity(entries.len());
-        for entry in entries {
-            state.latest += 1;
-            let cursor = state.latest;
-            state.entries.push(JournalEntry {
-                cursor,
-                timestamp: timestamp.clone(),
-                content: entry.content.to_owned(),
-                session_key: entry.session_key.map(str::to_owned),
-                message_range: entry.message_range,
-                extra: Default::default(),
-            });
-            cursors.push(cursor);
-        }
-        Ok(cursors)
+        Ok(append_locked(&mut state, entries, &timestamp))
     }
 
     async fn read_since(
@@ -132,5 +170,70 @@ impl HistoryJournal for MemoryJournal {
             dropped: start,
             kept: before - start,
         })
+    }
+
+    fn capabilities(&self) -> JournalCapabilities {
+        JournalCapabilities::default()
+    }
+}
+
+fn append_locked(state: &mut State, entries: &[NewEntry<'_>], timestamp: &str) -> Vec<u64> {
+    let mut cursors = Vec::with_capacity(entries.len());
+    for entry in entries {
+        state.latest += 1;
+        let cursor = state.latest;
+        state.push(entry.stored(cursor, timestamp));
+        cursors.push(cursor);
+    }
+    cursors
+}
+
+#[async_trait]
+impl ArchiveJournal for MemoryJournal {
+    async fn archives_from(
+        &self,
+        session: &str,
+        from: u64,
+    ) -> Result<Vec<ArchiveFound>, MemoryError> {
+        let state = self.lock();
+        Ok(state.index.find(&state.entries, session, from))
+    }
+
+    async fn append_archive(
+        &self,
+        entries: &[NewEntry<'_>],
+    ) -> Result<(Vec<u64>, bool), MemoryError> {
+        let timestamp = stamp(self.clock.as_ref());
+        let mut state = self.lock();
+        if let (Some(session), Some((from, _))) = (
+            entries.first().and_then(|e| e.session_key),
+            entries.first().and_then(|e| e.message_range),
+        ) {
+            let found = state.index.find(&state.entries, session, from);
+            if let Some(archive) = matching_archive(&found, entries) {
+                return Ok((archive.cursors.clone(), true));
+            }
+        }
+        Ok((append_locked(&mut state, entries, &timestamp), false))
+    }
+}
+
+/// A future that is pending once before it is ready, waking itself: lets other tasks run
+/// without a runtime's timer.
+pub(crate) struct YieldNow(pub(crate) bool);
+
+impl std::future::Future for YieldNow {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            std::task::Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
     }
 }

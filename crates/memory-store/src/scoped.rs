@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::documents::{AuxFile, Document, MemoryDocuments, SkillInfo};
+use crate::documents::{
+    AuxFile, DocVersion, Document, DocumentCapabilities, DocumentText, Expected, MemoryDocuments,
+    SkillSet, skill_path,
+};
 use crate::error::MemoryError;
 
 /// A scope's documents over two stores: reads go to the scope's own store, except
@@ -37,7 +40,7 @@ impl ScopedDocuments {
 
 #[async_trait]
 impl MemoryDocuments for ScopedDocuments {
-    async fn read(&self, document: Document) -> Result<Option<String>, MemoryError> {
+    async fn read(&self, document: Document) -> Result<Option<DocumentText>, MemoryError> {
         if Self::is_shared(document) {
             self.shared.read(document).await
         } else {
@@ -45,32 +48,42 @@ impl MemoryDocuments for ScopedDocuments {
         }
     }
 
-    async fn write(&self, document: Document, text: &str) -> Result<(), MemoryError> {
+    async fn write(
+        &self,
+        document: Document,
+        text: &str,
+        expected: Expected,
+    ) -> Result<DocVersion, MemoryError> {
         if Self::is_shared(document) {
             return Err(MemoryError::ReadOnly {
                 path: document.path().to_owned(),
             });
         }
-        self.own.write(document, text).await
+        self.own.write(document, text, expected).await
     }
 
-    async fn list_skills(&self) -> Result<Vec<SkillInfo>, MemoryError> {
-        self.shared.list_skills().await
+    async fn skills(&self) -> Result<SkillSet, MemoryError> {
+        self.shared.skills().await
     }
 
-    async fn read_skill(&self, name: &str) -> Result<Option<String>, MemoryError> {
+    async fn read_skill(&self, name: &str) -> Result<Option<DocumentText>, MemoryError> {
         self.shared.read_skill(name).await
     }
 
-    async fn write_skill(&self, name: &str, _text: &str) -> Result<(), MemoryError> {
+    async fn write_skill(
+        &self,
+        name: &str,
+        _text: &str,
+        _expected: Expected,
+    ) -> Result<DocVersion, MemoryError> {
         Err(MemoryError::ReadOnly {
-            path: format!("skills/{name}/SKILL.md"),
+            path: skill_path(name),
         })
     }
 
-    async fn delete_skill(&self, name: &str) -> Result<bool, MemoryError> {
+    async fn delete_skill(&self, name: &str, _expected: Expected) -> Result<bool, MemoryError> {
         Err(MemoryError::ReadOnly {
-            path: format!("skills/{name}/SKILL.md"),
+            path: skill_path(name),
         })
     }
 
@@ -84,5 +97,9 @@ impl MemoryDocuments for ScopedDocuments {
 
     async fn write_aux(&self, file: AuxFile, text: &str) -> Result<(), MemoryError> {
         self.own.write_aux(file, text).await
+    }
+
+    fn capabilities(&self) -> DocumentCapabilities {
+        self.own.capabilities()
     }
 }

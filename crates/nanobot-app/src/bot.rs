@@ -19,9 +19,10 @@ use memory_scope::{
 };
 use memory_store::{
     FileDocuments, FileJournal, FileLease, GitVersions, MemoryDocuments, MemoryVersions,
-    PromptFiles, ScopedDocuments, WorkspaceLoader,
+    ScopedDocuments,
 };
 use nanobot_turn::{Agent, AgentSettings, MemoryBackend, ScopeMemory, ScopeStores, TurnError};
+use prompt_inputs::{PromptFiles, PromptLoader};
 use session_store::{Durability, FileSessionStore, FileStoreOptions, SessionKey, SessionManager};
 
 pub use nanobot_turn::{
@@ -162,7 +163,7 @@ pub struct FileBackend {
     clock: Arc<dyn Clock>,
     counter: Arc<dyn TokenCounter>,
     agent_documents: Arc<FileDocuments>,
-    agent_files: Arc<WorkspaceLoader>,
+    agent_files: Arc<PromptLoader>,
 }
 
 impl FileBackend {
@@ -184,6 +185,7 @@ impl FileBackend {
             "auto" => workspace.join(".nanobot/workspace-id").is_file(),
             _ => false,
         };
+        let agent_documents = Arc::new(FileDocuments::open(&workspace)?);
         Ok(FileBackend {
             dirs: ScopeDirs::new(&workspace),
             options: FileStoreOptions {
@@ -194,8 +196,8 @@ impl FileBackend {
             sessions_root: config.sessions_root.clone(),
             clock,
             counter,
-            agent_documents: Arc::new(FileDocuments::open(&workspace)?),
-            agent_files: Arc::new(WorkspaceLoader::new(&workspace)?),
+            agent_documents: agent_documents.clone(),
+            agent_files: Arc::new(PromptLoader::new(agent_documents).with_agent_dir(&workspace)?),
             workspace,
         })
     }
@@ -229,28 +231,29 @@ impl FileBackend {
             self.clock.clone(),
             memory_store::JournalDurability::default(),
         )?);
+        // A user's or a chat's documents: its own private files, the agent's shared ones
+        // read-only; its prompts read both through the port.
         let (documents, prompt_files): (Arc<dyn MemoryDocuments>, Arc<dyn PromptFiles>) = if agent {
             (self.agent_documents.clone(), self.agent_files.clone())
         } else {
-            (
-                Arc::new(ScopedDocuments::new(
-                    Arc::new(FileDocuments::open(&root)?),
-                    self.agent_documents.clone(),
-                )),
-                Arc::new(WorkspaceLoader::new(&self.workspace)?.with_scope_dir(&root)?),
-            )
+            let documents: Arc<dyn MemoryDocuments> = Arc::new(ScopedDocuments::new(
+                Arc::new(FileDocuments::open(&root)?),
+                self.agent_documents.clone(),
+            ));
+            let files = PromptLoader::new(documents.clone()).with_agent_dir(&self.workspace)?;
+            (documents, Arc::new(files))
         };
         let versions: Result<Arc<dyn MemoryVersions>, String> = GitVersions::open(&root)
             .map(|g| Arc::new(g) as Arc<dyn MemoryVersions>)
             .map_err(|e| e.to_string());
-        Ok(ScopeStores {
+        Ok(ScopeStores::stepwise(
             sessions,
             journal,
             documents,
             prompt_files,
             versions,
-            lease: Arc::new(FileLease::open(&root)?),
-        })
+            Arc::new(FileLease::open(&root)?),
+        ))
     }
 }
 

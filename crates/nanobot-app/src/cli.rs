@@ -747,7 +747,7 @@ pub async fn document(bot: &Bot, document: Document) -> Result<String, AppError>
     Ok(bot
         .memory
         .documents
-        .read(document)
+        .read_text(document)
         .await?
         .unwrap_or_default())
 }

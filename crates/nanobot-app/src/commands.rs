@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use dream::{Trigger, format};
-use memory_store::{Document, HistoryJournal};
+use memory_store::{Document, HistoryJournal, MemoryDocumentsExt};
 use session_store::SessionKey;
 
 use crate::bot::Bot;
@@ -308,7 +308,7 @@ pub async fn sessions_delete(bot: &Bot, key: &SessionKey) -> Result<String, AppE
 pub async fn memory_show(bot: &Bot) -> Result<String, AppError> {
     let mut out = String::new();
     for document in Document::ALL {
-        let text = bot.memory.documents.read(document).await?;
+        let text = bot.memory.documents.read_text(document).await?;
         let _ = writeln!(
             out,
             "## {}\n{}",
@@ -319,7 +319,15 @@ pub async fn memory_show(bot: &Bot) -> Result<String, AppError> {
                 .unwrap_or("(empty)")
         );
     }
-    let skills = bot.memory.documents.list_skills().await?;
+    let skills: Vec<prompt_inputs::SkillInfo> = bot
+        .memory
+        .documents
+        .skills()
+        .await?
+        .skills
+        .iter()
+        .map(|s| prompt_inputs::skill_info(&s.name, &s.document.text))
+        .collect();
     let _ = write!(
         out,
         "## skills\n{}",

@@ -213,7 +213,7 @@ pub async fn run(
         let text = bot
             .memory
             .documents
-            .read(document)
+            .read_text(document)
             .await?
             .unwrap_or_default();
         say(&format!("--- {}\n{}", document.path(), text.trim_end()));

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use context_builder::govern::{GovernorConfig, GovernorState, govern};
 use context_builder::{BuiltPrompt, ContextBuilder, CurrentMessage, Turn, WorkspaceSnapshot};
-use dream::{Dream, DreamConfig, RunReport, Trigger};
+use dream::{Dream, DreamConfig, DreamStores, RunReport, Trigger};
 use llm_port::{Clock, LlmClient, LlmRequest, TextSink, TokenCounter, Usage};
 use memory_core::{AutoCompact, ConsolidationConfig, Consolidator, replayed_messages};
 use memory_scope::ScopeKey;
@@ -181,13 +181,14 @@ impl Agent {
         let stores = self.backend.open(scope).await?;
         let prompt = Arc::new(ContextPrompt {
             builder: self.builder.clone(),
-            files: stores.prompt_files.clone(),
             inputs: Mutex::new(HashMap::new()),
+            latest: Mutex::new(stores.prompt_files.load().await?),
         });
         let consolidator = Arc::new(Consolidator::new(
             self.settings.consolidation.clone(),
             self.llm.clone(),
             stores.journal.clone(),
+            stores.archive.clone(),
             stores.sessions.clone(),
             prompt.clone(),
             self.counter.clone(),
@@ -201,10 +202,13 @@ impl Agent {
         let mut dream = Dream::new(
             dream_config,
             self.llm.clone(),
-            stores.journal.clone(),
-            stores.documents.clone(),
-            stores.versions,
-            stores.lease,
+            DreamStores {
+                journal: stores.journal.clone(),
+                documents: stores.documents.clone(),
+                versions: stores.versions,
+                lease: stores.lease,
+                commit: stores.commit,
+            },
             self.clock.clone(),
             self.counter.clone(),
         )?;
@@ -230,7 +234,7 @@ impl Agent {
     /// What a prompt of `memory` reads besides the session: its files and the newest
     /// journal entries Dream has not processed yet.
     async fn prompt_inputs(&self, memory: &ScopeMemory) -> Result<PromptInputs, TurnError> {
-        let snapshot = memory.prompt_files.load()?;
+        let snapshot = memory.prompt_files.load().await?;
         let entries = memory
             .journal
             .unprocessed_newest(RECENT_HISTORY_ENTRIES)
@@ -467,7 +471,7 @@ impl Agent {
         text: &str,
         sink: &TextSink,
     ) -> Result<TurnReport, TurnError> {
-        let shared = self.backend.shared_prompt_files().load()?;
+        let shared = self.backend.shared_prompt_files().load().await?;
         let snapshot = WorkspaceSnapshot {
             user_md: None,
             memory_md: None,

@@ -8,9 +8,10 @@ use async_trait::async_trait;
 use llm_port::{Clock, TokenCounter};
 use memory_scope::{ScopeError, ScopeKey, Subject};
 use memory_store::{
-    Document, MemoryDocumentStore, MemoryDocuments, MemoryJournal, MemoryLeaseStore,
-    MemoryVersionStore, MemoryVersions, PromptFiles, ScopedDocuments, WorkspaceSnapshot,
+    MemoryDocumentStore, MemoryDocuments, MemoryJournal, MemoryLeaseStore, MemoryVersionStore,
+    MemoryVersions, ScopedDocuments,
 };
+use prompt_inputs::{PromptFiles, PromptLoader};
 use session_store::{MemorySessionStore, SessionManager};
 
 use crate::error::TurnError;
@@ -59,44 +60,6 @@ impl InMemoryBackend {
     }
 }
 
-/// The prompt files of a scope whose documents are in memory: read through the document
-/// port, so what the prompt shows is what the store holds.
-struct DocumentFiles {
-    documents: Arc<dyn MemoryDocuments>,
-}
-
-impl PromptFiles for DocumentFiles {
-    fn load(&self) -> Result<WorkspaceSnapshot, memory_store::MemoryError> {
-        // The in-memory store answers without waiting, so its futures finish on first poll.
-        let read = |document| {
-            now_or_never(self.documents.read(document)).unwrap_or_else(|| {
-                Err(memory_store::MemoryError::backend(
-                    "the in-memory documents did not answer at once",
-                ))
-            })
-        };
-        Ok(WorkspaceSnapshot {
-            soul_md: read(Document::Soul)?,
-            user_md: read(Document::User)?,
-            memory_md: read(Document::Memory)?,
-            ..WorkspaceSnapshot::default()
-        })
-    }
-}
-
-/// Polls `future` once; `None` when it is not ready (an in-memory store always is).
-fn now_or_never<F: std::future::Future>(future: F) -> Option<F::Output> {
-    use std::task::{Context, Poll, Waker};
-    let mut future = std::pin::pin!(future);
-    match future
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(value) => Some(value),
-        Poll::Pending => None,
-    }
-}
-
 #[async_trait]
 impl MemoryBackend for InMemoryBackend {
     async fn open(&self, scope: &ScopeKey) -> Result<ScopeStores, TurnError> {
@@ -112,20 +75,20 @@ impl MemoryBackend for InMemoryBackend {
                 self.agent_documents.clone(),
             ))
         };
-        let stores = ScopeStores {
-            sessions: Arc::new(SessionManager::new(
-                Arc::new(MemorySessionStore::new()),
-                self.clock.clone(),
-                self.counter.clone(),
-            )),
-            journal: Arc::new(MemoryJournal::new(self.clock.clone())),
-            prompt_files: Arc::new(DocumentFiles {
-                documents: documents.clone(),
-            }),
-            documents,
-            versions: Ok(Arc::new(MemoryVersionStore::new()) as Arc<dyn MemoryVersions>),
-            lease: Arc::new(MemoryLeaseStore::new()),
-        };
+        let sessions = Arc::new(SessionManager::new(
+            Arc::new(MemorySessionStore::new()),
+            self.clock.clone(),
+            self.counter.clone(),
+        ));
+        let versions: Arc<dyn MemoryVersions> = Arc::new(MemoryVersionStore::new());
+        let stores = ScopeStores::stepwise(
+            sessions,
+            Arc::new(MemoryJournal::new(self.clock.clone())),
+            documents.clone(),
+            Arc::new(PromptLoader::new(documents)),
+            Ok(versions),
+            Arc::new(MemoryLeaseStore::with_clock(self.clock.clone())),
+        );
         scopes.insert(scope.clone(), stores.clone());
         Ok(stores)
     }
@@ -147,9 +110,7 @@ impl MemoryBackend for InMemoryBackend {
     }
 
     fn shared_prompt_files(&self) -> Arc<dyn PromptFiles> {
-        Arc::new(DocumentFiles {
-            documents: self.agent_documents.clone(),
-        })
+        Arc::new(PromptLoader::new(self.agent_documents.clone()))
     }
 }
 

@@ -16,7 +16,8 @@ use llm_port::testing::ScriptedLlm;
 use llm_port::{Cl100kBase, LlmClient, SystemClock};
 use memory_scope::{ChatKey, ScopeKey, Subject, UserKey};
 use memory_store::{
-    AuxFile, Document, HistoryJournalExt, MemoryDocumentsExt as _, NewEntry, Snapshot,
+    ArchiveCommit, AuxFile, Document, Expected, FileChange, HistoryJournalExt, MemoryChange,
+    MemoryDocumentsExt as _, MemoryFile, NewEntry, Recovery, Snapshot, archive_digest,
 };
 use session_store::{Append, SessionKey, SessionStoreExt as _, StoredMessage};
 
@@ -37,6 +38,7 @@ pub const COVERED: &[(&str, &[&str])] = &[
             "flush",
             "try_lock_turn",
             "current_revision",
+            "capabilities",
             "save_changes",
         ],
     ),
@@ -50,6 +52,7 @@ pub const COVERED: &[(&str, &[&str])] = &[
             "dream_cursor",
             "set_dream_cursor",
             "compact",
+            "capabilities",
             "append_one",
             "unprocessed",
             "unprocessed_newest",
@@ -60,17 +63,32 @@ pub const COVERED: &[(&str, &[&str])] = &[
         &[
             "read",
             "write",
-            "list_skills",
+            "skills",
             "read_skill",
             "write_skill",
             "delete_skill",
             "read_aux",
             "write_aux",
+            "capabilities",
+            "read_text",
+            "skill_names",
             "initialize",
         ],
     ),
     ("MemoryVersions", &["commit", "log", "resolve", "files_at"]),
-    ("MemoryLease", &["try_acquire", "holder"]),
+    (
+        "MemoryLease",
+        &[
+            "try_acquire",
+            "renew",
+            "check",
+            "release",
+            "holder",
+            "capabilities",
+        ],
+    ),
+    ("SessionArchive", &["commit_archive", "find_archive"]),
+    ("MemoryCommit", &["commit", "recover"]),
 ];
 
 /// The sources of the memory ports (the traits and their extension traits).
@@ -95,9 +113,18 @@ const PORT_SOURCES: &[(&str, &str)] = &[
         "MemoryLease",
         include_str!("../../memory-store/src/lease.rs"),
     ),
+    (
+        "SessionArchive",
+        include_str!("../../memory-store/src/archive.rs"),
+    ),
+    (
+        "MemoryCommit",
+        include_str!("../../memory-store/src/commit.rs"),
+    ),
 ];
 
-/// Every method declared in a `pub trait` block of each port's source, by port.
+/// Every method declared in the port's trait and its extension traits (`pub trait
+/// <Port>`, `pub trait <Port>Ext`) in each port's source, by port.
 pub fn port_methods() -> Vec<(&'static str, Vec<String>)> {
     PORT_SOURCES
         .iter()
@@ -105,8 +132,12 @@ pub fn port_methods() -> Vec<(&'static str, Vec<String>)> {
             let mut methods = Vec::new();
             let mut inside = false;
             for line in source.lines() {
-                if line.starts_with("pub trait ") {
-                    inside = true;
+                if let Some(rest) = line.strip_prefix("pub trait ") {
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    inside = name == *port || name == format!("{port}Ext");
                 } else if inside && line.starts_with('}') {
                     inside = false;
                 } else if inside && let Some(at) = line.find("fn ") {
@@ -210,13 +241,18 @@ async fn seed(person: &Person) {
         .unwrap();
     let documents = &person.stores.documents;
     documents
-        .write(Document::User, &format!("# User\n\n- {}\n", person.canary))
+        .write(
+            Document::User,
+            &format!("# User\n\n- {}\n", person.canary),
+            Expected::Any,
+        )
         .await
         .unwrap();
     documents
         .write(
             Document::Memory,
             &format!("# Memory\n\n- {}\n", person.canary),
+            Expected::Any,
         )
         .await
         .unwrap();
@@ -233,6 +269,7 @@ async fn seed(person: &Person) {
 async fn check_reads(me: &Person, other: &Person) {
     let key = SessionKey::new(SESSION).unwrap();
     let store = me.stores.sessions.store().clone();
+    let _ = store.capabilities();
     let loaded = store.load(&key).await.unwrap().expect("own session");
     let text = text_of(&loaded.session.messages());
     assert!(text.contains(me.canary), "own canary missing in load");
@@ -268,6 +305,7 @@ async fn check_reads(me: &Person, other: &Person) {
     assert!(store.delete(&scratch).await.unwrap());
     // Journal reads, by cursor and newest first.
     let journal = &me.stores.journal;
+    let _ = journal.capabilities();
     let all = journal.read_since(0, None).await.unwrap();
     assert!(text_of(&all).contains(me.canary));
     assert_clean("read_since", &text_of(&all), me, other);
@@ -299,18 +337,25 @@ async fn check_reads(me: &Person, other: &Person) {
     );
     // Documents, private and shared.
     let documents = &me.stores.documents;
+    let _ = documents.capabilities();
     for document in Document::ALL {
-        let text = documents.read(document).await.unwrap().unwrap_or_default();
+        let text = text_of(&documents.read(document).await.unwrap());
+        assert_clean(document.path(), &text, me, other);
+        let text = documents
+            .read_text(document)
+            .await
+            .unwrap()
+            .unwrap_or_default();
         assert_clean(document.path(), &text, me, other);
     }
     assert_clean(
-        "list_skills",
-        &text_of(&documents.list_skills().await.unwrap()),
+        "skills",
+        &text_of(&documents.skills().await.unwrap()),
         me,
         other,
     );
-    for skill in documents.list_skills().await.unwrap() {
-        let text = documents.read_skill(&skill.name).await.unwrap();
+    for name in documents.skill_names().await.unwrap() {
+        let text = documents.read_skill(&name).await.unwrap();
         assert_clean("read_skill", &text_of(&text), me, other);
     }
     for aux in [
@@ -450,28 +495,154 @@ pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
         locks_a.is_some() && locks_b.is_some(),
         "one turn lock shared by two scopes"
     );
-    let lease_a = people[0].stores.lease.try_acquire("suite a").unwrap();
-    let lease_b = people[1].stores.lease.try_acquire("suite b").unwrap();
-    assert!(
-        lease_a.is_some() && lease_b.is_some(),
-        "one Dream lease shared by two scopes"
-    );
+    let minute = std::time::Duration::from_secs(60);
+    let lease_a = people[0]
+        .stores
+        .lease
+        .try_acquire("suite a", minute)
+        .await
+        .unwrap();
+    let lease_b = people[1]
+        .stores
+        .lease
+        .try_acquire("suite b", minute)
+        .await
+        .unwrap();
+    let (Some(mut lease_a), Some(lease_b)) = (lease_a, lease_b) else {
+        panic!("one Dream lease shared by two scopes");
+    };
     assert_eq!(
-        people[1].stores.lease.holder().unwrap().as_deref(),
+        people[1]
+            .stores
+            .lease
+            .holder()
+            .await
+            .unwrap()
+            .map(|h| h.holder)
+            .as_deref(),
         Some("suite b")
     );
-    drop((locks_a, locks_b, lease_a, lease_b));
+    let _ = people[0].stores.lease.capabilities();
+    people[0].stores.lease.renew(&mut lease_a).await.unwrap();
+    people[0].stores.lease.check(lease_a.fence).await.unwrap();
+    people[1].stores.lease.check(lease_b.fence).await.unwrap();
+
+    // A memory commit under each scope's own lease changes that scope's files only.
+    for (person, lease) in [(&people[0], &lease_a), (&people[1], &lease_b)] {
+        let stores = &person.stores;
+        assert_eq!(
+            stores.commit.recover(lease.fence).await.unwrap(),
+            Recovery::Nothing
+        );
+        let before = stores.documents.read(Document::Memory).await.unwrap();
+        let text = format!("# Memory\n\n- {}\n- committed\n", person.canary);
+        stores
+            .commit
+            .commit(&MemoryChange {
+                fence: lease.fence,
+                files: vec![FileChange {
+                    file: MemoryFile::Document(Document::Memory),
+                    expected: Expected::from_read(before.as_ref()),
+                    text: Some(text.clone()),
+                }],
+                cursor: None,
+                version: None,
+                time: chrono::Utc::now(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            stores.documents.read_text(Document::Memory).await.unwrap(),
+            Some(text)
+        );
+    }
+    for (me, other) in pairs {
+        let text = me
+            .stores
+            .documents
+            .read_text(Document::Memory)
+            .await
+            .unwrap();
+        assert_clean("memory commit", &text_of(&text), me, other);
+    }
+    people[0].stores.lease.release(lease_a).await.unwrap();
+    people[1].stores.lease.release(lease_b).await.unwrap();
+    drop((locks_a, locks_b));
+
+    // Archive commits: each scope archives its own copy of the session; neither finds the
+    // other's archive, and each journal holds its own only.
+    for (me, other) in pairs {
+        let loaded = me
+            .stores
+            .sessions
+            .store()
+            .load(&key)
+            .await
+            .unwrap()
+            .unwrap();
+        let session = loaded.session;
+        let from = session.last_consolidated();
+        let to = from + 1;
+        let digest = archive_digest(&session.messages()[from..to]);
+        let mut after = session.clone();
+        after.set_last_consolidated(to).unwrap();
+        let found_before = me
+            .stores
+            .archive
+            .find_archive(&key, from as u64)
+            .await
+            .unwrap();
+        assert!(
+            found_before.is_empty(),
+            "{} found {}'s archive",
+            me.scope,
+            other.scope
+        );
+        let committed = me
+            .stores
+            .archive
+            .commit_archive(&ArchiveCommit {
+                session: &key,
+                expected: loaded.revision,
+                from: from as u64,
+                to: to as u64,
+                digest: &digest,
+                entries: &[format!("- archived by {}", me.canary)],
+                meta: after.meta(),
+            })
+            .await
+            .unwrap();
+        let found = me
+            .stores
+            .archive
+            .find_archive(&key, from as u64)
+            .await
+            .unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].cursors, committed.cursors);
+        assert_clean(
+            "find_archive",
+            &text_of(&me.stores.journal.read_since(0, None).await.unwrap()),
+            me,
+            other,
+        );
+    }
 
     // Shared files are read-only from a user's scope; a write there is refused.
     let documents = &people[0].stores.documents;
     assert!(
         documents
-            .write(Document::Soul, "# Soul\nleak\n")
+            .write(Document::Soul, "# Soul\nleak\n", Expected::Any)
             .await
             .is_err()
     );
-    assert!(documents.write_skill("leak", "x").await.is_err());
-    assert!(documents.delete_skill("leak").await.is_err());
+    assert!(
+        documents
+            .write_skill("leak", "x", Expected::Any)
+            .await
+            .is_err()
+    );
+    assert!(documents.delete_skill("leak", Expected::Any).await.is_err());
     assert!(
         documents.initialize().await.is_err(),
         "initialize would write SOUL.md"

@@ -10,8 +10,10 @@ use llm_port::Message;
 use memory_core::{AutoCompact, Consolidator, PromptBuilder, SessionSummary, replayed_messages};
 use memory_scope::ScopeKey;
 use memory_store::{
-    HistoryJournal, MemoryDocuments, MemoryLease, MemoryVersions, PromptFiles, WorkspaceSnapshot,
+    ArchiveJournal, HistoryJournal, MemoryCommit, MemoryDocuments, MemoryLease, MemoryVersions,
+    SessionArchive, StepwiseCommit, TwoStepArchive,
 };
+use prompt_inputs::{PromptFiles, WorkspaceSnapshot};
 use session_store::{Replayed, Session, SessionKey, SessionManager};
 
 use crate::error::TurnError;
@@ -33,6 +35,43 @@ pub struct ScopeStores {
     pub versions: Result<Arc<dyn MemoryVersions>, String>,
     /// Its Dream lease.
     pub lease: Arc<dyn MemoryLease>,
+    /// Its archive commit: journal entries and a session's pointer move as one operation.
+    pub archive: Arc<dyn SessionArchive>,
+    /// Its memory commit: a Dream change applied as one unit under the lease.
+    pub commit: Arc<dyn MemoryCommit>,
+}
+
+impl ScopeStores {
+    /// The stores of a backend without transactions (files, memory): archives are
+    /// committed in two steps repaired by the journal's index ([`TwoStepArchive`]), Dream's
+    /// changes step by step under a pending record ([`StepwiseCommit`]).
+    pub fn stepwise(
+        sessions: Arc<SessionManager>,
+        journal: Arc<dyn ArchiveJournal>,
+        documents: Arc<dyn MemoryDocuments>,
+        prompt_files: Arc<dyn PromptFiles>,
+        versions: Result<Arc<dyn MemoryVersions>, String>,
+        lease: Arc<dyn MemoryLease>,
+    ) -> ScopeStores {
+        ScopeStores {
+            archive: Arc::new(TwoStepArchive::new(
+                journal.clone(),
+                sessions.store().clone(),
+            )),
+            commit: Arc::new(StepwiseCommit::new(
+                documents.clone(),
+                journal.clone(),
+                versions.as_ref().ok().cloned(),
+                lease.clone(),
+            )),
+            sessions,
+            journal,
+            documents,
+            prompt_files,
+            versions,
+            lease,
+        }
+    }
 }
 
 /// Where scopes' memory is kept: files in a workspace, a database. Only the app picks one.
@@ -97,15 +136,18 @@ pub(crate) fn summary_of(session: &Session) -> Option<Summary> {
 /// conversation's prompt prefix (and its provider cache). The inputs are kept per session
 /// of one scope: an archive request of one session never sees what another session's
 /// prompt was built from. A session with none recorded (an idle compaction after a
-/// restart) gets the files as they are now and no journal entries.
+/// restart) gets the scope's files as last loaded (at the latest when the scope was
+/// opened) and no journal entries.
 pub(crate) struct ContextPrompt {
     pub(crate) builder: Arc<ContextBuilder>,
-    pub(crate) files: Arc<dyn PromptFiles>,
     pub(crate) inputs: Mutex<HashMap<SessionKey, PromptInputs>>,
+    /// The scope's files as last loaded.
+    pub(crate) latest: Mutex<WorkspaceSnapshot>,
 }
 
 impl ContextPrompt {
     pub(crate) fn remember(&self, key: &SessionKey, inputs: PromptInputs) {
+        *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = inputs.0.clone();
         let mut kept = self.inputs.lock().unwrap_or_else(|p| p.into_inner());
         if kept.len() >= PROMPT_INPUTS_KEPT && !kept.contains_key(key) {
             kept.clear();
@@ -120,7 +162,14 @@ impl ContextPrompt {
             .unwrap_or_else(|p| p.into_inner())
             .get(key)
             .cloned();
-        kept.unwrap_or_else(|| (self.files.load().unwrap_or_default(), Vec::new()))
+        kept.unwrap_or_else(|| {
+            let latest = self
+                .latest
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            (latest, Vec::new())
+        })
     }
 }
 
@@ -175,15 +224,24 @@ mod tests {
         config.tool_contract = false;
         let prompt = ContextPrompt {
             builder: Arc::new(ContextBuilder::new(config, Arc::new(Cl100kBase))),
-            files: Arc::new(WorkspaceSnapshot::default()),
             inputs: Mutex::new(HashMap::new()),
+            latest: Mutex::new(WorkspaceSnapshot::default()),
         };
         let (a, b) = (
             SessionKey::new("telegram:a").unwrap(),
             SessionKey::new("telegram:b").unwrap(),
         );
         prompt.remember(&a, (snapshot("canary-of-a"), Vec::new()));
-        prompt.remember(&b, (snapshot("canary-of-b"), Vec::new()));
+        let entry = JournalEntry {
+            cursor: 7,
+            timestamp: "2026-12-02 10:00".into(),
+            content: "journal-canary-of-b".into(),
+            session_key: Some("telegram:b".into()),
+            message_range: None,
+            message_digest: None,
+            extra: Default::default(),
+        };
+        prompt.remember(&b, (snapshot("canary-of-b"), vec![entry]));
         let session_a = Session::new(a.clone(), chrono::NaiveDateTime::default());
         let built = prompt.build(&session_a, &[], "summarise");
         let system = built[0]
@@ -192,7 +250,8 @@ mod tests {
             .unwrap_or_default();
         assert!(system.contains("canary-of-a"), "{system}");
         assert!(!system.contains("canary-of-b"), "{system}");
-        // A session with nothing recorded reads the files, not the last session's.
+        // A session with nothing recorded gets the scope's files as last loaded, never
+        // another session's journal entries (the files are the scope's, the same for both).
         let c = Session::new(
             SessionKey::new("telegram:c").unwrap(),
             chrono::NaiveDateTime::default(),
@@ -201,6 +260,10 @@ mod tests {
             .content()
             .map(llm_port::Content::joined_text)
             .unwrap_or_default();
-        assert!(!system.contains("canary-of"), "{system}");
+        assert!(
+            system.contains("canary-of-b"),
+            "the files as last loaded: {system}"
+        );
+        assert!(!system.contains("journal-canary"), "{system}");
     }
 }

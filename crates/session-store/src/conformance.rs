@@ -7,9 +7,21 @@
 //! ```ignore
 //! session_store::session_store_conformance!(memory, || async {
 //!     session_store::MemorySessionStore::new()
-//! });
+//! }, skips = [shared_turn_locks, shared_stale_writers]);
 //! ```
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+//!
+//! Cases that need two store instances over the same storage (two processes, two machines)
+//! take both; the macro makes the second with `reopen = |first| async { .. }`. A case a
+//! backend cannot run is skipped loudly, and only when the backend's test declares it in
+//! `skips = [..]`: an undeclared skip fails, and so does a declared skip that ran, so the
+//! list in each backend's test is exactly what that backend cannot do.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr,
+    missing_docs
+)]
 
 use chrono::NaiveDate;
 use serde_json::json;
@@ -18,6 +30,58 @@ use crate::{
     Append, Session, SessionError, SessionKey, SessionMeta, SessionStore, SessionStoreExt,
     StoredMessage,
 };
+
+/// What a conformance case did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// It ran its checks.
+    Ran,
+    /// It could not run on this backend, for this reason.
+    Skipped(String),
+}
+
+/// A case's return value as an [`Outcome`] (a case that always runs returns `()`).
+pub trait IntoOutcome {
+    /// The outcome.
+    fn into_outcome(self) -> Outcome;
+}
+
+impl IntoOutcome for () {
+    fn into_outcome(self) -> Outcome {
+        Outcome::Ran
+    }
+}
+
+impl IntoOutcome for Outcome {
+    fn into_outcome(self) -> Outcome {
+        self
+    }
+}
+
+/// Settles a case's outcome against the skips a backend's test declares: a skip it did not
+/// declare fails, and so does a declared skip that ran. Skips are printed.
+pub fn settle(case: &str, outcome: impl IntoOutcome, declared: &[&str]) {
+    match (outcome.into_outcome(), declared.contains(&case)) {
+        (Outcome::Ran, false) => {}
+        (Outcome::Skipped(reason), true) => {
+            eprintln!("conformance case {case} skipped: {reason}");
+        }
+        (Outcome::Skipped(reason), false) => {
+            panic!("conformance case {case} skipped but not declared in skips: {reason}")
+        }
+        (Outcome::Ran, true) => {
+            panic!("conformance case {case} is declared in skips but ran; take it off the list")
+        }
+    }
+}
+
+/// `second`, typed as another instance of `first`'s kind (for the suites' macros).
+pub fn same_kind<T>(_first: &T, second: Option<T>) -> Option<T> {
+    second
+}
+
+/// Why a two-instance case is skipped when the backend's test gives no second instance.
+pub const NO_SECOND_INSTANCE: &str = "the backend's test gives no second instance over the same storage (its state lives in one process)";
 
 fn at(second: u32) -> chrono::NaiveDateTime {
     NaiveDate::from_ymd_opt(2026, 1, 2)
@@ -482,25 +546,114 @@ pub async fn current_revision(store: impl SessionStore) {
     );
 }
 
+/// Two instances over one storage: a turn held through one is refused through the other,
+/// and free again for it once released.
+pub async fn shared_turn_locks(first: impl SessionStore, second: impl SessionStore) {
+    let k = key("turn:shared");
+    let held = first
+        .try_lock_turn(&k)
+        .await
+        .unwrap()
+        .expect("free at first");
+    assert!(
+        second.try_lock_turn(&k).await.unwrap().is_none(),
+        "the other instance took a turn the first holds"
+    );
+    drop(held);
+    assert!(second.try_lock_turn(&k).await.unwrap().is_some());
+}
+
+/// Two instances over one storage: each sees the other's writes, and a write from a stale
+/// revision is refused whichever instance makes it.
+pub async fn shared_stale_writers(first: impl SessionStore, second: impl SessionStore) {
+    let k = key("stale:shared");
+    let mut session = Session::new(k.clone(), at(0));
+    session.add_message(message(0), at(0));
+    let created = first.save_changes(&mut session, None).await.unwrap();
+    assert_eq!(second.current_revision(&k).await.unwrap(), created);
+    let mut theirs = second
+        .load(&k)
+        .await
+        .unwrap()
+        .expect("seen by the other")
+        .session;
+    theirs.add_message(message(1), at(1));
+    let moved = second.save_changes(&mut theirs, created).await.unwrap();
+    assert_ne!(moved, created);
+    session.add_message(message(2), at(2));
+    let error = first.save_changes(&mut session, created).await.unwrap_err();
+    assert!(error.is_conflict(), "{error}");
+    let reloaded = first.load(&k).await.unwrap().unwrap();
+    assert_eq!(reloaded.session.messages().len(), 2);
+    assert_eq!(reloaded.revision, moved.unwrap());
+    assert_eq!(
+        first.list().await.unwrap().len(),
+        second.list().await.unwrap().len()
+    );
+}
+
 /// Makes one `#[tokio::test]` per conformance case for a backend. `$make` is an expression
-/// that evaluates to an async closure (or fn) returning a fresh, empty store.
+/// that evaluates to an async closure (or fn) returning a fresh, empty store; `reopen`, an
+/// async closure taking `&store` and returning a second instance over the same storage;
+/// `skips`, the cases this backend cannot run.
 #[macro_export]
 macro_rules! session_store_conformance {
-    ($name:ident, $make:expr) => {
+    ($name:ident, $make:expr $(, reopen = $reopen:expr)? $(, skips = [$($skip:ident),* $(,)?])? $(,)?) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
+            const SKIPS: &[&str] = &[$($(stringify!($skip)),*)?];
             $crate::session_store_conformance!(@case $make, unknown_key, round_trip, ordering,
                 conflict_detection, pointer_bounds, rewrite_and_metadata, concurrent_appends,
                 list_and_delete, flush_keeps_everything, replay_view, turn_locks,
                 current_revision);
+            $crate::conformance_pair_cases!($crate::conformance, $make, [$($reopen)?],
+                shared_turn_locks, shared_stale_writers);
         }
     };
     (@case $make:expr, $($case:ident),*) => {$(
         #[tokio::test]
         async fn $case() {
             let make = $make;
-            $crate::conformance::$case(make().await).await;
+            $crate::conformance::settle(
+                stringify!($case),
+                $crate::conformance::$case(make().await).await,
+                SKIPS,
+            );
         }
     )*};
+}
+
+/// The two-instance cases of a suite (used by the suites' macros): each gets a fresh store
+/// and, when the backend's test gives `reopen`, a second instance over the same storage;
+/// without one the case is skipped (and must be declared).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! conformance_pair_cases {
+    ($module:path, $make:expr, $reopen:tt, $($case:ident),*) => {$(
+        $crate::conformance_pair_cases!(@one $module, $make, $reopen, $case);
+    )*};
+    (@one $module:path, $make:expr, [$($reopen:expr)?], $case:ident) => {
+        #[tokio::test]
+        async fn $case() {
+            use $module as cases;
+            let make = $make;
+            let first = make().await;
+            let second = $crate::conformance::same_kind(&first, {
+                #[allow(unused_mut)]
+                let mut second = None;
+                $( second = Some(($reopen)(&first).await); )?
+                second
+            });
+            let outcome = match second {
+                Some(second) => $crate::conformance::IntoOutcome::into_outcome(
+                    cases::$case(first, second).await,
+                ),
+                None => $crate::conformance::Outcome::Skipped(
+                    $crate::conformance::NO_SECOND_INSTANCE.to_owned(),
+                ),
+            };
+            $crate::conformance::settle(stringify!($case), outcome, SKIPS);
+        }
+    };
 }

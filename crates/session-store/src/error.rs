@@ -126,17 +126,14 @@ impl SessionError {
         }
     }
 
-    /// Refuses a consolidation pointer past `messages`.
-    pub(crate) fn check_pointer(
-        key: &SessionKey,
-        pointer: usize,
-        messages: usize,
-    ) -> Result<(), Self> {
+    /// Refuses a consolidation pointer past `messages` (the rule every backend checks).
+    pub fn check_pointer(key: &SessionKey, pointer: usize, messages: usize) -> Result<(), Self> {
         Self::check_append_pointer(key, None, pointer, messages)
     }
 
-    /// Refuses an appended pointer past `messages` or below the stored one.
-    pub(crate) fn check_append_pointer(
+    /// Refuses an appended pointer past `messages` or below the stored one (the rule every
+    /// backend checks on append).
+    pub fn check_append_pointer(
         key: &SessionKey,
         stored: Option<usize>,
         pointer: usize,
@@ -160,8 +157,9 @@ impl SessionError {
         }
     }
 
-    /// A write expected `expected` and found `found`; no error when they agree.
-    pub(crate) fn check_revision(
+    /// A write expected `expected` and found `found`; no error when they agree (the
+    /// stale-writer rule every backend checks).
+    pub fn check_revision(
         key: &SessionKey,
         expected: Option<Revision>,
         found: Option<Revision>,

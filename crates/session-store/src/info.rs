@@ -6,12 +6,12 @@ use crate::history::sanitize_assistant_text;
 use crate::message::StoredMessage;
 
 /// How many message records a listing scans for a preview, as nanobot-ai does.
-pub(crate) const PREVIEW_SCAN_RECORDS: usize = 200;
+pub const PREVIEW_SCAN_RECORDS: usize = 200;
 const PREVIEW_CHARS: usize = 120;
 
 /// The listing title: `metadata.title` when it is a string; an auto-generated title keeps
 /// no model reasoning (`<think>` blocks), a title the user edited is kept as written.
-pub(crate) fn title(metadata: &Map<String, Value>) -> Option<String> {
+pub fn listing_title(metadata: &Map<String, Value>) -> Option<String> {
     let title = metadata.get("title")?.as_str()?;
     if metadata.get("title_user_edited") == Some(&Value::Bool(true)) {
         return Some(title.to_owned());
@@ -21,7 +21,7 @@ pub(crate) fn title(metadata: &Map<String, Value>) -> Option<String> {
 
 /// The preview of a listing: the first user message with text, else the first assistant
 /// message with text, among the first [`PREVIEW_SCAN_RECORDS`] messages.
-pub(crate) fn preview<'a>(messages: impl IntoIterator<Item = &'a StoredMessage>) -> String {
+pub fn listing_preview<'a>(messages: impl IntoIterator<Item = &'a StoredMessage>) -> String {
     let mut scan = PreviewScan::default();
     for message in messages {
         if scan.offer(message) {
@@ -33,7 +33,7 @@ pub(crate) fn preview<'a>(messages: impl IntoIterator<Item = &'a StoredMessage>)
 
 /// A preview search fed one message at a time, so a listing can stop decoding early.
 #[derive(Default)]
-pub(crate) struct PreviewScan {
+pub struct PreviewScan {
     scanned: usize,
     fallback: Option<String>,
     found: Option<String>,
@@ -41,7 +41,7 @@ pub(crate) struct PreviewScan {
 
 impl PreviewScan {
     /// Looks at the next message; true when the search is over.
-    pub(crate) fn offer(&mut self, message: &StoredMessage) -> bool {
+    pub fn offer(&mut self, message: &StoredMessage) -> bool {
         if self.is_done() {
             return true;
         }
@@ -61,12 +61,12 @@ impl PreviewScan {
     }
 
     /// Whether more messages cannot change the preview.
-    pub(crate) fn is_done(&self) -> bool {
+    pub fn is_done(&self) -> bool {
         self.found.is_some() || self.scanned >= PREVIEW_SCAN_RECORDS
     }
 
     /// The preview found.
-    pub(crate) fn finish(self) -> String {
+    pub fn finish(self) -> String {
         self.found.or(self.fallback).unwrap_or_default()
     }
 }

@@ -22,17 +22,19 @@ pub use history::{
     HistoryOptions, MIN_REPLAY_MESSAGES, Replayed, get_history, get_history_counted,
     message_tokens, public_copy, replay_token_budget,
 };
+pub use info::{PREVIEW_SCAN_RECORDS, PreviewScan, listing_preview, listing_title};
 pub use key::{MAX_KEY_BYTES, SessionKey};
 pub use manager::{
     DEFAULT_CACHE_CAPACITY, DeleteObserver, MAX_WRITE_ATTEMPTS, SessionHandle, SessionManager,
 };
-pub use memory::MemorySessionStore;
+pub use memory::{MemorySessionStore, sort_listing};
 pub use message::{StoredMessage, TOKENS_FIELD};
-pub use replay::ReplayView;
+pub use replay::{ReplayView, replay_floor};
 pub use session::{
     LAST_SUMMARY_KEY, PendingWrite, Retention, Session, SessionMeta, local_naive, parse_isoformat,
     python_isoformat,
 };
 pub use store::{
-    Append, Loaded, Repair, Revision, SessionInfo, SessionStore, SessionStoreExt, TurnLock,
+    Append, Loaded, Repair, Revision, SessionCapabilities, SessionInfo, SessionStore,
+    SessionStoreExt, TurnLock,
 };

@@ -447,6 +447,60 @@ impl SessionManager {
         }
     }
 
+    /// Changes the session's metadata through `commit` instead of the store's own write: an
+    /// operation that writes the metadata together with something else (the archive commit
+    /// journals entries and moves the pointer as one). Unsaved messages are saved first, so
+    /// the change is metadata only; `change` edits a copy and says whether there is
+    /// anything to commit (`false`: nothing is written, `Ok(None)`); `commit` gets the
+    /// revision the copy was made at and the metadata after the change, and returns the
+    /// revision after its write. On success the cached session takes the change; on any
+    /// failure it is reloaded from the store (so a caller that retries sees what another
+    /// writer did) and the error is returned.
+    pub async fn commit_meta<T, E>(
+        &self,
+        handle: &SessionHandle,
+        change: impl FnOnce(&mut Session) -> bool,
+        commit: impl AsyncFnOnce(Revision, &crate::SessionMeta) -> Result<(Revision, T), E>,
+    ) -> Result<Option<T>, E>
+    where
+        E: From<SessionError>,
+    {
+        let _writing = handle.write.lock().await;
+        if handle.persist {
+            self.save_locked(handle).await?;
+        }
+        let (mut copy, revision) = {
+            let state = handle.lock();
+            (state.session.clone(), state.revision)
+        };
+        if !change(&mut copy) {
+            return Ok(None);
+        }
+        if !handle.persist {
+            handle.lock().session = copy;
+            return Ok(None);
+        }
+        let Some(revision) = revision else {
+            return Ok(None);
+        };
+        let write = copy.pending_write();
+        match commit(revision, copy.meta()).await {
+            Ok((after, value)) => {
+                copy.mark_written(&write);
+                let mut state = handle.lock();
+                state.session = copy;
+                state.revision = Some(after);
+                Ok(Some(value))
+            }
+            Err(error) => {
+                // A reload that fails too leaves the copy as it was; its next write is
+                // checked against the store like any other.
+                let _ = self.merge_onto_stored(handle).await;
+                Err(error)
+            }
+        }
+    }
+
     /// Reloads the stored session and puts this copy's unsaved changes on top of it.
     async fn merge_onto_stored(&self, handle: &SessionHandle) -> Result<(), SessionError> {
         let loaded = self.store.load(&handle.key).await?;

@@ -9,8 +9,11 @@ use async_trait::async_trait;
 use crate::error::SessionError;
 use crate::info;
 use crate::key::SessionKey;
+use crate::replay::ReplayView;
 use crate::session::Session;
-use crate::store::{Append, Loaded, Revision, SessionInfo, SessionStore, TurnLock};
+use crate::store::{
+    Append, Loaded, Revision, SessionCapabilities, SessionInfo, SessionStore, TurnLock,
+};
 
 /// Sessions in a map, gone when the process ends.
 #[derive(Debug, Default)]
@@ -150,8 +153,8 @@ impl SessionStore for MemorySessionStore {
                 created_at: session.meta().created_at,
                 updated_at: session.meta().updated_at,
                 message_count: session.messages().len(),
-                title: info::title(&session.meta().metadata),
-                preview: info::preview(session.messages()),
+                title: info::listing_title(&session.meta().metadata),
+                preview: info::listing_preview(session.messages()),
             })
             .collect();
         sort_listing(&mut rows);
@@ -162,10 +165,30 @@ impl SessionStore for MemorySessionStore {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         Ok(sessions.remove(key).is_some())
     }
+
+    async fn open_for_replay(&self, key: &SessionKey) -> Result<Option<ReplayView>, SessionError> {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(sessions
+            .get(key)
+            .map(|(session, revision)| ReplayView::of_session(session.clone(), *revision)))
+    }
+
+    async fn flush(&self, key: &SessionKey, expected: Revision) -> Result<Revision, SessionError> {
+        // Nothing to make durable; a stale caller still learns that it is stale.
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let found = sessions.get(key).map(|(_, revision)| *revision);
+        SessionError::check_revision(key, Some(expected), found)?;
+        Ok(expected)
+    }
+
+    fn capabilities(&self) -> SessionCapabilities {
+        SessionCapabilities::default()
+    }
 }
 
-/// Most recently updated first; ties by key, so listings are deterministic.
-pub(crate) fn sort_listing(rows: &mut [SessionInfo]) {
+/// The listing order every backend uses: most recently updated first; ties by key, so
+/// listings are deterministic.
+pub fn sort_listing(rows: &mut [SessionInfo]) {
     rows.sort_by(|a, b| {
         b.updated_at
             .cmp(&a.updated_at)

@@ -54,7 +54,7 @@ impl ReplayView {
 /// The first message index replay can start at for a session of `count` messages whose
 /// pointer is `pointer`: from here on, a tail must also reach back to a user turn (and the
 /// message before it) for [`get_history`] to see what it would see in the whole session.
-#[cfg_attr(not(feature = "fs"), allow(dead_code))]
-pub(crate) fn replay_floor(count: usize, pointer: usize) -> usize {
+/// Public so every backend that reads a tail reads the same one.
+pub fn replay_floor(count: usize, pointer: usize) -> usize {
     pointer.min(count.saturating_sub(MIN_REPLAY_MESSAGES))
 }

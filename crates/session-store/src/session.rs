@@ -280,9 +280,8 @@ impl Session {
             || self.persisted_meta.as_ref() != Some(&self.meta)
     }
 
-    /// Records that the store now holds everything.
-    #[cfg_attr(not(feature = "fs"), allow(dead_code))]
-    pub(crate) fn mark_persisted(&mut self) {
+    /// Records that the store now holds everything (a backend that loaded the session).
+    pub fn mark_persisted(&mut self) {
         self.persisted_messages = self.messages.len();
         self.persisted_meta = Some(self.meta.clone());
         self.needs_rewrite = false;

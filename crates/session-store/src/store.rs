@@ -205,23 +205,18 @@ pub trait SessionStore: Send + Sync {
 
     /// Opens a session to replay it: its metadata and the tail of messages replay can use
     /// ([`ReplayView`]). A backend that can read a session's end without its beginning
-    /// does (the file backend reads the metadata and the live tail only); the default loads
-    /// the whole session. Read-only: nothing is repaired.
-    async fn open_for_replay(&self, key: &SessionKey) -> Result<Option<ReplayView>, SessionError> {
-        Ok(self
-            .load(key)
-            .await?
-            .map(|loaded| ReplayView::of_session(loaded.session, loaded.revision)))
-    }
+    /// does (the file backend reads the metadata and the live tail only, from
+    /// [`crate::replay_floor`] on) and says so in [`SessionCapabilities::partial_replay`];
+    /// one that cannot returns [`ReplayView::of_session`] of the whole session. Read-only:
+    /// nothing is repaired.
+    async fn open_for_replay(&self, key: &SessionKey) -> Result<Option<ReplayView>, SessionError>;
 
     /// Makes the session at `expected` durable and tidy: synced to stable storage and, for
     /// the file backend, line 1 made current for nanobot-ai's readers and dead records
     /// compacted away. Called at turn end, when a session goes idle and at shutdown.
-    /// Returns the revision after (a compaction changes it). The default does nothing.
-    async fn flush(&self, key: &SessionKey, expected: Revision) -> Result<Revision, SessionError> {
-        let _ = key;
-        Ok(expected)
-    }
+    /// Returns the revision after (a compaction changes it; a backend with nothing to do
+    /// returns `expected` when the session is still there).
+    async fn flush(&self, key: &SessionKey, expected: Revision) -> Result<Revision, SessionError>;
 
     /// The session's turn lock if nobody holds it now, else `None` at once (the caller
     /// decides how long to wait: [`crate::SessionManager::lock_turn`]). The session need
@@ -231,6 +226,20 @@ pub trait SessionStore: Send + Sync {
     /// The session's current revision without reading it (`None`: no such session), so a
     /// cached copy can be checked for staleness cheaply at the start of a turn.
     async fn current_revision(&self, key: &SessionKey) -> Result<Option<Revision>, SessionError>;
+
+    /// What this store offers beyond the contract.
+    fn capabilities(&self) -> SessionCapabilities;
+}
+
+/// What a session store offers beyond the contract every store keeps. Build it with
+/// `..Default::default()`, so a capability added later keeps compiling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SessionCapabilities {
+    /// Several store instances over the same storage (processes, machines) see each other's
+    /// writes, refuse each other's stale ones and exclude each other's turns.
+    pub shared_storage: bool,
+    /// [`SessionStore::open_for_replay`] reads a session's end without its beginning.
+    pub partial_replay: bool,
 }
 
 /// Conveniences over any store.
@@ -308,6 +317,9 @@ macro_rules! forward_session_store {
                 key: &SessionKey,
             ) -> Result<Option<Revision>, SessionError> {
                 (**self).current_revision(key).await
+            }
+            fn capabilities(&self) -> SessionCapabilities {
+                (**self).capabilities()
             }
         }
     )*};

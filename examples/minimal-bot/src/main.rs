@@ -10,8 +10,9 @@ use context_builder::{BuilderConfig, ContextBuilder, Host};
 use llm_openai::{OpenAiClient, OpenAiConfig};
 use llm_port::{Cl100kBase, LlmClient, TextSink, TokioClock};
 use memory_scope::{ScopeKey, Subject};
-use memory_store::{FileDocuments, FileJournal, FileLease, MemoryVersionStore, WorkspaceLoader};
+use memory_store::{FileDocuments, FileJournal, FileLease, MemoryVersionStore};
 use nanobot_turn::{Agent, AgentSettings, OneScope, ScopeStores};
+use prompt_inputs::PromptLoader;
 use session_store::{FileSessionStore, SessionKey, SessionManager};
 
 #[tokio::main]
@@ -29,18 +30,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // One memory (the agent's) on files: sessions, the journal, the prompt's files.
     let store = FileSessionStore::open_workspace(&workspace, Default::default())?;
-    let stores = ScopeStores {
-        sessions: Arc::new(SessionManager::new(
+    let documents = Arc::new(FileDocuments::open(&workspace)?);
+    let stores = ScopeStores::stepwise(
+        Arc::new(SessionManager::new(
             Arc::new(store),
             clock.clone(),
             Arc::new(Cl100kBase),
         )),
-        journal: Arc::new(FileJournal::open(&workspace)?),
-        documents: Arc::new(FileDocuments::open(&workspace)?),
-        prompt_files: Arc::new(WorkspaceLoader::new(&workspace)?),
-        versions: Ok(Arc::new(MemoryVersionStore::new())),
-        lease: Arc::new(FileLease::open(&workspace)?),
-    };
+        Arc::new(FileJournal::open(&workspace)?),
+        documents.clone(),
+        Arc::new(PromptLoader::new(documents).with_agent_dir(&workspace)?),
+        Ok(Arc::new(MemoryVersionStore::new())),
+        Arc::new(FileLease::open(&workspace)?),
+    );
     let builder = ContextBuilder::new(BuilderConfig::new(Host::this_build()), Arc::new(Cl100kBase));
     let agent = Agent::new(
         AgentSettings::new("local", 4_096, 256),

@@ -408,9 +408,9 @@ fn case_22_to_28_skills() {
         builtin_skills_dir: Some("/opt/nanobot/skills".into()),
         skills: vec![
             skill("mine", "---\ndescription: Mine\n---\nx"),
-            std::sync::Arc::new(memory_store::SkillFile::parse(
+            std::sync::Arc::new(prompt_inputs::SkillFile::parse(
                 "weather",
-                memory_store::SkillSource::BuiltIn,
+                prompt_inputs::SkillSource::BuiltIn,
                 "---\ndescription: Weather\n---\nx",
                 &crate::support::Probe,
             )),

@@ -1,5 +1,5 @@
 //! Byte parity with nanobot-ai 0.3.5's `build_system_prompt` on real workspaces, loaded by
-//! `memory_store::WorkspaceLoader`: identity for every channel, bootstrap files with their
+//! `prompt_inputs::PromptLoader` over file documents: identity for every channel, bootstrap files with their
 //! templates, memory, active skills, the skills index (built-in skills included) and the
 //! summary. Two documented differences are normalised before comparing: nanobot lists
 //! skills in directory order (we sort them), and 0.3.5's "# Current Project" part, which the
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bench_workload::testing::{TempDir, peer_python, run_peer};
 use context_builder::{BuilderConfig, ContextBuilder, Host, Summary, Turn};
 use llm_port::Cl100kBase;
-use memory_store::{Document, WorkspaceLoader};
+use memory_store::Document;
 use serde_json::{Value, json};
 
 const SCRIPT: &str = r#"
@@ -93,13 +93,8 @@ fn compare(python: &str, ws: &Path, builtin: bool, cases: &[Case]) {
         peer["machine"].as_str().unwrap(),
         peer["runtime"].as_str().unwrap(),
     );
-    let mut loader = WorkspaceLoader::new(ws).unwrap();
-    if builtin {
-        loader = loader
-            .with_builtin_skills(Path::new(peer["builtin_dir"].as_str().unwrap()))
-            .unwrap();
-    }
-    let snapshot = loader.load().unwrap();
+    let builtin_dir = builtin.then(|| Path::new(peer["builtin_dir"].as_str().unwrap()));
+    let snapshot = crate::support::load_workspace(ws, builtin_dir);
     let mut config = BuilderConfig::new(host);
     // Without built-ins the peer disables every built-in name, which hides a workspace
     // skill of the same name too; do the same.

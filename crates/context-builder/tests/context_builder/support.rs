@@ -6,7 +6,7 @@ use context_builder::{
     BuilderConfig, ContextBuilder, Host, JournalEntry, SkillFile, SkillSource, WorkspaceSnapshot,
 };
 use llm_port::Cl100kBase;
-use memory_store::RequirementProbe;
+use prompt_inputs::RequirementProbe;
 
 /// Linux, x86_64, a fixed runtime: snapshots do not depend on the host.
 pub(crate) fn host() -> Host {
@@ -51,6 +51,7 @@ pub(crate) fn entry(cursor: u64, key: Option<&str>, content: &str) -> JournalEnt
         content: content.into(),
         session_key: key.map(str::to_owned),
         message_range: None,
+        message_digest: None,
         extra: Default::default(),
     }
 }
@@ -58,4 +59,24 @@ pub(crate) fn entry(cursor: u64, key: Option<&str>, content: &str) -> JournalEnt
 /// The system prompt's parts, for fixtures whose files hold no separator of their own.
 pub(crate) fn parts(system: &str) -> Vec<&str> {
     system.split(context_builder::SEPARATOR).collect()
+}
+
+/// The prompt inputs of the workspace at `workspace` (and built-in skills in `builtin`),
+/// read through its file documents as the app reads them.
+pub(crate) fn load_workspace(
+    workspace: &std::path::Path,
+    builtin: Option<&std::path::Path>,
+) -> WorkspaceSnapshot {
+    let documents = Arc::new(memory_store::FileDocuments::open(workspace).unwrap());
+    let mut loader = prompt_inputs::PromptLoader::new(documents)
+        .with_agent_dir(workspace)
+        .unwrap();
+    if let Some(dir) = builtin {
+        loader = loader.with_builtin_skills(dir).unwrap();
+    }
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(loader.load())
+        .unwrap()
 }

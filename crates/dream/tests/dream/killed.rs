@@ -3,6 +3,8 @@
 //! and while waiting for the model. A fresh process then finds files, cursor and
 //! repository consistent, and the lease free.
 
+use crate::support::WriteAny as _;
+use memory_store::MemoryDocumentsExt as _;
 use std::process::Command;
 use std::sync::Arc;
 
@@ -12,7 +14,7 @@ use llm_port::testing::ScriptedLlm;
 use memory_store::{
     AuxFile, Compaction, Document, FileDocuments, FileJournal, FileLease, GitVersions,
     HistoryJournal, HistoryJournalExt, JournalEntry, MemoryDocuments, MemoryError, MemoryVersions,
-    NewEntry, SkillInfo,
+    NewEntry,
 };
 
 use crate::support::{TestClock, config, edit, script, write};
@@ -42,31 +44,44 @@ struct Journal(FileJournal, Arc<Killer>);
 
 #[async_trait::async_trait]
 impl MemoryDocuments for Docs {
-    async fn read(&self, d: Document) -> Result<Option<String>, MemoryError> {
+    async fn read(&self, d: Document) -> Result<Option<memory_store::DocumentText>, MemoryError> {
         self.0.read(d).await
     }
-    async fn write(&self, d: Document, t: &str) -> Result<(), MemoryError> {
+    async fn write(
+        &self,
+        d: Document,
+        t: &str,
+        e: memory_store::Expected,
+    ) -> Result<memory_store::DocVersion, MemoryError> {
         self.1.write();
-        self.0.write(d, t).await
+        self.0.write(d, t, e).await
     }
-    async fn list_skills(&self) -> Result<Vec<SkillInfo>, MemoryError> {
-        self.0.list_skills().await
+    async fn skills(&self) -> Result<memory_store::SkillSet, MemoryError> {
+        self.0.skills().await
     }
-    async fn read_skill(&self, n: &str) -> Result<Option<String>, MemoryError> {
+    async fn read_skill(&self, n: &str) -> Result<Option<memory_store::DocumentText>, MemoryError> {
         self.0.read_skill(n).await
     }
-    async fn write_skill(&self, n: &str, t: &str) -> Result<(), MemoryError> {
+    async fn write_skill(
+        &self,
+        n: &str,
+        t: &str,
+        e: memory_store::Expected,
+    ) -> Result<memory_store::DocVersion, MemoryError> {
         self.1.write();
-        self.0.write_skill(n, t).await
+        self.0.write_skill(n, t, e).await
     }
-    async fn delete_skill(&self, n: &str) -> Result<bool, MemoryError> {
-        self.0.delete_skill(n).await
+    async fn delete_skill(&self, n: &str, e: memory_store::Expected) -> Result<bool, MemoryError> {
+        self.0.delete_skill(n, e).await
     }
     async fn read_aux(&self, f: AuxFile) -> Result<Option<String>, MemoryError> {
         self.0.read_aux(f).await
     }
     async fn write_aux(&self, f: AuxFile, t: &str) -> Result<(), MemoryError> {
         self.0.write_aux(f, t).await
+    }
+    fn capabilities(&self) -> memory_store::DocumentCapabilities {
+        self.0.capabilities()
     }
 }
 
@@ -96,16 +111,21 @@ impl HistoryJournal for Journal {
     async fn compact(&self, m: usize) -> Result<Compaction, MemoryError> {
         self.0.compact(m).await
     }
+    fn capabilities(&self) -> memory_store::JournalCapabilities {
+        self.0.capabilities()
+    }
 }
 
 fn dream_over(ws: &std::path::Path, llm: ScriptedLlm, killer: Arc<Killer>) -> Dream {
     Dream::new(
         config(),
         Arc::new(llm),
-        Arc::new(Journal(FileJournal::open(ws).unwrap(), killer.clone())),
-        Arc::new(Docs(FileDocuments::open(ws).unwrap(), killer)),
-        Ok(Arc::new(GitVersions::open(ws).unwrap()) as Arc<dyn MemoryVersions>),
-        Arc::new(FileLease::open(ws).unwrap()),
+        dream::DreamStores::stepwise(
+            Arc::new(Journal(FileJournal::open(ws).unwrap(), killer.clone())),
+            Arc::new(Docs(FileDocuments::open(ws).unwrap(), killer)),
+            Ok(Arc::new(GitVersions::open(ws).unwrap()) as Arc<dyn MemoryVersions>),
+            Arc::new(FileLease::open(ws).unwrap()),
+        ),
         TestClock::new(),
         Arc::new(Utf8Bytes),
     )
@@ -153,7 +173,7 @@ async fn a_killed_run_leaves_memory_consistent() {
     for point in ["model", "write:0", "write:1", "write:2", "cursor"] {
         let ws = bench_workload::testing::TempDir::new("dream-killed");
         let docs = FileDocuments::open(ws.path()).unwrap();
-        docs.write(Document::Soul, "# Soul\n\n- Helpful\n")
+        docs.write_doc_any(Document::Soul, "# Soul\n\n- Helpful\n")
             .await
             .unwrap();
         FileJournal::open(ws.path())
@@ -192,7 +212,7 @@ async fn a_killed_run_leaves_memory_consistent() {
         let report = dream.run(Trigger::Scheduled).await.unwrap();
         let journal = FileJournal::open(ws.path()).unwrap();
         let versions = GitVersions::open(ws.path()).unwrap();
-        let soul = docs.read(Document::Soul).await.unwrap().unwrap();
+        let soul = docs.read_text(Document::Soul).await.unwrap().unwrap();
         let cursor = journal.dream_cursor().await.unwrap();
         let head = versions.log(1).await.unwrap();
         if point == "model" {
@@ -210,7 +230,7 @@ async fn a_killed_run_leaves_memory_consistent() {
         );
         assert_eq!(soul, "# Soul\n\n- Precise\n", "{point}");
         assert_eq!(
-            docs.read(Document::User).await.unwrap().as_deref(),
+            docs.read_text(Document::User).await.unwrap().as_deref(),
             Some("# User\n"),
             "{point}"
         );

@@ -1,10 +1,11 @@
 //! Plan mode: a model without native tool calls answers one edit plan, applied through the
 //! same sandbox, checks and all-or-nothing apply as tool calls.
 
+use crate::support::WriteAny as _;
 use dream::{DreamMode, RunStatus, StopReason, Trigger};
 use llm_port::testing::ScriptedLlm;
 use llm_port::{Capabilities, ResponseFormat};
-use memory_store::{Document, MemoryDocuments};
+use memory_store::Document;
 use serde_json::json;
 
 use crate::support::{config, fixture, fixture_with};
@@ -40,7 +41,7 @@ async fn a_plan_is_applied_and_versioned_when_the_backend_has_no_tool_calls() {
     let f = fixture(llm);
     f.seed().await;
     f.documents
-        .write(
+        .write_doc_any(
             Document::User,
             "# User\n\n## Basic Information\n\n- Lives in Berlin\n",
         )

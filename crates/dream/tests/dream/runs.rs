@@ -4,6 +4,7 @@
 use dream::{DreamError, RunStatus, StopReason, Trigger, format};
 use llm_port::LlmError;
 use llm_port::testing::ScriptedLlm;
+use memory_store::MemoryDocumentsExt as _;
 use memory_store::{AuxFile, Document, HistoryJournal, MemoryDocuments, MemoryVersions};
 use serde_json::json;
 
@@ -235,6 +236,7 @@ async fn a_completed_run_applies_versions_and_advances() {
             .await
             .unwrap()
             .unwrap()
+            .text
             .starts_with("---\nname: demo")
     );
     assert_eq!(f.cursor().await, 2);
@@ -442,16 +444,23 @@ async fn a_second_run_is_refused_while_one_holds_the_lease() {
     use std::sync::Arc;
     let clock = crate::support::TestClock::new();
     let lease = Arc::new(memory_store::MemoryLeaseStore::new());
-    let held = memory_store::MemoryLease::try_acquire(lease.as_ref(), "scheduled run")
-        .unwrap()
-        .unwrap();
+    let held = memory_store::MemoryLease::try_acquire(
+        lease.as_ref(),
+        "scheduled run",
+        std::time::Duration::from_secs(60),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     let dream = dream::Dream::new(
         config(),
         Arc::new(ScriptedLlm::new()),
-        Arc::new(memory_store::MemoryJournal::new(clock.clone())),
-        Arc::new(memory_store::MemoryDocumentStore::new()),
-        Err("not configured".into()),
-        lease.clone(),
+        dream::DreamStores::stepwise(
+            Arc::new(memory_store::MemoryJournal::new(clock.clone())),
+            Arc::new(memory_store::MemoryDocumentStore::new()),
+            Err("not configured".into()),
+            lease.clone(),
+        ),
         clock,
         Arc::new(llm_port::Utf8Bytes),
     )
@@ -477,13 +486,15 @@ async fn without_versioning_runs_work_and_commands_explain() {
     let dream = dream::Dream::new(
         config(),
         Arc::new(script(&[&[write("SOUL.md", "# Soul\n")]], "done")),
-        journal.clone(),
-        documents.clone(),
-        Err(
-            "the workspace's .nanobot/memory.git could not be created (read-only file system)"
-                .into(),
+        dream::DreamStores::stepwise(
+            journal.clone(),
+            documents.clone(),
+            Err(
+                "the workspace's .nanobot/memory.git could not be created (read-only file system)"
+                    .into(),
+            ),
+            Arc::new(memory_store::MemoryLeaseStore::new()),
         ),
-        Arc::new(memory_store::MemoryLeaseStore::new()),
         clock,
         Arc::new(llm_port::Utf8Bytes),
     )
@@ -497,7 +508,11 @@ async fn without_versioning_runs_work_and_commands_explain() {
     let report = dream.run(Trigger::Manual).await.unwrap();
     assert!(report.completed() && report.version.is_none());
     assert_eq!(
-        documents.read(Document::Soul).await.unwrap().as_deref(),
+        documents
+            .read_text(Document::Soul)
+            .await
+            .unwrap()
+            .as_deref(),
         Some("# Soul\n")
     );
     assert_eq!(journal.dream_cursor().await.unwrap(), 1);

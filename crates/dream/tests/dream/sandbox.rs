@@ -1,9 +1,11 @@
 //! The sandbox (spec dream.md cases 33-41): hostile paths the model may try, all refused
 //! with an error it sees, nothing created; the allowed files work.
 
+use crate::support::WriteAny as _;
 use dream::Overlay;
 use dream::sandbox::{Target, parse};
-use memory_store::{Document, FileDocuments, MemoryDocuments};
+use memory_store::MemoryDocumentsExt as _;
+use memory_store::{Document, FileDocuments};
 use serde_json::json;
 
 const HOSTILE: [&str; 32] = [
@@ -174,9 +176,9 @@ async fn links_in_the_workspace_lead_nowhere() {
     std::os::unix::fs::symlink(outside.path().join("secret.txt"), ws.path().join("USER.md"))
         .unwrap();
     let docs = FileDocuments::open(ws.path()).unwrap();
-    assert!(docs.read(Document::User).await.is_err());
+    assert!(docs.read_text(Document::User).await.is_err());
     assert!(Overlay::load(&docs, 1000).await.is_err());
-    assert!(docs.write(Document::User, "pwned").await.is_err());
+    assert!(docs.write_doc_any(Document::User, "pwned").await.is_err());
     assert_eq!(
         std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(),
         "secret"

@@ -1,6 +1,8 @@
 //! A user's or a chat's Dream: its own files are written, the agent's shared `SOUL.md` and
 //! skills only get proposals.
 
+use crate::support::WriteAny as _;
+use memory_store::MemoryDocumentsExt as _;
 use std::sync::Arc;
 
 use dream::{Dream, RunStatus, Trigger};
@@ -17,16 +19,23 @@ async fn a_scoped_run_writes_its_own_files_and_proposes_shared_ones() {
     let clock = TestClock::new();
     let agent = Arc::new(MemoryDocumentStore::new());
     agent
-        .write(Document::Soul, "# Soul\n\n- Helpful\n")
+        .write_doc_any(Document::Soul, "# Soul\n\n- Helpful\n")
         .await
         .unwrap();
-    agent.write(Document::User, "# Operator\n").await.unwrap();
     agent
-        .write_skill("cook", "---\ndescription: cooking\n---\nRecipes.\n")
+        .write_doc_any(Document::User, "# Operator\n")
+        .await
+        .unwrap();
+    agent
+        .write_skill(
+            "cook",
+            "---\ndescription: cooking\n---\nRecipes.\n",
+            memory_store::Expected::Absent,
+        )
         .await
         .unwrap();
     let own = Arc::new(MemoryDocumentStore::new());
-    own.write(Document::User, "# User\n").await.unwrap();
+    own.write_doc_any(Document::User, "# User\n").await.unwrap();
     let documents = Arc::new(ScopedDocuments::new(own.clone(), agent.clone()));
     let journal = Arc::new(MemoryJournal::new(clock.clone()));
     journal
@@ -50,10 +59,12 @@ async fn a_scoped_run_writes_its_own_files_and_proposes_shared_ones() {
     let dream = Dream::new(
         cfg,
         llm.clone(),
-        journal.clone(),
-        documents.clone(),
-        Ok(versions.clone() as Arc<dyn MemoryVersions>),
-        Arc::new(MemoryLeaseStore::new()),
+        dream::DreamStores::stepwise(
+            journal.clone(),
+            documents.clone(),
+            Ok(versions.clone() as Arc<dyn MemoryVersions>),
+            Arc::new(MemoryLeaseStore::new()),
+        ),
         clock.clone(),
         Arc::new(Utf8Bytes),
     )
@@ -66,11 +77,11 @@ async fn a_scoped_run_writes_its_own_files_and_proposes_shared_ones() {
     assert!(!request.contains("# Operator"));
     // Its own file is written; the agent's files are untouched.
     assert_eq!(
-        own.read(Document::User).await.unwrap().as_deref(),
+        own.read_text(Document::User).await.unwrap().as_deref(),
         Some("# User\n\n- Likes tea\n")
     );
     assert_eq!(
-        agent.read(Document::Soul).await.unwrap().as_deref(),
+        agent.read_text(Document::Soul).await.unwrap().as_deref(),
         Some("# Soul\n\n- Helpful\n")
     );
     assert!(agent.read_skill("tea").await.unwrap().is_none());
@@ -95,10 +106,15 @@ async fn a_scoped_run_writes_its_own_files_and_proposes_shared_ones() {
     assert!(!files.keys().any(|k| k.starts_with("skills/")));
     // The shared files cannot be written through the scope at all.
     assert!(matches!(
-        documents.write(Document::Soul, "x").await,
+        documents.write_doc_any(Document::Soul, "x").await,
         Err(MemoryError::ReadOnly { .. })
     ));
-    assert!(documents.write_skill("tea", "x").await.is_err());
+    assert!(
+        documents
+            .write_skill("tea", "x", memory_store::Expected::Any)
+            .await
+            .is_err()
+    );
     // Reviewed proposals leave the queue.
     let dismissed = dream.dismiss_proposals(&[0]).await.unwrap();
     assert_eq!(dismissed[0].path, "SOUL.md");
@@ -106,7 +122,7 @@ async fn a_scoped_run_writes_its_own_files_and_proposes_shared_ones() {
     // A second run with nothing new makes no version for the shared files' sake.
     let before = versions.log(10).await.unwrap().len();
     agent
-        .write(Document::Soul, "# Soul\n\n- Changed by the agent\n")
+        .write_doc_any(Document::Soul, "# Soul\n\n- Changed by the agent\n")
         .await
         .unwrap();
     journal

@@ -1,5 +1,6 @@
 //! A Dream over in-memory ports (or files), a scripted model and a settable clock.
 
+use memory_store::MemoryDocumentsExt as _;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
@@ -62,10 +63,12 @@ pub(crate) fn fixture_with(llm: ScriptedLlm, config: DreamConfig) -> Fixture {
     let dream = Dream::new(
         config,
         llm.clone(),
-        journal.clone(),
-        documents.clone(),
-        Ok(versions.clone() as Arc<dyn MemoryVersions>),
-        Arc::new(MemoryLeaseStore::new()),
+        dream::DreamStores::stepwise(
+            journal.clone(),
+            documents.clone(),
+            Ok(versions.clone() as Arc<dyn MemoryVersions>),
+            Arc::new(MemoryLeaseStore::new()),
+        ),
         clock.clone(),
         Arc::new(Utf8Bytes),
     )
@@ -83,11 +86,11 @@ pub(crate) fn fixture_with(llm: ScriptedLlm, config: DreamConfig) -> Fixture {
 impl Fixture {
     pub(crate) async fn seed(&self) {
         self.documents
-            .write(Document::Soul, "# Soul\n\n- Helpful\n")
+            .write_doc_any(Document::Soul, "# Soul\n\n- Helpful\n")
             .await
             .unwrap();
         self.documents
-            .write(Document::Memory, "# Memory\n\n- Project X active\n")
+            .write_doc_any(Document::Memory, "# Memory\n\n- Project X active\n")
             .await
             .unwrap();
     }
@@ -101,7 +104,7 @@ impl Fixture {
     }
 
     pub(crate) async fn doc(&self, document: Document) -> Option<String> {
-        self.documents.read(document).await.unwrap()
+        self.documents.read_text(document).await.unwrap()
     }
 
     pub(crate) async fn cursor(&self) -> u64 {
@@ -144,3 +147,18 @@ pub(crate) fn edit(path: &str, old: &str, new: &str) -> (&'static str, serde_jso
 pub(crate) fn write(path: &str, content: &str) -> (&'static str, serde_json::Value) {
     ("write_file", json!({"path": path, "content": content}))
 }
+
+/// A test's writes: whatever is there is replaced (an operator's overwrite).
+#[async_trait::async_trait]
+pub(crate) trait WriteAny: MemoryDocuments {
+    async fn write_doc_any(
+        &self,
+        document: Document,
+        text: &str,
+    ) -> Result<memory_store::DocVersion, memory_store::MemoryError> {
+        self.write(document, text, memory_store::Expected::Any)
+            .await
+    }
+}
+
+impl<T: MemoryDocuments + ?Sized> WriteAny for T {}

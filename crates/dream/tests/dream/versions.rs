@@ -1,6 +1,8 @@
 //! Versioned memory: log, show, restore (and undoing a restore), edits made outside Dream,
 //! crash recovery, and the whole stack on files with a real git repository.
 
+use crate::support::WriteAny as _;
+use memory_store::MemoryDocumentsExt as _;
 use std::sync::Arc;
 
 use dream::{DreamError, Trigger, format};
@@ -124,7 +126,7 @@ async fn edits_outside_dream_get_their_own_version() {
     f.append(&["one"]).await;
     f.dream.run(Trigger::Manual).await.unwrap();
     f.documents
-        .write(Document::User, "# User\n\nEdited by hand.\n")
+        .write_doc_any(Document::User, "# User\n\nEdited by hand.\n")
         .await
         .unwrap();
     f.append(&["two"]).await;
@@ -163,31 +165,44 @@ impl Crashing {
 
 #[async_trait::async_trait]
 impl MemoryDocuments for Crashing {
-    async fn read(&self, d: Document) -> Result<Option<String>, MemoryError> {
+    async fn read(&self, d: Document) -> Result<Option<memory_store::DocumentText>, MemoryError> {
         self.inner.read(d).await
     }
-    async fn write(&self, d: Document, t: &str) -> Result<(), MemoryError> {
+    async fn write(
+        &self,
+        d: Document,
+        t: &str,
+        e: memory_store::Expected,
+    ) -> Result<memory_store::DocVersion, MemoryError> {
         self.tick()?;
-        self.inner.write(d, t).await
+        self.inner.write(d, t, e).await
     }
-    async fn list_skills(&self) -> Result<Vec<memory_store::SkillInfo>, MemoryError> {
-        self.inner.list_skills().await
+    async fn skills(&self) -> Result<memory_store::SkillSet, MemoryError> {
+        self.inner.skills().await
     }
-    async fn read_skill(&self, n: &str) -> Result<Option<String>, MemoryError> {
+    async fn read_skill(&self, n: &str) -> Result<Option<memory_store::DocumentText>, MemoryError> {
         self.inner.read_skill(n).await
     }
-    async fn write_skill(&self, n: &str, t: &str) -> Result<(), MemoryError> {
+    async fn write_skill(
+        &self,
+        n: &str,
+        t: &str,
+        e: memory_store::Expected,
+    ) -> Result<memory_store::DocVersion, MemoryError> {
         self.tick()?;
-        self.inner.write_skill(n, t).await
+        self.inner.write_skill(n, t, e).await
     }
-    async fn delete_skill(&self, n: &str) -> Result<bool, MemoryError> {
-        self.inner.delete_skill(n).await
+    async fn delete_skill(&self, n: &str, e: memory_store::Expected) -> Result<bool, MemoryError> {
+        self.inner.delete_skill(n, e).await
     }
     async fn read_aux(&self, f: AuxFile) -> Result<Option<String>, MemoryError> {
         self.inner.read_aux(f).await
     }
     async fn write_aux(&self, f: AuxFile, t: &str) -> Result<(), MemoryError> {
         self.inner.write_aux(f, t).await
+    }
+    fn capabilities(&self) -> memory_store::DocumentCapabilities {
+        self.inner.capabilities()
     }
 }
 
@@ -205,7 +220,7 @@ async fn a_crash_while_applying_is_finished_on_the_next_start() {
         });
         documents
             .inner
-            .write(Document::Soul, "# Soul\n\n- Helpful\n")
+            .write_doc_any(Document::Soul, "# Soul\n\n- Helpful\n")
             .await
             .unwrap();
         journal
@@ -217,10 +232,12 @@ async fn a_crash_while_applying_is_finished_on_the_next_start() {
             dream::Dream::new(
                 config(),
                 Arc::new(llm),
-                journal.clone(),
-                documents.clone(),
-                Ok(versions.clone() as Arc<dyn MemoryVersions>),
-                Arc::new(FileLease::open(ws.path()).unwrap()),
+                dream::DreamStores::stepwise(
+                    journal.clone(),
+                    documents.clone(),
+                    Ok(versions.clone() as Arc<dyn MemoryVersions>),
+                    Arc::new(FileLease::open(ws.path()).unwrap()),
+                ),
                 clock.clone(),
                 Arc::new(Utf8Bytes),
             )
@@ -253,11 +270,11 @@ async fn a_crash_while_applying_is_finished_on_the_next_start() {
         let report = again.run(Trigger::Scheduled).await.unwrap();
         assert_eq!(report.status, dream::RunStatus::NothingToDo);
         assert_eq!(
-            documents.read(Document::Soul).await.unwrap().unwrap(),
+            documents.read_text(Document::Soul).await.unwrap().unwrap(),
             "# Soul\n\n- Precise\n"
         );
         assert_eq!(
-            documents.read(Document::User).await.unwrap().unwrap(),
+            documents.read_text(Document::User).await.unwrap().unwrap(),
             "# User\n"
         );
         assert!(documents.read_skill("a").await.unwrap().is_some());
@@ -293,10 +310,12 @@ async fn on_files_with_a_real_git_repository() {
             &[&[write("memory/MEMORY.md", "# Memory\n\n- Ada likes tea\n")]],
             "done",
         )),
-        journal.clone(),
-        documents.clone(),
-        Ok(versions.clone() as Arc<dyn MemoryVersions>),
-        Arc::new(FileLease::open(ws.path()).unwrap()),
+        dream::DreamStores::stepwise(
+            journal.clone(),
+            documents.clone(),
+            Ok(versions.clone() as Arc<dyn MemoryVersions>),
+            Arc::new(FileLease::open(ws.path()).unwrap()),
+        ),
         clock,
         Arc::new(Utf8Bytes),
     )

@@ -112,14 +112,23 @@ async fn the_background_task_sleeps_until_a_deadline() {
 async fn case_84_a_failing_compaction_is_reported_and_retried_later() {
     let fixture = Fixture::new(turns(4)).await;
     let consolidator = Arc::new(
-        memory_core::Consolidator::new(
-            config(100_000, 0.5),
-            summary_llm(2),
-            Arc::new(FullJournal),
-            fixture.sessions.clone(),
-            Arc::new(memory_core::PlainPrompt::default()),
-            flat_counter(10),
-        )
+        {
+            let journal = Arc::new(FullJournal);
+            let sessions = fixture.sessions.clone();
+            let archive = Arc::new(memory_store::TwoStepArchive::new(
+                journal.clone(),
+                sessions.store().clone(),
+            ));
+            memory_core::Consolidator::new(
+                config(100_000, 0.5),
+                summary_llm(2),
+                journal,
+                archive,
+                sessions,
+                Arc::new(memory_core::PlainPrompt::default()),
+                flat_counter(10),
+            )
+        }
         .unwrap(),
     );
     let compact = AutoCompact::new(consolidator, DEFAULT_IDLE_TTL);

@@ -295,14 +295,23 @@ async fn cases_52_to_57_answers_and_their_journal_entries() {
 #[tokio::test]
 async fn case_58_a_failing_journal_stops_everything() {
     let fixture = Fixture::new(vec![u("hello"), a("hi")]).await;
-    let consolidator = memory_core::Consolidator::new(
-        config(100_000, 0.5),
-        Arc::new(ScriptedLlm::new().then_text("- fact")),
-        Arc::new(FullJournal),
-        fixture.sessions.clone(),
-        Arc::new(memory_core::PlainPrompt::default()),
-        flat_counter(10),
-    )
+    let consolidator = {
+        let journal = Arc::new(FullJournal);
+        let sessions = fixture.sessions.clone();
+        let archive = Arc::new(memory_store::TwoStepArchive::new(
+            journal.clone(),
+            sessions.store().clone(),
+        ));
+        memory_core::Consolidator::new(
+            config(100_000, 0.5),
+            Arc::new(ScriptedLlm::new().then_text("- fact")),
+            journal,
+            archive,
+            sessions,
+            Arc::new(memory_core::PlainPrompt::default()),
+            flat_counter(10),
+        )
+    }
     .unwrap();
     let error = consolidator.compact_idle(&fixture.key).await.unwrap_err();
     assert!(matches!(error, ConsolidationError::Memory(_)), "{error}");
@@ -337,14 +346,23 @@ async fn invalid_settings_are_refused() {
             ..ConsolidationConfig::new("m", 8_192, 1_024)
         },
     ] {
-        let result = memory_core::Consolidator::new(
-            config,
-            Arc::new(ScriptedLlm::new()),
-            fixture.journal.clone(),
-            fixture.sessions.clone(),
-            Arc::new(memory_core::PlainPrompt::default()),
-            flat_counter(10),
-        );
+        let result = {
+            let journal = fixture.journal.clone();
+            let sessions = fixture.sessions.clone();
+            let archive = Arc::new(memory_store::TwoStepArchive::new(
+                journal.clone(),
+                sessions.store().clone(),
+            ));
+            memory_core::Consolidator::new(
+                config,
+                Arc::new(ScriptedLlm::new()),
+                journal,
+                archive,
+                sessions,
+                Arc::new(memory_core::PlainPrompt::default()),
+                flat_counter(10),
+            )
+        };
         assert!(matches!(
             result,
             Err(ConsolidationError::InvalidConfig { .. })
@@ -374,14 +392,23 @@ async fn the_cached_estimate_is_within_one_percent_of_the_whole_request() {
         system: "You are nanobot, a personal assistant.".repeat(20),
         ..Default::default()
     };
-    let consolidator = memory_core::Consolidator::new(
-        config(1_000_000, 0.5),
-        Arc::new(ScriptedLlm::new()),
-        fixture.journal.clone(),
-        fixture.sessions.clone(),
-        Arc::new(prompt.clone()),
-        Arc::new(Cl100kBase),
-    )
+    let consolidator = {
+        let journal = fixture.journal.clone();
+        let sessions = fixture.sessions.clone();
+        let archive = Arc::new(memory_store::TwoStepArchive::new(
+            journal.clone(),
+            sessions.store().clone(),
+        ));
+        memory_core::Consolidator::new(
+            config(1_000_000, 0.5),
+            Arc::new(ScriptedLlm::new()),
+            journal,
+            archive,
+            sessions,
+            Arc::new(prompt.clone()),
+            Arc::new(Cl100kBase),
+        )
+    }
     .unwrap();
     let ours = fixture.handle.read(|s| consolidator.estimate(s));
     let exact = fixture.handle.read(|s| {

@@ -180,17 +180,26 @@ async fn case_73_tool_history_keeps_its_structure_in_the_request() {
     let llm = Arc::new(ScriptedLlm::new().then_text("- [durable] the answer is 42"));
     let lookup =
         llm_port::ToolDefinition::function("lookup", "Looks things up.", json!({"type": "object"}));
-    let consolidator = memory_core::Consolidator::new(
-        config(100_000, 0.5),
-        llm.clone(),
-        fixture.journal.clone(),
-        fixture.sessions.clone(),
-        Arc::new(memory_core::PlainPrompt {
-            system: "SYSTEM".into(),
-            tools: vec![lookup],
-        }),
-        flat_counter(10),
-    )
+    let consolidator = {
+        let journal = fixture.journal.clone();
+        let sessions = fixture.sessions.clone();
+        let archive = Arc::new(memory_store::TwoStepArchive::new(
+            journal.clone(),
+            sessions.store().clone(),
+        ));
+        memory_core::Consolidator::new(
+            config(100_000, 0.5),
+            llm.clone(),
+            journal,
+            archive,
+            sessions,
+            Arc::new(memory_core::PlainPrompt {
+                system: "SYSTEM".into(),
+                tools: vec![lookup],
+            }),
+            flat_counter(10),
+        )
+    }
     .unwrap();
     consolidator.compact_idle(&fixture.key).await.unwrap();
     let request = &llm.requests()[0];
@@ -259,12 +268,15 @@ async fn case_74_a_message_larger_than_the_window_goes_raw_whole() {
 #[tokio::test]
 async fn a_crash_between_journal_and_pointer_is_repaired_without_archiving_twice() {
     let fixture = Fixture::new(turns(4)).await;
-    // The journal already holds the archive of messages [0, 4) of this session.
+    // The journal already holds the archive of messages [0, 4) of this session (its digest
+    // names exactly those messages).
+    let digest = memory_store::archive_digest(&fixture.handle.read(|s| s.messages().to_vec()));
     let cursor = fixture
         .journal
         .append(&[NewEntry::text("- [durable] archived before the crash")
             .from_session("telegram:42")
-            .covering(0, 4)])
+            .covering(0, 4)
+            .with_digest(&digest)])
         .await
         .unwrap()[0];
     let llm = Arc::new(ScriptedLlm::new());
@@ -278,6 +290,36 @@ async fn a_crash_between_journal_and_pointer_is_repaired_without_archiving_twice
     assert_eq!(llm.call_count(), 0);
     assert_eq!(fixture.handle.last_consolidated(), 4);
     assert_eq!(fixture.entries().await.len(), 1);
+}
+
+/// An archive journaled for this session from message 0 before a `/new` renumbered its
+/// messages is another slice: its digest differs, so the new messages are archived, not
+/// taken for archived (the journal's earlier 64-entry scan matched on the range alone).
+#[tokio::test]
+async fn an_archive_of_other_messages_at_the_same_range_is_not_taken_for_this_one() {
+    let fixture = Fixture::new(turns(4)).await;
+    fixture
+        .journal
+        .append(&[NewEntry::text("- [durable] the session before /new")
+            .from_session("telegram:42")
+            .covering(0, 4)
+            .with_digest("0011223344556677")])
+        .await
+        .unwrap();
+    let llm = summary_llm(1);
+    let consolidator = fixture.consolidator(config(100_000, 0.5), llm.clone(), flat_counter(10));
+    let record = consolidator
+        .compact_idle(&fixture.key)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(record.outcome, Archived::Summary { .. }),
+        "{record:?}"
+    );
+    assert_eq!(llm.call_count(), 1);
+    assert_eq!(fixture.entries().await.len(), 2);
+    assert_eq!(fixture.handle.last_consolidated(), 4);
 }
 
 /// A model that checks the session's consolidation lock is held while it answers.
@@ -391,17 +433,26 @@ async fn one_call_with_tool_choice_none() {
         .returning(|_| Ok(LlmResponse::text("- fact")));
     let lookup =
         llm_port::ToolDefinition::function("lookup", "Looks things up.", json!({"type": "object"}));
-    let consolidator = memory_core::Consolidator::new(
-        config(100_000, 0.5),
-        Arc::new(llm),
-        fixture.journal.clone(),
-        fixture.sessions.clone(),
-        Arc::new(memory_core::PlainPrompt {
-            system: "SYSTEM".into(),
-            tools: vec![lookup],
-        }),
-        flat_counter(10),
-    )
+    let consolidator = {
+        let journal = fixture.journal.clone();
+        let sessions = fixture.sessions.clone();
+        let archive = Arc::new(memory_store::TwoStepArchive::new(
+            journal.clone(),
+            sessions.store().clone(),
+        ));
+        memory_core::Consolidator::new(
+            config(100_000, 0.5),
+            Arc::new(llm),
+            journal,
+            archive,
+            sessions,
+            Arc::new(memory_core::PlainPrompt {
+                system: "SYSTEM".into(),
+                tools: vec![lookup],
+            }),
+            flat_counter(10),
+        )
+    }
     .unwrap();
     consolidator.compact_idle(&fixture.key).await.unwrap();
     assert!(

@@ -84,17 +84,26 @@ impl Fixture {
         llm: Arc<dyn LlmClient>,
         counter: Arc<MockTokenCounter>,
     ) -> Consolidator {
-        Consolidator::new(
-            config,
-            llm,
-            self.journal.clone(),
-            self.sessions.clone(),
-            Arc::new(PlainPrompt {
-                system: "SYSTEM".into(),
-                ..PlainPrompt::default()
-            }),
-            counter,
-        )
+        {
+            let journal = self.journal.clone();
+            let sessions = self.sessions.clone();
+            let archive = Arc::new(memory_store::TwoStepArchive::new(
+                journal.clone(),
+                sessions.store().clone(),
+            ));
+            Consolidator::new(
+                config,
+                llm,
+                journal,
+                archive,
+                sessions,
+                Arc::new(PlainPrompt {
+                    system: "SYSTEM".into(),
+                    ..PlainPrompt::default()
+                }),
+                counter,
+            )
+        }
         .unwrap()
     }
 
@@ -172,5 +181,22 @@ impl HistoryJournal for FullJournal {
     }
     async fn compact(&self, _: usize) -> Result<Compaction, MemoryError> {
         Ok(Compaction::default())
+    }
+    fn capabilities(&self) -> memory_store::JournalCapabilities {
+        memory_store::JournalCapabilities::default()
+    }
+}
+
+#[async_trait]
+impl memory_store::ArchiveJournal for FullJournal {
+    async fn archives_from(
+        &self,
+        _: &str,
+        _: u64,
+    ) -> Result<Vec<memory_store::ArchiveFound>, MemoryError> {
+        Ok(Vec::new())
+    }
+    async fn append_archive(&self, _: &[NewEntry<'_>]) -> Result<(Vec<u64>, bool), MemoryError> {
+        Err(MemoryError::backend("disk full"))
     }
 }

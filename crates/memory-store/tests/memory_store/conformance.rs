@@ -1,22 +1,110 @@
-//! Both journals run the whole conformance suite.
+//! Every backend runs the whole conformance suites: in memory and on files.
 
-use memory_store::{FileJournal, MemoryJournal};
+use memory_store::conformance::ScopeParts;
+use memory_store::{
+    FileDocuments, FileJournal, FileLease, GitVersions, MemoryDocumentStore, MemoryJournal,
+    MemoryLeaseStore, MemoryVersionStore,
+};
 
 use crate::support::TempDir;
 
-memory_store::journal_conformance!(memory, || async { MemoryJournal::default() });
+/// A directory that outlives the case (the temp root is cleaned by the OS).
+fn leaked_dir(name: &str) -> std::path::PathBuf {
+    Box::leak(Box::new(TempDir::new(name))).path().to_owned()
+}
 
-memory_store::journal_conformance!(files, || async {
-    // Leaked on purpose: the directory must outlive the journal the case receives.
-    let dir = Box::leak(Box::new(TempDir::new("conformance")));
-    FileJournal::open(dir.path()).unwrap()
-});
+memory_store::journal_conformance!(
+    memory,
+    || async { MemoryJournal::default() },
+    skips = [shared_cursors]
+);
 
-memory_store::documents_conformance!(memory_documents, || async {
-    memory_store::MemoryDocumentStore::new()
-});
+memory_store::journal_conformance!(
+    files,
+    || async { FileJournal::open(&leaked_dir("journal")).unwrap() },
+    reopen = |first: &FileJournal| {
+        let workspace = first.dir().parent().unwrap().to_owned();
+        async move { FileJournal::open(&workspace).unwrap() }
+    }
+);
 
-memory_store::documents_conformance!(file_documents, || async {
-    let dir = Box::leak(Box::new(TempDir::new("documents")));
-    memory_store::FileDocuments::open(dir.path()).unwrap()
-});
+memory_store::documents_conformance!(
+    memory_documents,
+    || async { MemoryDocumentStore::new() },
+    skips = [shared_documents]
+);
+
+memory_store::documents_conformance!(
+    file_documents,
+    || async { FileDocuments::open(&leaked_dir("documents")).unwrap() },
+    reopen = |first: &FileDocuments| {
+        let workspace = first.workspace().to_owned();
+        async move { FileDocuments::open(&workspace).unwrap() }
+    }
+);
+
+memory_store::versions_conformance!(
+    memory_versions,
+    || async { MemoryVersionStore::new() },
+    skips = [shared_versions]
+);
+
+memory_store::versions_conformance!(
+    git_versions,
+    || async { GitVersions::open(&leaked_dir("versions")).unwrap() },
+    reopen = |first: &GitVersions| {
+        let workspace = first.dir().parent().unwrap().parent().unwrap().to_owned();
+        async move { GitVersions::open(&workspace).unwrap() }
+    }
+);
+
+memory_store::lease_conformance!(
+    memory_lease,
+    || async { MemoryLeaseStore::new() },
+    skips = [shared_lease]
+);
+
+memory_store::lease_conformance!(
+    file_lease,
+    || async { FileLease::open(&leaked_dir("lease")).unwrap() },
+    reopen = |first: &FileLease| {
+        let workspace = first.workspace().to_owned();
+        async move { FileLease::open(&workspace).unwrap() }
+    },
+    skips = [lease_expiry, lease_renewal]
+);
+
+memory_store::scope_conformance!(memory_scope, || async { ScopeParts::in_memory(None) });
+
+memory_store::scope_conformance!(file_scope, || async { file_scope(&leaked_dir("scope")) });
+
+/// Every part of a scope on files, as the app opens them.
+fn file_scope(workspace: &std::path::Path) -> ScopeParts {
+    use std::sync::Arc;
+    let sessions: Arc<dyn session_store::SessionStore> = Arc::new(
+        session_store::FileSessionStore::open_workspace(workspace, Default::default()).unwrap(),
+    );
+    let journal = Arc::new(FileJournal::open(workspace).unwrap());
+    let documents: Arc<dyn memory_store::MemoryDocuments> =
+        Arc::new(FileDocuments::open(workspace).unwrap());
+    let versions: Arc<dyn memory_store::MemoryVersions> =
+        Arc::new(GitVersions::open(workspace).unwrap());
+    let lease: Arc<dyn memory_store::MemoryLease> = Arc::new(FileLease::open(workspace).unwrap());
+    ScopeParts {
+        archive: Arc::new(memory_store::TwoStepArchive::new(
+            journal.clone(),
+            sessions.clone(),
+        )),
+        commit: Arc::new(memory_store::StepwiseCommit::new(
+            documents.clone(),
+            journal.clone(),
+            Some(versions.clone()),
+            lease.clone(),
+        )),
+        sessions,
+        journal,
+        documents,
+        versions,
+        lease,
+    }
+}

@@ -8,7 +8,7 @@ use bench_workload::testing::TempDir;
 use chrono::{TimeZone, Utc};
 use memory_store::{
     AuxFile, Document, FileDocuments, FileLease, GitVersions, MemoryDocuments, MemoryError,
-    MemoryLease, MemoryLeaseStore, MemoryVersionStore, MemoryVersions, Snapshot,
+    MemoryLease, MemoryVersionStore, MemoryVersions, Snapshot,
 };
 
 fn snapshot(files: &[(&str, &str)]) -> Snapshot {
@@ -205,29 +205,25 @@ async fn ambiguous_prefixes_are_refused_with_candidates() {
     assert!(err.to_string().contains("matches 2 versions"), "{err}");
 }
 
-#[test]
-fn the_lease_is_exclusive_across_holders_and_released_on_drop() {
-    let ws = TempDir::new("lease");
-    let leases: [Box<dyn MemoryLease>; 2] = [
-        Box::new(MemoryLeaseStore::new()),
-        Box::new(FileLease::open(ws.path()).unwrap()),
-    ];
-    for lease in &leases {
-        let guard = lease.try_acquire("pid 1, scheduled run").unwrap().unwrap();
-        assert!(lease.try_acquire("pid 2").unwrap().is_none());
-        assert_eq!(
-            lease.holder().unwrap().as_deref(),
-            Some("pid 1, scheduled run")
-        );
-        drop(guard);
-        assert_eq!(lease.holder().unwrap(), None);
-        assert!(lease.try_acquire("pid 2").unwrap().is_some());
-    }
-    // A second handle on the same workspace (as another process would have) is refused too.
-    let a = FileLease::open(ws.path()).unwrap();
-    let b = FileLease::open(ws.path()).unwrap();
-    let _held = a.try_acquire("first").unwrap().unwrap();
-    assert!(b.try_acquire("second").unwrap().is_none());
+/// A lock file written by an older release (the holder alone) is read as fence 0, and the
+/// next grant takes fence 1.
+#[tokio::test]
+async fn an_old_lock_file_is_read_as_fence_zero() {
+    let ws = TempDir::new("lease-old");
+    std::fs::create_dir_all(ws.path().join("memory")).unwrap();
+    std::fs::write(ws.path().join("memory/.dream.lock"), "scheduled, pid 9").unwrap();
+    let lease = FileLease::open(ws.path()).unwrap();
+    let held = lease
+        .try_acquire("new", std::time::Duration::from_secs(60))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(held.fence, memory_store::Fence(1));
+    drop(held);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("memory/.dream.lock")).unwrap(),
+        "1\n"
+    );
 }
 
 #[tokio::test]
@@ -249,8 +245,18 @@ async fn aux_files_and_symbolic_links() {
     std::fs::create_dir_all(ws.path().join("skills")).unwrap();
     symlink(outside.path(), &ws.path().join("skills/evil"));
     assert!(docs.read_skill("evil").await.is_err());
-    assert!(docs.write_skill("evil", "pwned").await.is_err());
-    assert!(docs.list_skills().await.unwrap().is_empty());
+    assert!(
+        docs.write_skill("evil", "pwned", memory_store::Expected::Any)
+            .await
+            .is_err()
+    );
+    let listed = docs.skills().await.unwrap();
+    assert!(listed.skills.is_empty());
+    assert!(
+        listed.skipped[0].contains("symbolic link"),
+        "{:?}",
+        listed.skipped
+    );
     assert_eq!(
         std::fs::read_to_string(outside.path().join("SKILL.md")).unwrap(),
         "secret"
@@ -262,7 +268,10 @@ async fn aux_files_and_symbolic_links() {
         &outside.path().join("target.md"),
         &ws.path().join("SOUL.md"),
     );
-    let err = docs.write(Document::Soul, "x").await.unwrap_err();
+    let err = docs
+        .write(Document::Soul, "x", memory_store::Expected::Any)
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("symbolic link"), "{err}");
     assert!(docs.read(Document::Soul).await.is_err());
     assert_eq!(

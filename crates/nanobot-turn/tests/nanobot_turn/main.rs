@@ -45,7 +45,7 @@ impl nanobot_turn::MemoryBackend for ForgetsTheScope {
     ) -> Result<Vec<memory_scope::ScopeKey>, nanobot_turn::TurnError> {
         self.0.scopes_with_dream_work().await
     }
-    fn shared_prompt_files(&self) -> Arc<dyn memory_store::PromptFiles> {
+    fn shared_prompt_files(&self) -> Arc<dyn prompt_inputs::PromptFiles> {
         self.0.shared_prompt_files()
     }
 }

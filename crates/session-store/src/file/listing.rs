@@ -222,7 +222,7 @@ pub(super) fn list_row(
         created_at: meta.created_at,
         updated_at: meta.updated_at,
         message_count: messages,
-        title: info::title(&meta.metadata),
+        title: info::listing_title(&meta.metadata),
         preview: preview.finish(),
     })
 }

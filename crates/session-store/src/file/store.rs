@@ -323,4 +323,11 @@ impl SessionStore for FileSessionStore {
         self.remember(key, state);
         Ok(found)
     }
+
+    fn capabilities(&self) -> crate::store::SessionCapabilities {
+        crate::store::SessionCapabilities {
+            shared_storage: true,
+            partial_replay: true,
+        }
+    }
 }

@@ -4,11 +4,22 @@ use session_store::MemorySessionStore;
 
 use crate::support::{TempDir, file_store};
 
-session_store::session_store_conformance!(memory, || async { MemorySessionStore::new() });
+session_store::session_store_conformance!(
+    memory,
+    || async { MemorySessionStore::new() },
+    skips = [shared_turn_locks, shared_stale_writers]
+);
 
-session_store::session_store_conformance!(files, || async {
-    // Leaked on purpose: the directory must outlive the store the case receives; the
-    // temp root is cleaned by the OS.
-    let dir = Box::leak(Box::new(TempDir::new("conformance")));
-    file_store(dir.path())
-});
+session_store::session_store_conformance!(
+    files,
+    || async {
+        // Leaked on purpose: the directory must outlive the store the case receives; the
+        // temp root is cleaned by the OS.
+        let dir = Box::leak(Box::new(TempDir::new("conformance")));
+        file_store(dir.path())
+    },
+    reopen = |first: &session_store::FileSessionStore| {
+        let dir = first.dir().to_owned();
+        async move { file_store(&dir) }
+    }
+);

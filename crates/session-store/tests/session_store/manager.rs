@@ -52,6 +52,20 @@ impl SessionStore for Counting {
     async fn current_revision(&self, key: &SessionKey) -> Result<Option<Revision>, SessionError> {
         self.inner.current_revision(key).await
     }
+    async fn open_for_replay(
+        &self,
+        key: &SessionKey,
+    ) -> Result<Option<session_store::ReplayView>, SessionError> {
+        // Counted as a load: the in-memory store reads the whole session for a replay.
+        self.loads.fetch_add(1, Ordering::SeqCst);
+        self.inner.open_for_replay(key).await
+    }
+    async fn flush(&self, key: &SessionKey, expected: Revision) -> Result<Revision, SessionError> {
+        self.inner.flush(key, expected).await
+    }
+    fn capabilities(&self) -> session_store::SessionCapabilities {
+        self.inner.capabilities()
+    }
 }
 
 fn manager(store: Arc<dyn SessionStore>) -> SessionManager {

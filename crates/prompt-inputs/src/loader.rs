@@ -1,5 +1,9 @@
-//! Reads a workspace's prompt files from disk, in nanobot-ai's layout, re-parsing a skill
-//! only when its file changed.
+//! Loads a prompt's inputs. The memory files (`SOUL.md`, `USER.md`, `memory/MEMORY.md`)
+//! and the workspace's skills come through the document port, so whatever backend keeps
+//! them (files, a database) is what the prompt shows; `AGENTS.md` (the operator's
+//! instructions for a project) and the built-in skills come from directories on this
+//! machine. A skill is parsed again only when its version (or, for a built-in one, its size
+//! or modification time) changed.
 
 use std::collections::HashMap;
 use std::fs;
@@ -8,75 +12,78 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use crate::documents::validate_skill_name;
-use crate::error::MemoryError;
-use crate::skills::{RequirementProbe, SkillFile, SkillSource};
-use crate::snapshot::WorkspaceSnapshot;
+use async_trait::async_trait;
+use memory_store::{DocVersion, Document, DocumentText, MemoryDocuments, MemoryError};
 
-/// Loads [`WorkspaceSnapshot`]s of one agent workspace (and optionally a project and a
-/// directory of built-in skills).
+use crate::skills::{RequirementProbe, SkillFile, SkillSource};
+use crate::snapshot::{PromptFiles, WorkspaceSnapshot};
+
+/// What a parsed skill was parsed from: a document version, or a built-in file's stamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Version(DocVersion),
+    Stamp {
+        len: u64,
+        modified: Option<SystemTime>,
+    },
+}
+
+/// Parsed skills by group and name, with what each was parsed from.
+type ParsedSkills = HashMap<(SkillSource, String), (Seen, Arc<SkillFile>)>;
+
+/// Loads [`WorkspaceSnapshot`]s of one scope: its documents through the port, plus the
+/// agent's `AGENTS.md` (or a project's) and the built-in skills.
 ///
-/// A `SKILL.md` is parsed again only when its size or modification time changed, and
-/// requirement probes (`PATH`, environment) are answered once per loader and remembered,
-/// so loading before every turn costs a few `stat` calls. [`WorkspaceLoader::forget_probes`]
-/// re-probes after the environment changed.
-pub struct WorkspaceLoader {
-    agent: PathBuf,
-    /// Where `USER.md` and `memory/MEMORY.md` are read: the agent workspace, or the
-    /// directory of the scope a turn belongs to.
-    private: Option<PathBuf>,
+/// Requirement probes (`PATH`, environment) are answered once per loader and remembered,
+/// so loading before every turn costs the document reads and nothing else;
+/// [`PromptLoader::forget_probes`] re-probes after the environment changed.
+pub struct PromptLoader {
+    documents: Arc<dyn MemoryDocuments>,
+    agent: Option<PathBuf>,
     project: Option<PathBuf>,
     builtin: Option<PathBuf>,
     probe: CachedProbe,
-    skills: Mutex<HashMap<PathBuf, (Stamp, Arc<SkillFile>)>>,
+    skills: Mutex<ParsedSkills>,
 }
 
-impl std::fmt::Debug for WorkspaceLoader {
+impl std::fmt::Debug for PromptLoader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WorkspaceLoader")
+        f.debug_struct("PromptLoader")
             .field("agent", &self.agent)
-            .field("private", &self.private)
             .field("project", &self.project)
             .field("builtin", &self.builtin)
             .finish_non_exhaustive()
     }
 }
 
-/// Size and modification time: a file with the same stamp is not read again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    len: u64,
-    modified: Option<SystemTime>,
-}
-
-impl WorkspaceLoader {
-    /// A loader of the agent workspace at `agent_workspace`, which must exist.
-    pub fn new(agent_workspace: &Path) -> Result<Self, MemoryError> {
-        Ok(WorkspaceLoader {
-            agent: resolve(agent_workspace)?,
-            private: None,
+impl PromptLoader {
+    /// A loader of `documents` (a scope's: for a user's or a chat's scope, the agent's
+    /// `SOUL.md` and skills come through it read-only), without `AGENTS.md` or built-in
+    /// skills until [`PromptLoader::with_agent_dir`] and
+    /// [`PromptLoader::with_builtin_skills`] name them.
+    pub fn new(documents: Arc<dyn MemoryDocuments>) -> Self {
+        PromptLoader {
+            documents,
+            agent: None,
             project: None,
             builtin: None,
             probe: CachedProbe::new(Arc::new(SystemProbe)),
             skills: Mutex::new(HashMap::new()),
-        })
+        }
+    }
+
+    /// The agent workspace at `dir` (which must exist): the prompt names it, and its
+    /// `AGENTS.md` is read when there is no project.
+    pub fn with_agent_dir(mut self, dir: &Path) -> Result<Self, MemoryError> {
+        self.agent = Some(resolve(dir)?);
+        Ok(self)
     }
 
     /// Turns work in `project`: its `AGENTS.md` is used, never the agent workspace's. The
     /// same directory as the agent workspace means no separate project.
     pub fn with_project(mut self, project: &Path) -> Result<Self, MemoryError> {
         let project = resolve(project)?;
-        self.project = (project != self.agent).then_some(project);
-        Ok(self)
-    }
-
-    /// The private files (`USER.md`, `memory/MEMORY.md`) are read from `scope_dir`, the
-    /// directory of a user's or a chat's scope, instead of the agent workspace; `SOUL.md`,
-    /// `AGENTS.md` and skills still come from the agent (shared, read-only for the scope).
-    /// A missing file there is an empty one: the agent's own private files never stand in.
-    pub fn with_scope_dir(mut self, scope_dir: &Path) -> Result<Self, MemoryError> {
-        let dir = resolve(scope_dir)?;
-        self.private = (dir != self.agent).then_some(dir);
+        self.project = (Some(&project) != self.agent.as_ref()).then_some(project);
         Ok(self)
     }
 
@@ -98,29 +105,57 @@ impl WorkspaceLoader {
         lock(&self.skills).clear();
     }
 
-    /// Reads the workspace as it is now.
-    pub fn load(&self) -> Result<WorkspaceSnapshot, MemoryError> {
+    /// The scope's prompt inputs as they are now.
+    pub async fn load(&self) -> Result<WorkspaceSnapshot, MemoryError> {
         let mut warnings = Vec::new();
-        let project_root = self.project.as_deref().unwrap_or(&self.agent);
-        let agents_md = read_lossy(&project_root.join("AGENTS.md"), &mut warnings)?;
-        let soul_md = read_lossy(&self.agent.join("SOUL.md"), &mut warnings)?;
-        let private = self.private.as_deref().unwrap_or(&self.agent);
-        let user_md = read_lossy(&private.join("USER.md"), &mut warnings)?;
-        let memory_md = read_lossy(&private.join("memory").join("MEMORY.md"), &mut warnings)?;
+        let agents_md = match self.project.as_ref().or(self.agent.as_ref()) {
+            Some(root) => read_lossy(&root.join("AGENTS.md"), &mut warnings)?,
+            None => None,
+        };
+        let mut document = async |which: Document| -> Result<Option<String>, MemoryError> {
+            Ok(self
+                .documents
+                .read(which)
+                .await?
+                .map(|read| text_of(which.path(), read, &mut warnings)))
+        };
+        let soul_md = document(Document::Soul).await?;
+        let user_md = document(Document::User).await?;
+        let memory_md = document(Document::Memory).await?;
 
-        let mut skills = self.load_group(
-            &self.agent.join("skills"),
-            SkillSource::Workspace,
-            &mut warnings,
-        )?;
+        let listed = self.documents.skills().await?;
+        warnings.extend(listed.skipped);
+        let mut skills = Vec::with_capacity(listed.skills.len());
+        let mut cache = lock(&self.skills);
+        for skill in listed.skills {
+            let key = (SkillSource::Workspace, skill.name.clone());
+            let seen = Seen::Version(skill.document.version);
+            if let Some((known, parsed)) = cache.get(&key)
+                && *known == seen
+            {
+                skills.push(parsed.clone());
+                continue;
+            }
+            let path = memory_store::skill_path(&skill.name);
+            let text = text_of(&path, skill.document, &mut warnings);
+            let parsed = Arc::new(SkillFile::parse(
+                &skill.name,
+                SkillSource::Workspace,
+                &text,
+                &self.probe,
+            ));
+            cache.insert(key, (seen, parsed.clone()));
+            skills.push(parsed);
+        }
         if let Some(builtin) = &self.builtin {
             let shadowed: Vec<String> = skills.iter().map(|s| s.name().to_owned()).collect();
-            let mut more = self.load_group(builtin, SkillSource::BuiltIn, &mut warnings)?;
+            let mut more = self.load_builtin(builtin, &mut cache, &mut warnings)?;
             more.retain(|s| !shadowed.iter().any(|n| n == s.name()));
             skills.extend(more);
         }
+        drop(cache);
         Ok(WorkspaceSnapshot {
-            agent_dir: display(&self.agent),
+            agent_dir: self.agent.as_deref().map(display).unwrap_or_default(),
             project_dir: self.project.as_deref().map(display),
             agents_md,
             soul_md,
@@ -132,21 +167,21 @@ impl WorkspaceLoader {
         })
     }
 
-    /// The skills of one directory (`<dir>/<name>/SKILL.md`), sorted by name.
-    fn load_group(
+    /// The built-in skills (`<dir>/<name>/SKILL.md`), sorted by name.
+    fn load_builtin(
         &self,
         dir: &Path,
-        source: SkillSource,
+        cache: &mut ParsedSkills,
         warnings: &mut Vec<String>,
     ) -> Result<Vec<Arc<SkillFile>>, MemoryError> {
         let entries = match fs::read_dir(dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(MemoryError::io("list", dir, e)),
+            Err(e) => return Err(io_error("list", dir, e)),
         };
         let mut names = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(|e| MemoryError::io("list", dir, e))?;
+            let entry = entry.map_err(|e| io_error("list", dir, e))?;
             let Ok(name) = entry.file_name().into_string() else {
                 warnings.push(format!(
                     "skipped the skill folder {:?} in {}: its name is not UTF-8",
@@ -155,7 +190,7 @@ impl WorkspaceLoader {
                 ));
                 continue;
             };
-            if validate_skill_name(&name).is_err() {
+            if memory_store::validate_skill_name(&name).is_err() {
                 if !name.starts_with('.') {
                     warnings.push(format!(
                         "skipped the skill folder {name:?} in {}: a skill name is ASCII letters, digits, '-' or '_'",
@@ -168,21 +203,21 @@ impl WorkspaceLoader {
         }
         names.sort();
         let mut skills = Vec::with_capacity(names.len());
-        let mut cache = lock(&self.skills);
         for name in names {
             let path = dir.join(&name).join("SKILL.md");
             let meta = match fs::metadata(&path) {
                 Ok(meta) if meta.is_file() => meta,
                 Ok(_) => continue,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(MemoryError::io("read", &path, e)),
+                Err(e) => return Err(io_error("read", &path, e)),
             };
-            let stamp = Stamp {
+            let seen = Seen::Stamp {
                 len: meta.len(),
                 modified: meta.modified().ok(),
             };
-            if let Some((known, skill)) = cache.get(&path)
-                && *known == stamp
+            let key = (SkillSource::BuiltIn, name.clone());
+            if let Some((known, skill)) = cache.get(&key)
+                && *known == seen
             {
                 skills.push(skill.clone());
                 continue;
@@ -190,39 +225,63 @@ impl WorkspaceLoader {
             let Some(text) = read_lossy(&path, warnings)? else {
                 continue;
             };
-            let skill = Arc::new(SkillFile::parse(&name, source, &text, &self.probe));
-            cache.insert(path, (stamp, skill.clone()));
+            let skill = Arc::new(SkillFile::parse(
+                &name,
+                SkillSource::BuiltIn,
+                &text,
+                &self.probe,
+            ));
+            cache.insert(key, (seen, skill.clone()));
             skills.push(skill);
         }
         Ok(skills)
     }
 }
 
+#[async_trait]
+impl PromptFiles for PromptLoader {
+    async fn load(&self) -> Result<WorkspaceSnapshot, MemoryError> {
+        PromptLoader::load(self).await
+    }
+}
+
+/// The text of a document as read; a lossy decode is reported as a warning.
+fn text_of(path: &str, read: DocumentText, warnings: &mut Vec<String>) -> String {
+    if read.decoded_lossily {
+        warnings.push(format!(
+            "{path} is not valid UTF-8; invalid bytes were replaced with U+FFFD in the prompt (the file is unchanged)"
+        ));
+    }
+    read.text
+}
+
 /// The absolute, symlink-free form of `path`, as the prompt names it.
 fn resolve(path: &Path) -> Result<PathBuf, MemoryError> {
-    fs::canonicalize(path).map_err(|e| MemoryError::io("open", path, e))
+    fs::canonicalize(path).map_err(|e| io_error("open", path, e))
+}
+
+fn io_error(action: &'static str, path: &Path, source: io::Error) -> MemoryError {
+    MemoryError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    }
 }
 
 fn display(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
 
-/// The file's text; invalid UTF-8 is replaced (and reported) rather than failing the turn.
+/// A file's text; invalid UTF-8 is replaced (and reported) rather than failing the turn.
 fn read_lossy(path: &Path, warnings: &mut Vec<String>) -> Result<Option<String>, MemoryError> {
     match fs::read(path) {
-        Ok(bytes) => Ok(Some(match String::from_utf8(bytes) {
-            Ok(text) => text,
-            Err(e) => {
-                warnings.push(format!(
-                    "{} is not valid UTF-8; invalid bytes were replaced with U+FFFD in the prompt (the file is unchanged)",
-                    path.display()
-                ));
-                String::from_utf8_lossy(e.as_bytes()).into_owned()
-            }
-        })),
+        Ok(bytes) => {
+            let read = DocumentText::from_bytes(bytes);
+            Ok(Some(text_of(&path.display().to_string(), read, warnings)))
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) if e.kind() == io::ErrorKind::IsADirectory => Ok(None),
-        Err(e) => Err(MemoryError::io("read", path, e)),
+        Err(e) => Err(io_error("read", path, e)),
     }
 }
 
@@ -301,11 +360,5 @@ impl RequirementProbe for CachedProbe {
 
     fn has_env(&self, name: &str) -> bool {
         self.ask(false, name)
-    }
-}
-
-impl crate::snapshot::PromptFiles for WorkspaceLoader {
-    fn load(&self) -> Result<WorkspaceSnapshot, MemoryError> {
-        WorkspaceLoader::load(self)
     }
 }

@@ -3,12 +3,15 @@
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
+use memory_store::MemoryError;
+
 use crate::skills::SkillFile;
 
 /// The workspace files a prompt is built from, as they were when loaded.
 ///
-/// Fill it by hand (tests, other storage) or with `WorkspaceLoader` (feature `fs`), which
-/// reads nanobot-ai's layout.
+/// Fill it by hand (tests) or with [`crate::PromptLoader`], which reads the memory files
+/// and skills through the document port.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WorkspaceSnapshot {
     /// The agent workspace as the prompt names it (an absolute path).
@@ -33,16 +36,19 @@ pub struct WorkspaceSnapshot {
     pub warnings: Vec<String>,
 }
 
-/// Where a prompt's workspace files come from: read before every turn. The file backend is
-/// `WorkspaceLoader` (feature `fs`); a fixed [`WorkspaceSnapshot`] serves as its own source
-/// (tests, bots that keep these files elsewhere).
+/// Where a prompt's workspace files come from: read before every turn.
+/// [`crate::PromptLoader`] reads them through the document port (so any storage backend
+/// changes what the prompt shows); a fixed [`WorkspaceSnapshot`] serves as its own source
+/// (tests).
+#[async_trait]
 pub trait PromptFiles: Send + Sync {
     /// The files as they are now.
-    fn load(&self) -> Result<WorkspaceSnapshot, crate::MemoryError>;
+    async fn load(&self) -> Result<WorkspaceSnapshot, MemoryError>;
 }
 
+#[async_trait]
 impl PromptFiles for WorkspaceSnapshot {
-    fn load(&self) -> Result<WorkspaceSnapshot, crate::MemoryError> {
+    async fn load(&self) -> Result<WorkspaceSnapshot, MemoryError> {
         Ok(self.clone())
     }
 }

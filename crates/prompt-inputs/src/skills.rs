@@ -3,8 +3,31 @@
 
 use serde_json::{Map, Value};
 
-use crate::documents::{SkillInfo, skill_info};
 use crate::front_matter::parse_front_matter;
+
+/// A skill as a prompt lists it: its name, description and front matter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkillInfo {
+    /// The folder name (`skills/<name>/`), which is also the skill's identity.
+    pub name: String,
+    /// The front matter's `description`, if any.
+    pub description: Option<String>,
+    /// Every front matter field, decoded as far as the simple `key: value` form goes.
+    pub front_matter: Map<String, Value>,
+}
+
+/// The listing entry of a skill whose `SKILL.md` reads `text`.
+pub fn skill_info(name: &str, text: &str) -> SkillInfo {
+    let (front_matter, _) = parse_front_matter(text);
+    SkillInfo {
+        name: name.to_owned(),
+        description: front_matter
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        front_matter,
+    }
+}
 
 /// Where a skill comes from; the prompt lists the groups in this order, and a name found in
 /// an earlier group hides the same name in a later one.
