@@ -10,6 +10,7 @@
 mod autocompact;
 mod consolidation;
 mod idle;
+mod instances;
 mod properties;
 mod raw;
 mod summary;
