@@ -31,8 +31,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 pub use session_store::conformance::{IntoOutcome, NO_SECOND_INSTANCE, Outcome, same_kind, settle};
-pub use session_store::conformance_pair_cases;
 use session_store::{Session, SessionKey, SessionStore, SessionStoreExt, StoredMessage};
+pub use session_store::{conformance_available, conformance_pair_cases};
 
 use crate::{
     ArchiveCommit, Document, Expected, FileChange, HistoryJournal, HistoryJournalExt, MemoryChange,
@@ -308,11 +308,12 @@ pub async fn shared_cursors(first: impl HistoryJournal, second: impl HistoryJour
 /// returning a fresh, empty journal; see the module for `reopen` and `skips`.
 #[macro_export]
 macro_rules! journal_conformance {
-    ($name:ident, $make:expr $(, reopen = $reopen:expr)? $(, skips = [$($skip:ident),* $(,)?])? $(,)?) => {
+    ($name:ident, $make:expr $(, reopen = $reopen:expr)? $(, skips = [$($skip:ident),* $(,)?])? $(, available = $available:expr)? $(,)?) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
             const SKIPS: &[&str] = &[$($(stringify!($skip)),*)?];
+            $crate::conformance::conformance_available!($($available)?);
             $crate::memory_conformance_cases!($make, empty, cursors_and_reads, fields_round_trip,
                 dream_cursor, compaction, concurrent_appends, commit_order_visibility);
             $crate::conformance::conformance_pair_cases!($crate::conformance, $make, [$($reopen)?],
@@ -328,6 +329,9 @@ macro_rules! memory_conformance_cases {
     ($make:expr, $($case:ident),*) => {$(
         #[tokio::test]
         async fn $case() {
+            if !AVAILABLE() {
+                return;
+            }
             let make = $make;
             $crate::conformance::settle(
                 stringify!($case),
@@ -556,11 +560,12 @@ pub async fn shared_documents(first: impl MemoryDocuments, second: impl MemoryDo
 /// Makes one `#[tokio::test]` per document case.
 #[macro_export]
 macro_rules! documents_conformance {
-    ($name:ident, $make:expr $(, reopen = $reopen:expr)? $(, skips = [$($skip:ident),* $(,)?])? $(,)?) => {
+    ($name:ident, $make:expr $(, reopen = $reopen:expr)? $(, skips = [$($skip:ident),* $(,)?])? $(, available = $available:expr)? $(,)?) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
             const SKIPS: &[&str] = &[$($(stringify!($skip)),*)?];
+            $crate::conformance::conformance_available!($($available)?);
             $crate::memory_conformance_cases!($make, documents_read_write, skills,
                 documents_compare_and_set);
             $crate::conformance::conformance_pair_cases!($crate::conformance, $make, [$($reopen)?],
@@ -716,11 +721,12 @@ pub async fn shared_versions(first: impl MemoryVersions, second: impl MemoryVers
 /// Makes one `#[tokio::test]` per versions case.
 #[macro_export]
 macro_rules! versions_conformance {
-    ($name:ident, $make:expr $(, reopen = $reopen:expr)? $(, skips = [$($skip:ident),* $(,)?])? $(,)?) => {
+    ($name:ident, $make:expr $(, reopen = $reopen:expr)? $(, skips = [$($skip:ident),* $(,)?])? $(, available = $available:expr)? $(,)?) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
             const SKIPS: &[&str] = &[$($(stringify!($skip)),*)?];
+            $crate::conformance::conformance_available!($($available)?);
             $crate::memory_conformance_cases!($make, versions_contract, versions_history);
             $crate::conformance::conformance_pair_cases!($crate::conformance, $make, [$($reopen)?],
                 shared_versions);
@@ -877,11 +883,12 @@ pub async fn shared_lease(first: impl MemoryLease, second: impl MemoryLease) {
 /// Makes one `#[tokio::test]` per lease case.
 #[macro_export]
 macro_rules! lease_conformance {
-    ($name:ident, $make:expr $(, reopen = $reopen:expr)? $(, skips = [$($skip:ident),* $(,)?])? $(,)?) => {
+    ($name:ident, $make:expr $(, reopen = $reopen:expr)? $(, skips = [$($skip:ident),* $(,)?])? $(, available = $available:expr)? $(,)?) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
             const SKIPS: &[&str] = &[$($(stringify!($skip)),*)?];
+            $crate::conformance::conformance_available!($($available)?);
             $crate::memory_conformance_cases!($make, lease_exclusive, lease_fencing,
                 lease_expiry, lease_renewal);
             $crate::conformance::conformance_pair_cases!($crate::conformance, $make, [$($reopen)?],
@@ -1226,11 +1233,12 @@ pub async fn archive_found_by_index(parts: ScopeParts) {
 /// to an async closure returning fresh, empty [`ScopeParts`].
 #[macro_export]
 macro_rules! scope_conformance {
-    ($name:ident, $make:expr $(, skips = [$($skip:ident),* $(,)?])? $(,)?) => {
+    ($name:ident, $make:expr $(, skips = [$($skip:ident),* $(,)?])? $(, available = $available:expr)? $(,)?) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
             const SKIPS: &[&str] = &[$($(stringify!($skip)),*)?];
+            $crate::conformance::conformance_available!($($available)?);
             $crate::memory_conformance_cases!($make, archive_commit, archive_stale_refused,
                 archive_once_per_slice, archive_found_by_index, commit_applies_everything,
                 commit_fenced, commit_compare_and_set, commit_cursor_bounded);

@@ -171,7 +171,9 @@ impl fmt::Debug for TurnLock {
 /// - **Pointer**: a write whose `last_consolidated` would pass the session's message count
 ///   fails with [`SessionError::InvalidPointer`].
 /// - **Turns**: [`SessionStore::try_lock_turn`] gives at most one holder per session at a
-///   time, across every process that shares the backend; a holder that dies releases it.
+///   time, across every process that shares the backend; a holder that dies releases it. A
+///   dropped lock is free at once in its own process, and for the others as soon as the
+///   release reaches the storage (a database's lands a moment after the drop).
 /// - **Metadata**: the last written metadata wins. A backend may record a change of
 ///   `updated_at` alone lazily (the file backend writes it at [`SessionStore::flush`], not
 ///   with every message); everything else is recorded by the write that carries it.

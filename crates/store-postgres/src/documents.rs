@@ -1,0 +1,242 @@
+//! Documents and Dream's records on PostgreSQL: one row per file, written compare-and-set on
+//! its version (a counter), in one statement each.
+
+use async_trait::async_trait;
+use memory_store::{
+    AuxFile, DocVersion, Document, DocumentCapabilities, DocumentText, Expected, MemoryDocuments,
+    MemoryError, SkillSet, SkillText, document_conflict, skill_path, validate_skill_name,
+};
+use sqlx::{PgConnection, Row};
+
+use crate::PgScope;
+use crate::error::memory as db;
+use crate::journal::{decode, encode, signed};
+
+fn version(value: i64) -> DocVersion {
+    DocVersion(value.unsigned_abs())
+}
+
+fn text(content: String, version_value: i64) -> DocumentText {
+    DocumentText {
+        text: decode(content),
+        version: version(version_value),
+        decoded_lossily: false,
+    }
+}
+
+impl PgScope {
+    /// The document at `path`, through `conn`.
+    pub(crate) async fn read_path(
+        &self,
+        conn: &mut PgConnection,
+        path: &str,
+    ) -> Result<Option<DocumentText>, MemoryError> {
+        let row = crate::query(&format!(
+            "SELECT content, version FROM {} WHERE scope_id = $1 AND path = $2",
+            self.inner.t("documents")
+        ))
+        .bind(self.scope_id)
+        .bind(path)
+        .fetch_optional(conn)
+        .await
+        .map_err(db("read a document"))?;
+        Ok(row.map(|row| text(row.get(0), row.get(1))))
+    }
+
+    /// Writes `content` at `path` through `conn` if the document is as `expected`.
+    pub(crate) async fn write_path(
+        &self,
+        conn: &mut PgConnection,
+        path: &str,
+        content: &str,
+        expected: Expected,
+    ) -> Result<DocVersion, MemoryError> {
+        let documents = self.inner.t("documents");
+        let sql = match expected {
+            Expected::Absent => format!(
+                "INSERT INTO {documents} (scope_id, path, version, content) VALUES ($1, $2, 1, $3) \
+                 ON CONFLICT (scope_id, path) DO NOTHING RETURNING version"
+            ),
+            Expected::Version(_) => format!(
+                "UPDATE {documents} SET content = $3, version = version + 1, updated_at = now() \
+                 WHERE scope_id = $1 AND path = $2 AND version = $4 RETURNING version"
+            ),
+            Expected::Any => format!(
+                "INSERT INTO {documents} AS d (scope_id, path, version, content) VALUES ($1, $2, 1, $3) \
+                 ON CONFLICT (scope_id, path) DO UPDATE SET content = EXCLUDED.content, \
+                   version = d.version + 1, updated_at = now() RETURNING version"
+            ),
+        };
+        let mut query = crate::query(&sql)
+            .bind(self.scope_id)
+            .bind(path)
+            .bind(encode(content));
+        if let Expected::Version(v) = expected {
+            query = query.bind(signed(v.0));
+        }
+        let row = query
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(db("write a document"))?;
+        match row {
+            Some(row) => Ok(version(row.get(0))),
+            None => {
+                let found = self.read_path(conn, path).await?.map(|d| d.version);
+                Err(document_conflict(path, expected, found))
+            }
+        }
+    }
+
+    /// Deletes the document at `path` through `conn` if it is as `expected`; whether it
+    /// existed.
+    pub(crate) async fn delete_path(
+        &self,
+        conn: &mut PgConnection,
+        path: &str,
+        expected: Expected,
+    ) -> Result<bool, MemoryError> {
+        let version = match expected {
+            Expected::Absent => {
+                let found = self.read_path(conn, path).await?.map(|d| d.version);
+                return match found {
+                    None => Ok(false),
+                    Some(_) => Err(document_conflict(path, expected, found)),
+                };
+            }
+            Expected::Version(v) => Some(signed(v.0)),
+            Expected::Any => None,
+        };
+        let deleted = crate::query(&format!(
+            "DELETE FROM {} WHERE scope_id = $1 AND path = $2 AND ($3::bigint IS NULL OR version = $3) RETURNING 1",
+            self.inner.t("documents")
+        ))
+        .bind(self.scope_id)
+        .bind(path)
+        .bind(version)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db("delete a document"))?;
+        if deleted.is_some() {
+            return Ok(true);
+        }
+        if expected == Expected::Any {
+            return Ok(false);
+        }
+        let found = self.read_path(conn, path).await?.map(|d| d.version);
+        Err(document_conflict(path, expected, found))
+    }
+
+    async fn conn(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Postgres>, MemoryError> {
+        self.inner
+            .pool
+            .acquire()
+            .await
+            .map_err(db("reach the database"))
+    }
+}
+
+#[async_trait]
+impl MemoryDocuments for PgScope {
+    async fn read(&self, document: Document) -> Result<Option<DocumentText>, MemoryError> {
+        self.read_path(&mut *self.conn().await?, document.path())
+            .await
+    }
+
+    async fn write(
+        &self,
+        document: Document,
+        text: &str,
+        expected: Expected,
+    ) -> Result<DocVersion, MemoryError> {
+        self.write_path(&mut *self.conn().await?, document.path(), text, expected)
+            .await
+    }
+
+    async fn skills(&self) -> Result<SkillSet, MemoryError> {
+        let rows = crate::query(&format!(
+            "SELECT path, content, version FROM {} WHERE scope_id = $1 AND path LIKE 'skills/%/SKILL.md'",
+            self.inner.t("documents")
+        ))
+        .bind(self.scope_id)
+        .fetch_all(&self.inner.pool)
+        .await
+        .map_err(db("list the skills"))?;
+        let mut set = SkillSet::default();
+        for row in rows {
+            let path: String = row.get(0);
+            let Some(name) = path
+                .strip_prefix("skills/")
+                .and_then(|p| p.strip_suffix("/SKILL.md"))
+                .filter(|name| validate_skill_name(name).is_ok())
+            else {
+                set.skipped.push(format!(
+                    "skipped the document {path:?}: not a skill's SKILL.md"
+                ));
+                continue;
+            };
+            set.skills.push(SkillText {
+                name: name.to_owned(),
+                document: text(row.get(1), row.get(2)),
+            });
+        }
+        set.skills.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(set)
+    }
+
+    async fn read_skill(&self, name: &str) -> Result<Option<DocumentText>, MemoryError> {
+        validate_skill_name(name)?;
+        self.read_path(&mut *self.conn().await?, &skill_path(name))
+            .await
+    }
+
+    async fn write_skill(
+        &self,
+        name: &str,
+        text: &str,
+        expected: Expected,
+    ) -> Result<DocVersion, MemoryError> {
+        validate_skill_name(name)?;
+        self.write_path(&mut *self.conn().await?, &skill_path(name), text, expected)
+            .await
+    }
+
+    async fn delete_skill(&self, name: &str, expected: Expected) -> Result<bool, MemoryError> {
+        validate_skill_name(name)?;
+        self.delete_path(&mut *self.conn().await?, &skill_path(name), expected)
+            .await
+    }
+
+    async fn read_aux(&self, file: AuxFile) -> Result<Option<String>, MemoryError> {
+        let row = crate::query(&format!(
+            "SELECT content FROM {} WHERE scope_id = $1 AND name = $2",
+            self.inner.t("aux_files")
+        ))
+        .bind(self.scope_id)
+        .bind(file.path())
+        .fetch_optional(&self.inner.pool)
+        .await
+        .map_err(db("read a Dream record"))?;
+        Ok(row.map(|row| decode(row.get(0))))
+    }
+
+    async fn write_aux(&self, file: AuxFile, text: &str) -> Result<(), MemoryError> {
+        crate::query(&format!(
+            "INSERT INTO {} (scope_id, name, content) VALUES ($1, $2, $3) \
+             ON CONFLICT (scope_id, name) DO UPDATE SET content = EXCLUDED.content",
+            self.inner.t("aux_files")
+        ))
+        .bind(self.scope_id)
+        .bind(file.path())
+        .bind(encode(text))
+        .execute(&self.inner.pool)
+        .await
+        .map_err(db("write a Dream record"))?;
+        Ok(())
+    }
+
+    fn capabilities(&self) -> DocumentCapabilities {
+        DocumentCapabilities {
+            shared_storage: true,
+        }
+    }
+}

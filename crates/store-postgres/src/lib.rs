@@ -1,0 +1,352 @@
+#![doc = include_str!("../README.md")]
+
+mod archive;
+mod documents;
+mod error;
+mod journal;
+mod lease;
+mod links;
+mod migrate;
+mod schema;
+mod sessions;
+#[cfg(feature = "test-util")]
+pub mod testing;
+mod versions;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use llm_port::{Clock, SystemClock};
+use memory_scope::{ScopeKey, Subject};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Row};
+
+pub use error::{StoreError, is_transient};
+pub use links::PgLinks;
+pub use migrate::{MIGRATIONS, Migration, latest as latest_migration, migrate};
+pub use schema::Schema;
+
+/// How a store connects and behaves.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// The schema every table lives in (created when missing).
+    pub schema: String,
+    /// The most connections the pool opens.
+    pub max_connections: u32,
+    /// How long a caller waits for a free connection before the call fails (retryable).
+    pub acquire_timeout: Duration,
+    /// The longest any statement may run (`statement_timeout`); 0 for none.
+    pub statement_timeout: Duration,
+    /// How long a turn lock lasts unless renewed (it is renewed while held, so this bounds
+    /// how long a crashed instance keeps a session busy).
+    pub turn_ttl: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            schema: "nanobot".into(),
+            max_connections: 8,
+            acquire_timeout: Duration::from_secs(10),
+            statement_timeout: Duration::from_secs(30),
+            turn_ttl: Duration::from_secs(120),
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) pool: PgPool,
+    pub(crate) schema: Schema,
+    pub(crate) turn_ttl: Duration,
+    /// Leases this process dropped whose release may not have reached the database yet:
+    /// (scope, job) to fence. Only this process ever held those fences, so it may take such
+    /// a lease over at once; another process waits for the release.
+    pub(crate) released:
+        std::sync::Mutex<std::collections::HashMap<(i64, String), memory_store::Fence>>,
+    /// Dropped with the last handle on the store (a test's schema); held for its `Drop`.
+    #[allow(dead_code)]
+    pub(crate) cleanup: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl Inner {
+    /// `name` qualified with the schema (`"nanobot".sessions`).
+    pub(crate) fn t(&self, name: &str) -> String {
+        format!("{}.{name}", self.schema.quoted())
+    }
+}
+
+/// Sessions and memory in PostgreSQL, shared by every instance that opens the same
+/// database and schema.
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("schema", &self.inner.schema.name())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A scope as the store lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopeInfo {
+    /// Its key.
+    pub key: ScopeKey,
+    /// Its sessions.
+    pub sessions: u64,
+    /// Its journal entries.
+    pub entries: u64,
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://user@host:port/database`), creates the schema when
+    /// missing and applies this release's migrations.
+    pub async fn connect(url: &str, options: PgOptions) -> Result<PgStore, StoreError> {
+        let schema = Schema::new(&options.schema)?;
+        let connect: PgConnectOptions =
+            url.parse()
+                .map_err(|e: sqlx::Error| StoreError::InvalidUrl {
+                    reason: e.to_string(),
+                })?;
+        let timeout_ms = options.statement_timeout.as_millis().to_string();
+        let connect = connect
+            .application_name("nanobot-rs")
+            .options([("statement_timeout", timeout_ms.as_str())]);
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections)
+            .acquire_timeout(options.acquire_timeout)
+            .connect_with(connect)
+            .await
+            .map_err(StoreError::db("connect to the database"))?;
+        Self::open(pool, schema, options.turn_ttl).await
+    }
+
+    /// A store over a caller's pool, in `schema` (created when missing, migrated).
+    pub async fn with_pool(pool: PgPool, schema: &str) -> Result<PgStore, StoreError> {
+        let schema = Schema::new(schema)?;
+        Self::open(pool, schema, PgOptions::default().turn_ttl).await
+    }
+
+    async fn open(pool: PgPool, schema: Schema, turn_ttl: Duration) -> Result<PgStore, StoreError> {
+        migrate(&pool, &schema).await?;
+        Ok(PgStore {
+            inner: Arc::new(Inner {
+                pool,
+                schema,
+                turn_ttl,
+                released: std::sync::Mutex::new(std::collections::HashMap::new()),
+                cleanup: None,
+            }),
+        })
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &Schema {
+        &self.inner.schema
+    }
+
+    /// The stores of `scope` (created on first use, with its agent scope), stamping journal
+    /// entries and sessions with the system clock.
+    pub async fn scope(&self, scope: &ScopeKey) -> Result<PgScope, StoreError> {
+        self.scope_with_clock(scope, Arc::new(SystemClock)).await
+    }
+
+    /// [`PgStore::scope`] with the clock journal timestamps and session times come from.
+    pub async fn scope_with_clock(
+        &self,
+        scope: &ScopeKey,
+        clock: Arc<dyn Clock>,
+    ) -> Result<PgScope, StoreError> {
+        let parent = if scope.subject.is_agent() {
+            None
+        } else {
+            Some(self.scope_id(&scope.agent_scope(), None).await?)
+        };
+        let scope_id = self.scope_id(scope, parent).await?;
+        Ok(PgScope {
+            inner: self.inner.clone(),
+            scope_id,
+            key: scope.clone(),
+            clock,
+        })
+    }
+
+    /// The row of `scope`, created when missing (any number of instances may race).
+    async fn scope_id(&self, scope: &ScopeKey, parent: Option<i64>) -> Result<i64, StoreError> {
+        let inner = &self.inner;
+        let row = crate::query(&format!(
+            "INSERT INTO {} (canonical, tenant, agent, subject, parent_scope_id) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (canonical) DO UPDATE SET canonical = EXCLUDED.canonical RETURNING scope_id",
+            inner.t("scopes")
+        ))
+        .bind(canonical(scope))
+        .bind(&scope.tenant)
+        .bind(&scope.agent)
+        .bind(scope.subject.canonical())
+        .bind(parent)
+        .fetch_one(&inner.pool)
+        .await
+        .map_err(StoreError::db("open a scope"))?;
+        let scope_id: i64 = row.get(0);
+        crate::query(&format!(
+            "INSERT INTO {} (scope_id) VALUES ($1) ON CONFLICT DO NOTHING",
+            inner.t("journal_heads")
+        ))
+        .bind(scope_id)
+        .execute(&inner.pool)
+        .await
+        .map_err(StoreError::db("open a scope's journal"))?;
+        Ok(scope_id)
+    }
+
+    /// Every scope with its sessions and journal entries, by key.
+    pub async fn scopes(&self) -> Result<Vec<ScopeInfo>, StoreError> {
+        let inner = &self.inner;
+        let rows = crate::query(&format!(
+            "SELECT s.tenant, s.agent, s.subject, \
+               (SELECT count(*) FROM {sessions} x WHERE x.scope_id = s.scope_id), \
+               (SELECT count(*) FROM {journal} j WHERE j.scope_id = s.scope_id) \
+             FROM {scopes} s ORDER BY s.canonical",
+            sessions = inner.t("sessions"),
+            journal = inner.t("journal"),
+            scopes = inner.t("scopes"),
+        ))
+        .fetch_all(&inner.pool)
+        .await
+        .map_err(StoreError::db("list the scopes"))?;
+        let mut scopes = Vec::with_capacity(rows.len());
+        for row in rows {
+            let Some(key) = scope_key(row.get(0), row.get(1), row.get(2)) else {
+                continue;
+            };
+            scopes.push(ScopeInfo {
+                key,
+                sessions: u64::try_from(row.get::<i64, _>(3)).unwrap_or(0),
+                entries: u64::try_from(row.get::<i64, _>(4)).unwrap_or(0),
+            });
+        }
+        Ok(scopes)
+    }
+
+    /// The scopes whose journal holds entries Dream has not read (one query over the
+    /// journal heads: a thousand idle scopes cost nothing).
+    pub async fn scopes_with_dream_work(&self) -> Result<Vec<ScopeKey>, StoreError> {
+        let inner = &self.inner;
+        let rows = crate::query(&format!(
+            "SELECT s.tenant, s.agent, s.subject FROM {scopes} s JOIN {heads} h USING (scope_id) \
+             WHERE h.latest > h.dream_cursor ORDER BY s.canonical",
+            scopes = inner.t("scopes"),
+            heads = inner.t("journal_heads"),
+        ))
+        .fetch_all(&inner.pool)
+        .await
+        .map_err(StoreError::db("find the scopes with work for Dream"))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| scope_key(row.get(0), row.get(1), row.get(2)))
+            .collect())
+    }
+
+    /// Deletes `scope` and everything it holds (sessions, messages, journal, documents,
+    /// versions, leases): one statement, cascading. Whether it existed. The agent scope
+    /// takes every user's and chat's scope of its agent with it.
+    pub async fn delete_scope(&self, scope: &ScopeKey) -> Result<bool, StoreError> {
+        let inner = &self.inner;
+        let deleted = crate::query(&format!(
+            "DELETE FROM {} WHERE canonical = $1",
+            inner.t("scopes")
+        ))
+        .bind(canonical(scope))
+        .execute(&inner.pool)
+        .await
+        .map_err(StoreError::db("delete a scope"))?;
+        Ok(deleted.rows_affected() > 0)
+    }
+
+    /// The operator links of this deployment.
+    pub fn links(&self) -> PgLinks {
+        PgLinks::new(self.inner.clone())
+    }
+}
+
+/// A statement of this crate. Only the validated schema name and this crate's own table
+/// names are ever interpolated into SQL (see [`Schema`]); every value is bound.
+pub(crate) fn query(
+    sql: &str,
+) -> sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+}
+
+/// [`query`] for one value per row.
+#[cfg_attr(not(feature = "test-util"), allow(dead_code))]
+pub(crate) fn query_scalar<O>(
+    sql: &str,
+) -> sqlx::query::QueryScalar<'static, sqlx::Postgres, O, sqlx::postgres::PgArguments>
+where
+    (O,): for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+{
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+}
+
+/// The unique text of a scope key.
+fn canonical(scope: &ScopeKey) -> String {
+    format!(
+        "{}/{}/{}",
+        scope.tenant,
+        scope.agent,
+        scope.subject.canonical()
+    )
+}
+
+fn scope_key(tenant: String, agent: String, subject: String) -> Option<ScopeKey> {
+    let subject = Subject::parse(&subject).ok()?;
+    ScopeKey::new(&tenant, &agent, subject).ok()
+}
+
+/// The stores of one scope in PostgreSQL: it implements every storage port (sessions,
+/// journal, documents, versions, lease, the archive and memory commits), and every
+/// statement names its scope, so nothing read or written through it can belong to another.
+#[derive(Clone)]
+pub struct PgScope {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) scope_id: i64,
+    pub(crate) key: ScopeKey,
+    pub(crate) clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for PgScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgScope")
+            .field("scope", &self.key)
+            .field("schema", &self.inner.schema.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgScope {
+    /// The scope's key.
+    pub fn key(&self) -> &ScopeKey {
+        &self.key
+    }
+
+    /// The store this scope belongs to.
+    pub fn store(&self) -> PgStore {
+        PgStore {
+            inner: self.inner.clone(),
+        }
+    }
+
+    /// Another handle on the same scope through `store` (another pool: as another
+    /// instance would open it).
+    pub async fn reopen_through(&self, store: &PgStore) -> Result<PgScope, StoreError> {
+        store.scope_with_clock(&self.key, self.clock.clone()).await
+    }
+}
