@@ -36,6 +36,13 @@ impl PgLinks {
         PgLinks { inner }
     }
 
+    /// The store these links belong to.
+    pub fn store(&self) -> crate::PgStore {
+        crate::PgStore {
+            inner: self.inner.clone(),
+        }
+    }
+
     async fn read(&self, conn: &mut sqlx::PgConnection) -> Result<Vec<LinkRecord>, ScopeError> {
         let rows = crate::query(&format!(
             "SELECT record FROM {} ORDER BY seq",

@@ -4,9 +4,9 @@
 
 use memory_store::conformance::ScopeParts;
 use std::sync::Arc;
-use store_postgres::PgScope;
+use store_postgres::{PgLinks, PgScope};
 
-use crate::support::{available, reopen, scope};
+use crate::support::{available, reopen, scope, store};
 
 session_store::session_store_conformance!(
     pg_sessions,
@@ -70,6 +70,22 @@ memory_store::scope_conformance!(
             lease: scope.clone(),
             archive: scope.clone(),
             commit: scope,
+        }
+    },
+    available = available
+);
+
+memory_scope::links_conformance!(
+    pg_links,
+    || async { Arc::new(store().await.links()) },
+    reopen = |first: &Arc<PgLinks>| {
+        let store = first.store();
+        async move {
+            Arc::new(
+                store_postgres::testing::second_instance(&store)
+                    .await
+                    .links(),
+            )
         }
     },
     available = available
