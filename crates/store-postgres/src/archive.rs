@@ -154,6 +154,14 @@ impl MemoryCommit for PgScope {
             .begin()
             .await
             .map_err(db("begin a memory commit"))?;
+        let mut step = 0;
+        let mut fault = async |tx: &mut sqlx::PgConnection| {
+            step += 1;
+            crate::fault_point(&self.inner, tx, "memory commit", step - 1)
+                .await
+                .map_err(db("commit a memory change"))
+        };
+        fault(&mut tx).await?;
         // The fence, checked and its row locked until the commit: a holder that lost the
         // lease writes nothing.
         let held = crate::query(&format!(
@@ -171,8 +179,10 @@ impl MemoryCommit for PgScope {
             drop(tx);
             return Err(lease_lost(change.fence, None));
         }
+        fault(&mut tx).await?;
         let (latest, _) = self.lock_head(&mut tx).await?;
         for file in &change.files {
+            fault(&mut tx).await?;
             let path = file.file.path();
             match (&file.file, &file.text) {
                 (MemoryFile::Skill(_), None) => {
@@ -184,6 +194,7 @@ impl MemoryCommit for PgScope {
                 }
             }
         }
+        fault(&mut tx).await?;
         let version = match &change.version {
             Some(record) => {
                 self.commit_version(&mut tx, &record.message, &record.files, change.time)
@@ -191,6 +202,7 @@ impl MemoryCommit for PgScope {
             }
             None => None,
         };
+        fault(&mut tx).await?;
         if let Some(cursor) = change.cursor {
             crate::query(&format!(
                 "UPDATE {} SET dream_cursor = $2 WHERE scope_id = $1",
@@ -202,6 +214,7 @@ impl MemoryCommit for PgScope {
             .await
             .map_err(db("move Dream's cursor"))?;
         }
+        fault(&mut tx).await?;
         tx.commit().await.map_err(db("commit a memory change"))?;
         Ok(version)
     }

@@ -63,6 +63,9 @@ pub(crate) struct Inner {
     /// a lease over at once; another process waits for the release.
     pub(crate) released:
         std::sync::Mutex<std::collections::HashMap<(i64, String), memory_store::Fence>>,
+    /// Where a test kills the connection: asked before each statement of a commit with the
+    /// operation and the statement's number (feature `test-util`).
+    pub(crate) fault: Option<FaultHook>,
     /// Dropped with the last handle on the store (a test's schema); held for its `Drop`.
     #[allow(dead_code)]
     pub(crate) cleanup: Option<Box<dyn std::any::Any + Send + Sync>>,
@@ -138,6 +141,7 @@ impl PgStore {
                 schema,
                 turn_ttl,
                 released: std::sync::Mutex::new(std::collections::HashMap::new()),
+                fault: None,
                 cleanup: None,
             }),
         })
@@ -294,6 +298,29 @@ where
     (O,): for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
 {
     sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+}
+
+/// Asked before each statement of a commit (`"memory commit"`, `"archive"`) with its
+/// number: `true` kills the connection there, as a crash or a network fault would.
+pub type FaultHook = Arc<dyn Fn(&str, usize) -> bool + Send + Sync>;
+
+/// A point of `operation` where a test may kill the connection (feature `test-util`; a
+/// no-op otherwise): the transaction's backend terminates itself, so the statement fails as
+/// it would when the connection drops.
+pub(crate) async fn fault_point(
+    inner: &Inner,
+    conn: &mut sqlx::PgConnection,
+    operation: &str,
+    step: usize,
+) -> Result<(), sqlx::Error> {
+    if let Some(hook) = &inner.fault
+        && hook(operation, step)
+    {
+        query("SELECT pg_terminate_backend(pg_backend_pid())")
+            .execute(conn)
+            .await?;
+    }
+    Ok(())
 }
 
 /// The unique text of a scope key.

@@ -82,10 +82,17 @@ impl TestSchema {
     /// The store over this schema (migrated), which drops the schema when its last handle
     /// goes.
     pub async fn store(self) -> PgStore {
+        self.store_with_faults(None).await
+    }
+
+    /// [`TestSchema::store`] whose commits ask `fault` before each statement whether to
+    /// kill the connection there.
+    pub async fn store_with_faults(self, fault: Option<crate::FaultHook>) -> PgStore {
         let store = self.open().await;
         let inner = Arc::into_inner(store.inner).expect("a fresh store has one handle");
         PgStore {
             inner: Arc::new(Inner {
+                fault,
                 cleanup: Some(Box::new(DropSchema {
                     url: self.url,
                     schema: self.name,

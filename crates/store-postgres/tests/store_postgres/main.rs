@@ -3,5 +3,7 @@
 //! dropped afterwards; without it they print that they skip (and fail under `CI=true`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+mod children;
 mod conformance;
+mod races;
 mod support;
