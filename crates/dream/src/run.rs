@@ -403,8 +403,27 @@ impl Dream {
         let mut lease = self
             .acquire(if dry_run { "dry run" } else { trigger.name() })
             .await?;
+        let result = self.run_leased(trigger, dry_run, &mut lease).await;
+        self.give_back(lease).await;
+        result
+    }
+
+    /// Gives the lease back at once (a database's would otherwise wait for its expiry when
+    /// the process exits).
+    async fn give_back(&self, lease: Lease) {
+        if let Err(e) = self.lease.release(lease).await {
+            tracing::warn!(error = %e, "the Dream lease was not given back; it will expire");
+        }
+    }
+
+    async fn run_leased(
+        &self,
+        trigger: Trigger,
+        dry_run: bool,
+        lease: &mut Lease,
+    ) -> Result<RunReport, DreamError> {
         let started = self.clock.now();
-        self.recover(&lease).await?;
+        self.recover(lease).await?;
         let mut report = RunReport {
             status: RunStatus::NothingToDo,
             dry_run,
@@ -451,7 +470,7 @@ impl Dream {
             last.cursor
         ));
         if !dry_run {
-            report.outside_edits = self.record_outside_edits(&lease).await?;
+            report.outside_edits = self.record_outside_edits(lease).await?;
         }
 
         let mut overlay =
@@ -473,7 +492,7 @@ impl Dream {
                 crate::plan::ANSWER_FORMAT
             );
             let facts = crate::plan::facts(batch);
-            self.plan_loop(&mut overlay, user, &facts, &mut report, &mut lease)
+            self.plan_loop(&mut overlay, user, &facts, &mut report, lease)
                 .await
         } else {
             let instructions = prompt::instructions(custom.as_deref());
@@ -483,7 +502,7 @@ impl Dream {
                 batch,
                 self.config.prompt_file_chars,
             );
-            self.agent_loop(&mut overlay, user, &mut report, &mut lease)
+            self.agent_loop(&mut overlay, user, &mut report, lease)
                 .await
         };
         report.status = status;
@@ -961,17 +980,22 @@ impl Dream {
     /// Removes the proposals at `indexes` (0-based, as [`Dream::proposals`] lists them),
     /// after an operator applied or refused them; the ones removed.
     pub async fn dismiss_proposals(&self, indexes: &[usize]) -> Result<Vec<Proposal>, DreamError> {
-        let _lease = self.acquire("proposal review").await?;
-        let all = self.proposals().await?;
-        let (gone, kept): (Vec<_>, Vec<_>) = all
-            .into_iter()
-            .enumerate()
-            .partition(|(i, _)| indexes.contains(i));
-        if !gone.is_empty() {
-            let kept: Vec<Proposal> = kept.into_iter().map(|(_, p)| p).collect();
-            self.write_proposals(&kept).await?;
+        let lease = self.acquire("proposal review").await?;
+        let result = async {
+            let all = self.proposals().await?;
+            let (gone, kept): (Vec<_>, Vec<_>) = all
+                .into_iter()
+                .enumerate()
+                .partition(|(i, _)| indexes.contains(i));
+            if !gone.is_empty() {
+                let kept: Vec<Proposal> = kept.into_iter().map(|(_, p)| p).collect();
+                self.write_proposals(&kept).await?;
+            }
+            Ok(gone.into_iter().map(|(_, p)| p).collect())
         }
-        Ok(gone.into_iter().map(|(_, p)| p).collect())
+        .await;
+        self.give_back(lease).await;
+        result
     }
 
     async fn write_proposals(&self, proposals: &[Proposal]) -> Result<(), DreamError> {
@@ -1008,7 +1032,9 @@ impl Dream {
     /// lease); whether there was one.
     pub async fn finish_pending(&self) -> Result<bool, DreamError> {
         let lease = self.acquire("finishing an interrupted change").await?;
-        Ok(match self.commit.recover(lease.fence).await? {
+        let recovered = self.commit.recover(lease.fence).await;
+        self.give_back(lease).await;
+        Ok(match recovered? {
             Recovery::Nothing => false,
             Recovery::Finished => true,
             Recovery::Abandoned { reason } => {
@@ -1090,7 +1116,13 @@ impl Dream {
     /// Dream version), recorded as a new version that can itself be restored (undone).
     pub async fn restore(&self, id: &str) -> Result<RestoreReport, DreamError> {
         let lease = self.acquire("restore").await?;
-        self.recover(&lease).await?;
+        let result = self.restore_leased(id, &lease).await;
+        self.give_back(lease).await;
+        result
+    }
+
+    async fn restore_leased(&self, id: &str, lease: &Lease) -> Result<RestoreReport, DreamError> {
+        self.recover(lease).await?;
         let versions = self.versions()?;
         let undone = versions.resolve(id).await?;
         if !undone.message.starts_with("dream:") {
@@ -1107,7 +1139,7 @@ impl Dream {
             });
         };
         // Edits made outside Dream since the last version are kept in a version first.
-        self.record_outside_edits(&lease).await?;
+        self.record_outside_edits(lease).await?;
         let target = versions.files_at(parent).await?;
         let now = self.snapshot_now().await?;
         let changes = diff_snapshots(&now, &target);
@@ -1137,7 +1169,7 @@ impl Dream {
                     message: Some(message),
                 },
                 &now,
-                &lease,
+                lease,
             )
             .await?;
         Ok(RestoreReport {

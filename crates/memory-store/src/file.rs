@@ -352,6 +352,51 @@ impl FileJournal {
         Ok(cursors)
     }
 
+    /// Copies `entries` (from another journal, in cursor order) with their own cursors,
+    /// timestamps and every field, skipping those at or below the latest cursor already
+    /// here (so a copy can be run again, or resumed); then raises the latest cursor
+    /// (`.cursor`) to `latest` and Dream's cursor to `dream_cursor` (never past the
+    /// latest). How many were copied.
+    pub fn import(
+        &self,
+        entries: &[JournalEntry],
+        latest: u64,
+        dream_cursor: u64,
+    ) -> Result<usize, MemoryError> {
+        let mut state = self.state();
+        let _held = self.hold()?;
+        self.refresh(&mut state)?;
+        let fresh: Vec<&JournalEntry> =
+            entries.iter().filter(|e| e.cursor > state.latest).collect();
+        if !fresh.is_empty() {
+            let path = self.path(HISTORY);
+            let mut out = String::new();
+            for entry in &fresh {
+                out.push_str(&entry_line(entry));
+                out.push('\n');
+            }
+            let mut file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| MemoryError::io("open", &path, e))?;
+            file.write_all(out.as_bytes())
+                .and_then(|()| file.sync_data())
+                .map_err(|e| MemoryError::io("append to", &path, e))?;
+            state.seen = None;
+            state.appender = None;
+            self.refresh(&mut state)?;
+        }
+        state.latest = state.latest.max(latest);
+        self.write_counter(&mut state)?;
+        let current = read_number(&self.path(DREAM_CURSOR))?.unwrap_or(0);
+        let dream = dream_cursor.min(state.latest);
+        if dream > current {
+            self.write_number_atomic(DREAM_CURSOR, dream)?;
+        }
+        Ok(fresh.len())
+    }
+
     fn keep_aside(&self, pieces: &[(String, Vec<u8>)]) -> Result<(), MemoryError> {
         let stamp = stamp(self.clock.as_ref());
         Ok(fs_support::keep_aside(&self.path(SIDECAR), &stamp, pieces)?)

@@ -14,8 +14,8 @@ use dream::DreamSchedule;
 use llm_port::{Cl100kBase, Clock, LlmClient, TextSink, TokenCounter};
 use memory_core::ConsolidationConfig;
 use memory_scope::{
-    ChatType, FileLinks, IdentityResolver, Inbound, ModeResolver, NoMemoryReason, Resolution,
-    ScopeDirs, ScopeKey, Subject,
+    ChatType, FileLinks, IdentityResolver, Inbound, LinkTable, ModeResolver, NoMemoryReason,
+    Resolution, ScopeDirs, ScopeKey, Subject,
 };
 use memory_store::{
     FileDocuments, FileJournal, FileLease, GitVersions, MemoryDocuments, MemoryVersions,
@@ -86,10 +86,10 @@ pub struct Bot {
     pub config: Config,
     /// The library turn and every scope's memory.
     pub agent: Arc<Agent>,
-    /// The scope directories of the workspace.
-    pub dirs: ScopeDirs,
+    /// Where every scope is kept (for the commands that list or erase scopes).
+    pub storage: Storage,
     /// Operator links between identities.
-    pub links: Arc<FileLinks>,
+    pub links: Arc<dyn LinkTable>,
     /// The identity resolver (isolation mode, links, fail closed).
     pub resolver: Arc<ModeResolver>,
     /// The memory this command works in.
@@ -286,6 +286,86 @@ impl MemoryBackend for FileBackend {
     }
 }
 
+/// Where a bot's scopes are kept: the scope directories of the workspace, or a database.
+pub enum Storage {
+    /// `<workspace>` and `<workspace>/scopes/`.
+    Files(ScopeDirs),
+    /// A PostgreSQL schema.
+    Postgres(store_postgres::PgStore),
+}
+
+/// What one scope holds, for `nanobot scopes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopeSummary {
+    /// Whose memory.
+    pub subject: Subject,
+    /// Where it is kept (a directory, or the database's scope).
+    pub location: String,
+    /// Its sessions.
+    pub sessions: usize,
+    /// The latest journal cursor.
+    pub entries: u64,
+    /// Entries Dream has not read.
+    pub unread: u64,
+}
+
+impl Storage {
+    /// Every scope other than the agent's, with what it holds.
+    pub async fn scopes(&self) -> Result<Vec<ScopeSummary>, AppError> {
+        match self {
+            Storage::Files(dirs) => dirs
+                .list()?
+                .into_iter()
+                .map(|dir| {
+                    let (sessions, latest, dream) = crate::scopes::holdings(&dir.path)?;
+                    let entries = latest.unwrap_or(0);
+                    Ok(ScopeSummary {
+                        location: dir.path.display().to_string(),
+                        subject: dir.subject,
+                        sessions,
+                        entries,
+                        unread: entries.saturating_sub(dream),
+                    })
+                })
+                .collect(),
+            Storage::Postgres(store) => Ok(store
+                .scopes()
+                .await
+                .map_err(|e| AppError::Storage(e.to_string()))?
+                .into_iter()
+                .filter(|s| !s.key.subject.is_agent())
+                .map(|s| ScopeSummary {
+                    location: format!("schema {}, scope {}", store.schema().name(), s.key),
+                    subject: s.key.subject,
+                    sessions: usize::try_from(s.sessions).unwrap_or(usize::MAX),
+                    entries: s.latest,
+                    unread: s.latest.saturating_sub(s.dream_cursor),
+                })
+                .collect()),
+        }
+    }
+
+    /// The scope of `subject` as listed, `None` when it holds nothing yet.
+    pub async fn scope(&self, subject: &Subject) -> Result<Option<ScopeSummary>, AppError> {
+        Ok(self
+            .scopes()
+            .await?
+            .into_iter()
+            .find(|s| s.subject == *subject))
+    }
+
+    /// Erases the scope of `subject` and everything in it; whether there was one.
+    pub async fn erase(&self, subject: &Subject) -> Result<bool, AppError> {
+        match self {
+            Storage::Files(dirs) => Ok(dirs.delete(subject)?),
+            Storage::Postgres(store) => store
+                .delete_scope(&ScopeKey::local(subject.clone()))
+                .await
+                .map_err(|e| AppError::Storage(e.to_string())),
+        }
+    }
+}
+
 /// The agent's settings from the configuration.
 fn agent_settings(config: &Config) -> AgentSettings {
     let mut settings = AgentSettings::new(
@@ -348,8 +428,28 @@ impl Bot {
             reason: format!("{} cannot be created: {e}", workspace.display()),
         })?;
         let counter: Arc<dyn TokenCounter> = Arc::new(Cl100kBase);
-        let backend = Arc::new(FileBackend::open(&config, clock.clone(), counter.clone())?);
-        let dirs = ScopeDirs::new(&workspace);
+        let (backend, storage, links): (Arc<dyn MemoryBackend>, Storage, Arc<dyn LinkTable>) =
+            if config.storage == "postgres" {
+                let store = crate::pg::connect(&config).await?;
+                let backend = crate::pg::PgBackend::open(
+                    store.clone(),
+                    &workspace,
+                    clock.clone(),
+                    counter.clone(),
+                )
+                .await?;
+                (
+                    Arc::new(backend),
+                    Storage::Postgres(store.clone()),
+                    Arc::new(store.links()),
+                )
+            } else {
+                (
+                    Arc::new(FileBackend::open(&config, clock.clone(), counter.clone())?),
+                    Storage::Files(ScopeDirs::new(&workspace)),
+                    Arc::new(FileLinks::new(&workspace)),
+                )
+            };
         let builder = Arc::new(ContextBuilder::new(
             builder_config(&config),
             counter.clone(),
@@ -365,7 +465,6 @@ impl Bot {
             )
             .with_progress(progress_printer()),
         );
-        let links = Arc::new(FileLinks::new(&workspace));
         let resolver = Arc::new(
             ModeResolver::new(config.isolation, links.clone()).with_bot_ids(config.bot_ids.clone()),
         );
@@ -393,7 +492,7 @@ impl Bot {
             no_memory,
             config,
             agent,
-            dirs,
+            storage,
             links,
             resolver,
             schedule,

@@ -84,6 +84,29 @@ pub enum Command {
     Scopes(ScopesCommand),
     /// A new workspace from the templates.
     Init,
+    /// Copies a workspace (nanobot-ai's or nanobot-rs's) into the configured PostgreSQL
+    /// store: every scope's sessions, journal, memory files, versions and links. Run it
+    /// again to resume or to bring the store up to date; what differs there is kept.
+    Import {
+        /// The workspace directory.
+        #[arg(value_name = "WORKSPACE")]
+        source: PathBuf,
+        /// nanobot-ai's sessions directory (its sessions live in `<DIR>/<workspace id>/`);
+        /// default: storage.sessions_root.
+        #[arg(long, value_name = "DIR")]
+        sessions_root: Option<PathBuf>,
+    },
+    /// Writes every scope of the configured PostgreSQL store out as a workspace nanobot-ai
+    /// 0.3.5 opens (its layout, the workspace id kept, versions replayed as commits). Run
+    /// it again to resume or to bring the copy up to date.
+    Export {
+        /// The directory to write the workspace to.
+        dir: PathBuf,
+        /// Where the workspace's sessions go (`<DIR>/<workspace id>/`); default:
+        /// storage.sessions_root.
+        #[arg(long, value_name = "DIR")]
+        sessions_root: Option<PathBuf>,
+    },
     /// The configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -252,6 +275,16 @@ fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config
     Config::load(path.as_deref(), &with_workspace)
 }
 
+/// The PostgreSQL store `import` and `export` copy into and out of.
+async fn transfer_store(config: &Config) -> Result<store_postgres::PgStore, AppError> {
+    if config.storage != "postgres" {
+        return Err(AppError::Usage(
+            "import and export copy between a workspace and PostgreSQL: set storage.backend = \"postgres\" and storage.database_url (NANOBOT_STORAGE, NANOBOT_DATABASE_URL)".into(),
+        ));
+    }
+    crate::pg::connect(config).await
+}
+
 /// Parses the command line `args` (without the program name). `Err` holds what to print
 /// and the exit code: help and `--version` on stdout with 0, usage errors (with
 /// suggestions) on stderr with 2.
@@ -322,6 +355,41 @@ async fn dispatch(
         }
         Command::Config(ConfigCommand::Show) => {
             say(out, &load_config(&cli, env)?.show());
+            Ok(())
+        }
+        Command::Import {
+            source: workspace,
+            sessions_root,
+        } => {
+            let config = load_config(&cli, env)?;
+            let store = transfer_store(&config).await?;
+            let root = sessions_root
+                .clone()
+                .unwrap_or_else(|| config.sessions_root.clone());
+            let done = crate::transfer::import(workspace, &root, &store, &|line| {
+                let _ = writeln!(std::io::stderr(), "[import] {line}");
+            })
+            .await?;
+            say(
+                out,
+                &format!("Imported {}: {}", workspace.display(), done.summary()),
+            );
+            Ok(())
+        }
+        Command::Export { dir, sessions_root } => {
+            let config = load_config(&cli, env)?;
+            let store = transfer_store(&config).await?;
+            let root = sessions_root
+                .clone()
+                .unwrap_or_else(|| config.sessions_root.clone());
+            let done = crate::transfer::export(dir, &root, &store, &|line| {
+                let _ = writeln!(std::io::stderr(), "[export] {line}");
+            })
+            .await?;
+            say(
+                out,
+                &format!("Exported to {}: {}", dir.display(), done.summary()),
+            );
             Ok(())
         }
         Command::Init => {

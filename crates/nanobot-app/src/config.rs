@@ -47,8 +47,12 @@ pub struct Config {
     pub source: Option<PathBuf>,
     /// The agent workspace (nanobot-ai's layout).
     pub workspace: PathBuf,
-    /// `files` (the only storage backend today; PostgreSQL is planned).
+    /// `files` (the workspace, nanobot-ai's layout) or `postgres` (shared by instances).
     pub storage: String,
+    /// The PostgreSQL URL, for `postgres` (its password is never printed).
+    pub database_url: Option<String>,
+    /// The PostgreSQL schema every table lives in.
+    pub database_schema: String,
     /// `none`, `turn-end` or `always`.
     pub durability: String,
     /// Where session files live: `workspace` (`<workspace>/sessions`), `nanobot`
@@ -122,6 +126,8 @@ struct FileConfig {
 #[serde(deny_unknown_fields)]
 struct StorageSection {
     backend: Option<String>,
+    database_url: Option<String>,
+    schema: Option<String>,
     durability: Option<String>,
     layout: Option<String>,
     sessions_root: Option<String>,
@@ -166,9 +172,15 @@ struct DreamSection {
 }
 
 /// Every key with its environment variable, for the README and `config show`.
-pub const KEYS: [(&str, &str, &str); 27] = [
+pub const KEYS: [(&str, &str, &str); 29] = [
     ("workspace", "NANOBOT_WORKSPACE", "~/.nanobot/workspace"),
     ("storage.backend", "NANOBOT_STORAGE", "files"),
+    (
+        "storage.database_url",
+        "NANOBOT_DATABASE_URL",
+        "(none; required for postgres)",
+    ),
+    ("storage.schema", "NANOBOT_DATABASE_SCHEMA", "nanobot"),
     ("storage.durability", "NANOBOT_DURABILITY", "turn-end"),
     ("storage.layout", "NANOBOT_SESSIONS_LAYOUT", "auto"),
     (
@@ -341,13 +353,38 @@ impl Config {
         let storage_backend = text("storage.backend", "NANOBOT_STORAGE", storage.backend)
             .map(|(_, v)| v)
             .unwrap_or_else(|| "files".into());
-        if storage_backend != "files" {
+        if !["files", "postgres"].contains(&storage_backend.as_str()) {
             return Err(bad(
                 "storage.backend",
-                format!(
-                    "{storage_backend:?} is not available; use \"files\" (PostgreSQL is planned)"
-                ),
+                format!("{storage_backend:?} is not one of files, postgres"),
             ));
+        }
+        let database_url = text(
+            "storage.database_url",
+            "NANOBOT_DATABASE_URL",
+            storage.database_url,
+        )
+        .map(|(_, v)| v)
+        .filter(|v| !v.trim().is_empty());
+        if storage_backend == "postgres" && database_url.is_none() {
+            return Err(bad(
+                "storage.database_url",
+                "storage.backend is postgres: set the database URL (NANOBOT_DATABASE_URL), e.g. postgres://user@127.0.0.1:5432/nanobot".into(),
+            ));
+        }
+        if let Some(url) = &database_url
+            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        {
+            return Err(bad(
+                "storage.database_url",
+                format!("{} is not a postgres:// URL", redact_url(url)),
+            ));
+        }
+        let database_schema = text("storage.schema", "NANOBOT_DATABASE_SCHEMA", storage.schema)
+            .map(|(_, v)| v)
+            .unwrap_or_else(|| "nanobot".into());
+        if let Err(e) = store_postgres::Schema::new(&database_schema) {
+            return Err(bad("storage.schema", e.to_string()));
         }
         let durability = text(
             "storage.durability",
@@ -496,6 +533,8 @@ impl Config {
             dream_mode,
             workspace,
             storage: storage_backend,
+            database_url,
+            database_schema,
             durability,
             layout,
             sessions_root,
@@ -580,7 +619,7 @@ impl Config {
     /// The effective configuration as TOML, the key redacted.
     pub fn show(&self) -> String {
         format!(
-            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndurability = {:?}\nlayout = {:?}\nsessions_root = {:?}\nturn_wait_secs = {}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\ntemperature = {}\nnative_tools = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\narchive_with_schema = {}\nisolation = {:?}\nbot_ids = {:?}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\nmode = {:?}\n",
+            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndatabase_url = {:?}\nschema = {:?}\ndurability = {:?}\nlayout = {:?}\nsessions_root = {:?}\nturn_wait_secs = {}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\ntemperature = {}\nnative_tools = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\narchive_with_schema = {}\nisolation = {:?}\nbot_ids = {:?}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\nmode = {:?}\n",
             self.source
                 .as_ref()
                 .map_or("defaults and the environment".to_owned(), |p| p
@@ -588,6 +627,10 @@ impl Config {
                     .to_string()),
             self.workspace.display().to_string(),
             self.storage,
+            self.database_url
+                .as_deref()
+                .map_or_else(String::new, redact_url),
+            self.database_schema,
             self.durability,
             self.layout,
             self.sessions_root.display().to_string(),
@@ -625,6 +668,21 @@ impl Config {
 }
 
 use chrono::Offset;
+
+/// `url` with its password replaced by `***`, for anything printed.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((credentials, host)) => match credentials.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
 
 fn expand_home(path: &str, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
     match path.strip_prefix("~/") {

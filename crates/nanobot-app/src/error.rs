@@ -34,6 +34,8 @@ pub enum AppError {
     Context(context_builder::ContextError),
     /// A scope could not be resolved, linked, listed or erased.
     Scope(memory_scope::ScopeError),
+    /// The storage backend (a database) could not be reached or used.
+    Storage(String),
     /// The terminal failed.
     Terminal(String),
     /// `nanobot demo` ran, but memory did not work as it should (the checks it names).
@@ -88,6 +90,10 @@ impl fmt::Display for AppError {
             ),
             AppError::Context(e) => write!(f, "the prompt could not be built: {e}"),
             AppError::Scope(e) => write!(f, "the memory scope could not be used: {e}"),
+            AppError::Storage(e) => write!(
+                f,
+                "the storage could not be used: {e}\nCheck storage.database_url and storage.schema (`nanobot config show`)."
+            ),
             AppError::Terminal(e) => write!(f, "the terminal failed: {e}"),
             AppError::Demo { reason } => write!(
                 f,

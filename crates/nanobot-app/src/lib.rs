@@ -7,7 +7,9 @@ pub mod config;
 pub mod demo;
 mod error;
 pub mod logging;
+pub mod pg;
 pub mod scopes;
+pub mod transfer;
 
 pub use bot::{Bot, TurnReport, model_client};
 pub use config::{Config, Provider};

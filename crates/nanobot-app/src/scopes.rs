@@ -6,10 +6,10 @@ use std::path::Path;
 
 use chrono::Utc;
 use dream::Trigger;
-use memory_scope::{LinkAction, LinkRecord, LinkTable, ScopeKey, Subject, UserKey, links_in_force};
-use memory_store::FileJournal;
+use memory_scope::{LinkAction, LinkRecord, ScopeKey, Subject, UserKey, links_in_force};
+use memory_store::{Document, FileJournal, HistoryJournal, MemoryDocumentsExt};
 
-use crate::bot::Bot;
+use crate::bot::{Bot, ScopeSummary, Storage};
 use crate::error::AppError;
 
 /// A scope as an operator writes it: `agent`, `user:<platform:id>`, `chat:<channel:id>`, or
@@ -29,7 +29,7 @@ fn user(text: &str) -> Result<UserKey, AppError> {
 }
 
 /// Sessions (files under `sessions/`) and journal cursors of a scope directory.
-fn holdings(root: &Path) -> Result<(usize, Option<u64>, u64), AppError> {
+pub(crate) fn holdings(root: &Path) -> Result<(usize, Option<u64>, u64), AppError> {
     let sessions = match std::fs::read_dir(root.join("sessions")) {
         Ok(entries) => entries
             .flatten()
@@ -41,13 +41,28 @@ fn holdings(root: &Path) -> Result<(usize, Option<u64>, u64), AppError> {
     Ok((sessions, latest, dream))
 }
 
-fn describe_holdings(root: &Path) -> Result<String, AppError> {
-    let (sessions, latest, dream) = holdings(root)?;
-    let latest = latest.unwrap_or(0);
-    Ok(format!(
-        "{sessions} session file(s), {latest} journal entries ({} unread by Dream)",
-        latest.saturating_sub(dream)
-    ))
+fn describe(summary: &ScopeSummary) -> String {
+    format!(
+        "{} session(s), {} journal entries ({} unread by Dream)",
+        summary.sessions, summary.entries, summary.unread
+    )
+}
+
+/// The agent scope's holdings, through its stores.
+async fn agent_summary(bot: &Bot) -> Result<ScopeSummary, AppError> {
+    let memory = bot.agent.memory(&ScopeKey::local(Subject::Agent)).await?;
+    let entries = memory.journal.latest_cursor().await?;
+    let dream = memory.journal.dream_cursor().await?;
+    Ok(ScopeSummary {
+        subject: Subject::Agent,
+        location: match &bot.storage {
+            Storage::Files(_) => "the workspace".into(),
+            Storage::Postgres(store) => format!("schema {}, scope agent", store.schema().name()),
+        },
+        sessions: memory.sessions.list().await?.len(),
+        entries,
+        unread: entries.saturating_sub(dream),
+    })
 }
 
 fn link_line(record: &LinkRecord) -> String {
@@ -66,27 +81,15 @@ pub async fn list(bot: &Bot) -> Result<String, AppError> {
         "Isolation: {} (memory.isolation)\nScopes:\n",
         bot.config.isolation.name()
     );
-    let agent_sessions = bot.memory.sessions.list().await?.len();
-    let (latest, dream) = FileJournal::peek_cursors(bot.workspace())?;
-    let latest = latest.unwrap_or(0);
-    let _ = writeln!(
-        out,
-        "  agent  (the workspace)  {agent_sessions} session(s), {latest} journal entries ({} unread by Dream)",
-        latest.saturating_sub(dream)
-    );
-    for dir in bot.dirs.list()? {
-        let name = dir
-            .path
-            .strip_prefix(bot.workspace())
-            .unwrap_or(&dir.path)
-            .display()
-            .to_string();
-        let _ = writeln!(
-            out,
-            "  {}  {name}  {}",
-            dir.subject,
-            describe_holdings(&dir.path)?
-        );
+    let agent = agent_summary(bot).await?;
+    let _ = writeln!(out, "  agent  ({})  {}", agent.location, describe(&agent));
+    for scope in bot.storage.scopes().await? {
+        let name = scope
+            .location
+            .strip_prefix(&format!("{}/", bot.workspace().display()))
+            .unwrap_or(&scope.location)
+            .to_owned();
+        let _ = writeln!(out, "  {}  {name}  {}", scope.subject, describe(&scope));
     }
     let records = bot.links.records().await?;
     let links = links_in_force(&records);
@@ -115,21 +118,25 @@ pub async fn list(bot: &Bot) -> Result<String, AppError> {
 /// `nanobot scopes show SCOPE`.
 pub async fn show(bot: &Bot, scope: &str) -> Result<String, AppError> {
     let subject = parse_scope(scope)?;
-    let root = bot.dirs.root(&subject);
-    if !subject.is_agent() && !root.is_dir() {
-        return Err(AppError::NotFound(format!(
-            "there is no scope {subject} in {} (it is made by its first turn)",
-            bot.workspace().display()
-        )));
-    }
-    let mut out = format!("Scope: {subject}\nDirectory: {}\n", root.display());
-    let _ = writeln!(out, "Holds: {}", describe_holdings(&root)?);
-    for file in ["USER.md", "memory/MEMORY.md"] {
-        let size = std::fs::metadata(root.join(file)).map(|m| m.len());
+    let summary = if subject.is_agent() {
+        agent_summary(bot).await?
+    } else {
+        bot.storage.scope(&subject).await?.ok_or_else(|| {
+            AppError::NotFound(format!(
+                "there is no scope {subject} (it is made by its first turn)"
+            ))
+        })?
+    };
+    let mut out = format!("Scope: {subject}\nWhere: {}\n", summary.location);
+    let _ = writeln!(out, "Holds: {}", describe(&summary));
+    let memory = bot.agent.memory(&ScopeKey::local(subject.clone())).await?;
+    for document in [Document::User, Document::Memory] {
+        let text = memory.documents.read_text(document).await?;
         let _ = writeln!(
             out,
-            "{file}: {}",
-            size.map_or("none".to_owned(), |n| format!("{n} bytes"))
+            "{}: {}",
+            document.path(),
+            text.map_or("none".to_owned(), |t| format!("{} bytes", t.len()))
         );
     }
     if let Subject::User(user) = &subject {
@@ -157,7 +164,6 @@ pub async fn show(bot: &Bot, scope: &str) -> Result<String, AppError> {
         );
     }
     if !subject.is_agent() {
-        let memory = bot.agent.memory(&ScopeKey::local(subject.clone())).await?;
         let proposals = memory.dream.proposals().await?;
         let _ = write!(
             out,
@@ -188,12 +194,11 @@ pub async fn link(
         };
         bot.links.append(record.clone()).await?;
         let _ = writeln!(out, "Linked: {}", link_line(&record));
-        let own = bot.dirs.root(&Subject::User(identity.clone()));
-        if own.is_dir() {
+        if let Some(own) = bot.storage.scope(&Subject::User(identity.clone())).await? {
             let _ = writeln!(
                 out,
                 "  {identity} had memory of its own ({}); it is kept, unused while linked.",
-                own.strip_prefix(bot.workspace()).unwrap_or(&own).display()
+                own.location
             );
         }
     }
@@ -231,22 +236,21 @@ pub async fn delete(bot: &Bot, scope: &str, yes: bool) -> Result<String, AppErro
             "the agent scope is the workspace itself; it is not erased by this command".into(),
         ));
     }
-    let root = bot.dirs.root(&subject);
+    let held = bot.storage.scope(&subject).await?;
     if !yes {
         return Err(AppError::Usage(format!(
-            "this erases {subject} for good: {} ({}) and every link naming it; add --yes",
-            root.display(),
-            if root.is_dir() {
-                describe_holdings(&root)?
-            } else {
-                "no directory yet".to_owned()
-            }
+            "this erases {subject} for good: {} and every link naming it; add --yes",
+            held.map_or("it holds nothing yet".to_owned(), |s| format!(
+                "{} ({})",
+                s.location,
+                describe(&s)
+            ))
         )));
     }
     bot.agent
         .forget_memory(&ScopeKey::local(subject.clone()))
         .await;
-    let removed = bot.dirs.delete(&subject)?;
+    let removed = bot.storage.erase(&subject).await?;
     let links = match &subject {
         Subject::User(user) => bot.links.forget(user).await?,
         _ => 0,
@@ -259,9 +263,9 @@ pub async fn delete(bot: &Bot, scope: &str, yes: bool) -> Result<String, AppErro
     Ok(format!(
         "Erased {subject}: {}; {links} link record(s) removed.",
         if removed {
-            "its directory (sessions, journal, documents, versions, Dream records) is gone"
+            "its sessions, journal, documents, versions and Dream records are gone"
         } else {
-            "it had no directory"
+            "it held nothing"
         }
     ))
 }
@@ -292,10 +296,10 @@ pub async fn dream_all(bot: &Bot) -> Result<String, AppError> {
 /// `nanobot dream proposals [--dismiss N...]`.
 pub async fn proposals(bot: &Bot, dismiss: &[usize]) -> Result<String, AppError> {
     let mut all = Vec::new();
-    for dir in bot.dirs.list()? {
+    for scope in bot.storage.scopes().await? {
         let memory = bot
             .agent
-            .memory(&ScopeKey::local(dir.subject.clone()))
+            .memory(&ScopeKey::local(scope.subject.clone()))
             .await?;
         for (index, proposal) in memory.dream.proposals().await?.into_iter().enumerate() {
             all.push((memory.clone(), index, proposal));

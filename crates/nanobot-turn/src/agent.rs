@@ -339,13 +339,16 @@ impl Agent {
         sink: &TextSink,
     ) -> Result<TurnReport, TurnError> {
         let _busy = memory.autocompact.as_ref().map(|a| a.turn_started(key));
-        let _turn = memory
+        let turn = memory
             .sessions
             .lock_turn(key, self.settings.turn_wait)
             .await
             .map_err(|e| TurnError::turn(key, Saved::Nothing, e))?;
         let mut saved = Saved::Nothing;
         let result = self.turn_locked(memory, key, text, sink, &mut saved).await;
+        // Given back before the turn returns, so the next turn (another process's too)
+        // finds the session free at once.
+        turn.release().await;
         result.map_err(|e| TurnError::turn(key, saved, e))
     }
 

@@ -134,17 +134,43 @@ pub struct SessionInfo {
 }
 
 /// The right to run one turn of a session: held from loading the session to the saved
-/// answer, across processes where the backend is shared by several. Released when dropped
-/// (and, for the file backend, when the process dies).
+/// answer, across processes where the backend is shared by several. Give it back with
+/// [`TurnLock::release`]; dropping it releases it too (and, for the file backend, so does
+/// the process dying), but a backend that releases over a network (a database) does that
+/// in a background task a process that exits at once never runs.
 pub struct TurnLock {
     _held: Box<dyn std::any::Any + Send + Sync>,
+    release: Option<ReleaseTurn>,
 }
+
+/// How a backend gives a turn lock back at once.
+type ReleaseTurn = Box<dyn FnOnce() -> llm_port::BoxFuture<'static, ()> + Send + Sync>;
 
 impl TurnLock {
     /// A lock that holds `guard` (whatever releases the backend's lock when dropped).
     pub fn new(guard: impl std::any::Any + Send + Sync) -> Self {
         TurnLock {
             _held: Box::new(guard),
+            release: None,
+        }
+    }
+
+    /// A lock that `release` gives back at once, awaited (a database's), with `guard`'s
+    /// drop as the fallback when it is dropped unreleased.
+    pub fn with_release(
+        guard: impl std::any::Any + Send + Sync,
+        release: impl FnOnce() -> llm_port::BoxFuture<'static, ()> + Send + Sync + 'static,
+    ) -> Self {
+        TurnLock {
+            _held: Box::new(guard),
+            release: Some(Box::new(release)),
+        }
+    }
+
+    /// Gives the lock back, and waits until the backend took it back.
+    pub async fn release(mut self) {
+        if let Some(release) = self.release.take() {
+            release().await;
         }
     }
 }

@@ -70,6 +70,8 @@ CREATE TABLE journal (
     range_start bigint,
     range_end   bigint,
     digest      text,
+    -- Fields of an imported entry this release does not model (a JSON object), kept.
+    extra       text,
     PRIMARY KEY (scope_id, cursor)
 );
 CREATE INDEX journal_archives ON journal (scope_id, session_key, range_start)
@@ -115,6 +117,12 @@ CREATE TABLE leases (
     fence      bigint NOT NULL,
     expires_at timestamptz NOT NULL,
     PRIMARY KEY (scope_id, job)
+);
+
+-- What a deployment records about itself (the workspace id of an imported workspace).
+CREATE TABLE store_meta (
+    key   text PRIMARY KEY,
+    value text NOT NULL
 );
 
 -- Operator links between identities, append-only, per deployment.

@@ -22,87 +22,83 @@ impl SessionArchive for PgScope {
         commit: &ArchiveCommit<'_>,
     ) -> Result<ArchiveCommitted, MemoryError> {
         let key = commit.session;
-        let mut tx = self
-            .inner
-            .pool
-            .begin()
+        crate::transaction(&self.inner.pool, db("begin an archive"), async |tx| {
+            // The session, locked: its revision must be the one the archive was made from.
+            let row = crate::query(&format!(
+                "SELECT {SESSION_COLUMNS} FROM {} WHERE scope_id = $1 AND session_key = $2 FOR UPDATE",
+                self.inner.t("sessions")
+            ))
+            .bind(self.scope_id)
+            .bind(key.as_str())
+            .fetch_optional(&mut *tx)
             .await
-            .map_err(db("begin an archive"))?;
-        // The session, locked: its revision must be the one the archive was made from.
-        let row = crate::query(&format!(
-            "SELECT {SESSION_COLUMNS} FROM {} WHERE scope_id = $1 AND session_key = $2 FOR UPDATE",
-            self.inner.t("sessions")
-        ))
-        .bind(self.scope_id)
-        .bind(key.as_str())
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db("lock the archived session"))?;
-        let current = row.as_ref().map(session_row);
-        SessionError::check_revision(
-            key,
-            Some(commit.expected),
-            current.as_ref().map(|c| c.revision),
-        )
-        .map_err(session_failure)?;
-        let Some(current) = current else {
-            return Err(MemoryError::backend("the archived session disappeared"));
-        };
-        SessionError::check_append_pointer(
-            key,
-            Some(current.meta.last_consolidated),
-            commit.meta.last_consolidated,
-            usize::try_from(current.next_seq).unwrap_or(0),
-        )
-        .map_err(session_failure)?;
-        // Once per slice: an archive of this slice already journaled is reused.
-        let existing: Vec<u64> = crate::query(&format!(
-            "SELECT cursor FROM {} WHERE scope_id = $1 AND session_key = $2 AND range_start = $3 \
-             AND range_end = $4 AND digest = $5 ORDER BY cursor",
-            self.inner.t("journal")
-        ))
-        .bind(self.scope_id)
-        .bind(key.as_str())
-        .bind(signed(commit.from))
-        .bind(signed(commit.to))
-        .bind(commit.digest)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db("look for the archive"))?
-        .iter()
-        .map(|row| row.get::<i64, _>(0).unsigned_abs())
-        .collect();
-        let reused = !existing.is_empty() && !commit.entries.is_empty();
-        let cursors = if reused || commit.entries.is_empty() {
-            existing
-        } else {
-            self.append_entries(&mut *tx, &commit.new_entries())
-                .await
-                .map_err(db("journal the archive"))?
-        };
-        let meta = commit.meta;
-        let row = crate::query(&format!(
-            "UPDATE {} SET revision = revision + 1, pointer = $2, created_at = $3, updated_at = $4, \
-               metadata = $5, provider_state = $6, title = $7 WHERE session_id = $1 RETURNING epoch, revision",
-            self.inner.t("sessions")
-        ))
-        .bind(current.id)
-        .bind(signed(meta.last_consolidated as u64))
-        .bind(meta.created_at)
-        .bind(meta.updated_at)
-        .bind(serde_json::Value::Object(meta.metadata.clone()).to_string())
-        .bind(meta.provider_state.as_ref().map(serde_json::Value::to_string))
-        .bind(session_store::listing_title(&meta.metadata))
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db("move the session's pointer"))?;
-        let revision = revision_of(row.get(0), row.get(1));
-        tx.commit().await.map_err(db("commit an archive"))?;
-        Ok(ArchiveCommitted {
-            cursors,
-            revision,
-            reused,
+            .map_err(db("lock the archived session"))?;
+            let current = row.as_ref().map(session_row);
+            SessionError::check_revision(
+                key,
+                Some(commit.expected),
+                current.as_ref().map(|c| c.revision),
+            )
+            .map_err(session_failure)?;
+            let Some(current) = current else {
+                return Err(MemoryError::backend("the archived session disappeared"));
+            };
+            SessionError::check_append_pointer(
+                key,
+                Some(current.meta.last_consolidated),
+                commit.meta.last_consolidated,
+                usize::try_from(current.next_seq).unwrap_or(0),
+            )
+            .map_err(session_failure)?;
+            // Once per slice: an archive of this slice already journaled is reused.
+            let existing: Vec<u64> = crate::query(&format!(
+                "SELECT cursor FROM {} WHERE scope_id = $1 AND session_key = $2 AND range_start = $3 \
+                 AND range_end = $4 AND digest = $5 ORDER BY cursor",
+                self.inner.t("journal")
+            ))
+            .bind(self.scope_id)
+            .bind(key.as_str())
+            .bind(signed(commit.from))
+            .bind(signed(commit.to))
+            .bind(commit.digest)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db("look for the archive"))?
+            .iter()
+            .map(|row| row.get::<i64, _>(0).unsigned_abs())
+            .collect();
+            let reused = !existing.is_empty() && !commit.entries.is_empty();
+            let cursors = if reused || commit.entries.is_empty() {
+                existing
+            } else {
+                self.append_entries(&mut *tx, &commit.new_entries())
+                    .await
+                    .map_err(db("journal the archive"))?
+            };
+            let meta = commit.meta;
+            let row = crate::query(&format!(
+                "UPDATE {} SET revision = revision + 1, pointer = $2, created_at = $3, updated_at = $4, \
+                   metadata = $5, provider_state = $6, title = $7 WHERE session_id = $1 RETURNING epoch, revision",
+                self.inner.t("sessions")
+            ))
+            .bind(current.id)
+            .bind(signed(meta.last_consolidated as u64))
+            .bind(meta.created_at)
+            .bind(meta.updated_at)
+            .bind(serde_json::Value::Object(meta.metadata.clone()).to_string())
+            .bind(meta.provider_state.as_ref().map(serde_json::Value::to_string))
+            .bind(session_store::listing_title(&meta.metadata).map(|t| crate::journal::encode(&t)))
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db("move the session's pointer"))?;
+            let revision = revision_of(row.get(0), row.get(1));
+            Ok(ArchiveCommitted {
+                cursors,
+                revision,
+                reused,
+            })
         })
+        .await
     }
 
     async fn find_archive(
@@ -148,75 +144,70 @@ impl SessionArchive for PgScope {
 #[async_trait]
 impl MemoryCommit for PgScope {
     async fn commit(&self, change: &MemoryChange) -> Result<Option<Version>, MemoryError> {
-        let mut tx = self
-            .inner
-            .pool
-            .begin()
-            .await
-            .map_err(db("begin a memory commit"))?;
-        let mut step = 0;
-        let mut fault = async |tx: &mut sqlx::PgConnection| {
-            step += 1;
-            crate::fault_point(&self.inner, tx, "memory commit", step - 1)
-                .await
-                .map_err(db("commit a memory change"))
-        };
-        fault(&mut tx).await?;
-        // The fence, checked and its row locked until the commit: a holder that lost the
-        // lease writes nothing.
-        let held = crate::query(&format!(
-            "SELECT 1 FROM {} l WHERE l.scope_id = $1 AND l.job = $2 AND {} FOR UPDATE",
-            self.inner.t("leases"),
-            crate::lease::held_condition()
-        ))
-        .bind(self.scope_id)
-        .bind("dream")
-        .bind(signed(change.fence.0))
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db("check the Dream lease"))?;
-        if held.is_none() {
-            drop(tx);
-            return Err(lease_lost(change.fence, None));
-        }
-        fault(&mut tx).await?;
-        let (latest, _) = self.lock_head(&mut tx).await?;
-        for file in &change.files {
-            fault(&mut tx).await?;
-            let path = file.file.path();
-            match (&file.file, &file.text) {
-                (MemoryFile::Skill(_), None) => {
-                    self.delete_path(&mut tx, &path, file.expected).await?;
-                }
-                (_, text) => {
-                    self.write_path(&mut tx, &path, text.as_deref().unwrap_or(""), file.expected)
-                        .await?;
-                }
-            }
-        }
-        fault(&mut tx).await?;
-        let version = match &change.version {
-            Some(record) => {
-                self.commit_version(&mut tx, &record.message, &record.files, change.time)
-                    .await?
-            }
-            None => None,
-        };
-        fault(&mut tx).await?;
-        if let Some(cursor) = change.cursor {
-            crate::query(&format!(
-                "UPDATE {} SET dream_cursor = $2 WHERE scope_id = $1",
-                self.inner.t("journal_heads")
+        crate::transaction(&self.inner.pool, db("begin a memory commit"), async |tx| {
+            let mut step = 0;
+            let mut fault = async |tx: &mut sqlx::PgConnection| {
+                step += 1;
+                crate::fault_point(&self.inner, tx, "memory commit", step - 1)
+                    .await
+                    .map_err(db("commit a memory change"))
+            };
+            fault(tx).await?;
+            // The fence, checked and its row locked until the commit: a holder that lost the
+            // lease writes nothing.
+            let held = crate::query(&format!(
+                "SELECT 1 FROM {} l WHERE l.scope_id = $1 AND l.job = $2 AND {} FOR UPDATE",
+                self.inner.t("leases"),
+                crate::lease::held_condition()
             ))
             .bind(self.scope_id)
-            .bind(signed(cursor.min(latest)))
-            .execute(&mut *tx)
+            .bind("dream")
+            .bind(signed(change.fence.0))
+            .fetch_optional(&mut *tx)
             .await
-            .map_err(db("move Dream's cursor"))?;
-        }
-        fault(&mut tx).await?;
-        tx.commit().await.map_err(db("commit a memory change"))?;
-        Ok(version)
+            .map_err(db("check the Dream lease"))?;
+            if held.is_none() {
+                return Err(lease_lost(change.fence, None));
+            }
+            fault(tx).await?;
+            let (latest, _) = self.lock_head(tx).await?;
+            for file in &change.files {
+                fault(tx).await?;
+                let path = file.file.path();
+                match (&file.file, &file.text) {
+                    (MemoryFile::Skill(_), None) => {
+                        self.delete_path(tx, &path, file.expected).await?;
+                    }
+                    (_, text) => {
+                        self.write_path(tx, &path, text.as_deref().unwrap_or(""), file.expected)
+                            .await?;
+                    }
+                }
+            }
+            fault(tx).await?;
+            let version = match &change.version {
+                Some(record) => {
+                    self.commit_version(tx, &record.message, &record.files, change.time)
+                        .await?
+                }
+                None => None,
+            };
+            fault(tx).await?;
+            if let Some(cursor) = change.cursor {
+                crate::query(&format!(
+                    "UPDATE {} SET dream_cursor = $2 WHERE scope_id = $1",
+                    self.inner.t("journal_heads")
+                ))
+                .bind(self.scope_id)
+                .bind(signed(cursor.min(latest)))
+                .execute(&mut *tx)
+                .await
+                .map_err(db("move Dream's cursor"))?;
+            }
+            fault(tx).await?;
+            Ok(version)
+        })
+        .await
     }
 
     async fn recover(&self, _fence: memory_store::Fence) -> Result<Recovery, MemoryError> {

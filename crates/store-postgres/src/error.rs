@@ -133,7 +133,7 @@ pub fn is_transient(error: &sqlx::Error) -> bool {
 }
 
 /// A database error as the memory ports report it.
-pub(crate) fn memory(action: &str) -> impl FnOnce(sqlx::Error) -> MemoryError + '_ {
+pub(crate) fn memory(action: &str) -> impl Fn(sqlx::Error) -> MemoryError + '_ {
     move |error| {
         let retryable = is_transient(&error);
         MemoryError::backend_caused_by(
@@ -145,7 +145,7 @@ pub(crate) fn memory(action: &str) -> impl FnOnce(sqlx::Error) -> MemoryError + 
 }
 
 /// A database error as the session port reports it.
-pub(crate) fn session(action: &str) -> impl FnOnce(sqlx::Error) -> SessionError + '_ {
+pub(crate) fn session(action: &str) -> impl Fn(sqlx::Error) -> SessionError + '_ {
     move |error| {
         let retryable = is_transient(&error);
         SessionError::backend_caused_by(

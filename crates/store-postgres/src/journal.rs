@@ -15,7 +15,7 @@ use crate::error::memory as db;
 
 /// The columns [`entry`] reads.
 pub(crate) const ENTRY_COLUMNS: &str =
-    "cursor, ts, content, session_key, range_start, range_end, digest";
+    "cursor, ts, content, session_key, range_start, range_end, digest, extra";
 
 pub(crate) fn entry(row: &PgRow) -> JournalEntry {
     let range = match (row.get::<Option<i64>, _>(4), row.get::<Option<i64>, _>(5)) {
@@ -31,7 +31,10 @@ pub(crate) fn entry(row: &PgRow) -> JournalEntry {
         session_key: row.get(3),
         message_range: range,
         message_digest: range.and(row.get(6)),
-        extra: Map::new(),
+        extra: row
+            .get::<Option<&str>, _>(7)
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_else(Map::new),
     }
 }
 
@@ -147,6 +150,96 @@ impl PgScope {
                 row.get::<i64, _>(1).unsigned_abs(),
             )
         }))
+    }
+}
+
+impl PgScope {
+    /// Copies `entries` (from another journal, in cursor order) with their own cursors,
+    /// timestamps and every field, skipping those at or below the latest cursor already
+    /// here (so an import can be run again, or resumed); then raises the latest cursor to
+    /// `latest` (the source's, which may lie past its last entry) and Dream's cursor to
+    /// `dream_cursor` (never past the latest). How many were copied.
+    pub async fn import_journal(
+        &self,
+        entries: &[JournalEntry],
+        latest_cursor: u64,
+        dream_cursor: u64,
+    ) -> Result<usize, MemoryError> {
+        crate::transaction(&self.inner.pool, db("import journal entries"), async |tx| {
+            let (latest, _) = self.lock_head(tx).await?;
+            let fresh: Vec<&JournalEntry> = entries.iter().filter(|e| e.cursor > latest).collect();
+            if !fresh.is_empty() {
+                let sql = format!(
+                    "INSERT INTO {} (scope_id, cursor, ts, content, session_key, range_start, range_end, digest, extra) \
+                     SELECT $1, x.cursor, x.ts, x.content, x.session_key, x.range_start, x.range_end, x.digest, x.extra \
+                     FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::text[]) \
+                       AS x(cursor, ts, content, session_key, range_start, range_end, digest, extra)",
+                    self.inner.t("journal")
+                );
+                crate::query(&sql)
+                    .bind(self.scope_id)
+                    .bind(fresh.iter().map(|e| signed(e.cursor)).collect::<Vec<_>>())
+                    .bind(
+                        fresh
+                            .iter()
+                            .map(|e| e.timestamp.clone())
+                            .collect::<Vec<_>>(),
+                    )
+                    .bind(fresh.iter().map(|e| encode(&e.content)).collect::<Vec<_>>())
+                    .bind(
+                        fresh
+                            .iter()
+                            .map(|e| e.session_key.clone())
+                            .collect::<Vec<_>>(),
+                    )
+                    .bind(
+                        fresh
+                            .iter()
+                            .map(|e| e.message_range.map(|(s, _)| signed(s)))
+                            .collect::<Vec<_>>(),
+                    )
+                    .bind(
+                        fresh
+                            .iter()
+                            .map(|e| e.message_range.map(|(_, e)| signed(e)))
+                            .collect::<Vec<_>>(),
+                    )
+                    .bind(
+                        fresh
+                            .iter()
+                            .map(|e| e.message_digest.clone())
+                            .collect::<Vec<_>>(),
+                    )
+                    .bind(
+                        fresh
+                            .iter()
+                            .map(|e| {
+                                (!e.extra.is_empty())
+                                    .then(|| serde_json::Value::Object(e.extra.clone()).to_string())
+                            })
+                            .collect::<Vec<_>>(),
+                    )
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db("import journal entries"))?;
+            }
+            let newest = fresh
+                .last()
+                .map_or(latest, |e| e.cursor.max(latest))
+                .max(latest_cursor);
+            crate::query(&format!(
+                "UPDATE {} SET latest = $2, dream_cursor = GREATEST(dream_cursor, LEAST($3, $2)) WHERE scope_id = $1",
+                self.inner.t("journal_heads")
+            ))
+            .bind(self.scope_id)
+            .bind(signed(newest))
+            .bind(signed(dream_cursor))
+            .execute(&mut *tx)
+            .await
+            .map_err(db("import the journal's cursors"))?;
+            Ok(fresh.len())
+        })
+        .await
     }
 }
 

@@ -143,12 +143,17 @@ struct Releaser {
     job: String,
     fence: Fence,
     renewal: Option<tokio::task::JoinHandle<()>>,
+    /// Set when the holder gave the lease back itself (and waited for it).
+    done: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Drop for Releaser {
     fn drop(&mut self) {
         if let Some(renewal) = self.renewal.take() {
             renewal.abort();
+        }
+        if self.done.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
         }
         // Free at once for this process; for the others when the release lands.
         self.inner
@@ -214,13 +219,39 @@ impl PgScope {
                 }
             })
         };
-        Ok(Some(TurnLock::new(Releaser {
-            inner: self.inner.clone(),
-            scope_id: self.scope_id,
-            job,
-            fence: claim.fence,
-            renewal: Some(renewal),
-        })))
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let release_now = {
+            let (inner, scope_id, job, fence, done, abort) = (
+                self.inner.clone(),
+                self.scope_id,
+                job.clone(),
+                claim.fence,
+                done.clone(),
+                renewal.abort_handle(),
+            );
+            move || -> llm_port::BoxFuture<'static, ()> {
+                Box::pin(async move {
+                    abort.abort();
+                    match release(&inner, scope_id, &job, fence).await {
+                        Ok(()) => done.store(true, std::sync::atomic::Ordering::SeqCst),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "a turn lock was not released; it will expire");
+                        }
+                    }
+                })
+            }
+        };
+        Ok(Some(TurnLock::with_release(
+            Releaser {
+                inner: self.inner.clone(),
+                scope_id: self.scope_id,
+                job,
+                fence: claim.fence,
+                renewal: Some(renewal),
+                done,
+            },
+            release_now,
+        )))
     }
 }
 
@@ -237,6 +268,7 @@ impl MemoryLease for PgScope {
                 job: DREAM.to_owned(),
                 fence: claim.fence,
                 renewal: None,
+                done: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             };
             Lease::new(
                 claim.fence,

@@ -100,8 +100,10 @@ pub struct ScopeInfo {
     pub key: ScopeKey,
     /// Its sessions.
     pub sessions: u64,
-    /// Its journal entries.
-    pub entries: u64,
+    /// The latest journal cursor.
+    pub latest: u64,
+    /// Dream's cursor.
+    pub dream_cursor: u64,
 }
 
 impl PgStore {
@@ -217,10 +219,10 @@ impl PgStore {
         let rows = crate::query(&format!(
             "SELECT s.tenant, s.agent, s.subject, \
                (SELECT count(*) FROM {sessions} x WHERE x.scope_id = s.scope_id), \
-               (SELECT count(*) FROM {journal} j WHERE j.scope_id = s.scope_id) \
-             FROM {scopes} s ORDER BY s.canonical",
+               COALESCE(h.latest, 0), COALESCE(h.dream_cursor, 0) \
+             FROM {scopes} s LEFT JOIN {heads} h USING (scope_id) ORDER BY s.canonical",
             sessions = inner.t("sessions"),
-            journal = inner.t("journal"),
+            heads = inner.t("journal_heads"),
             scopes = inner.t("scopes"),
         ))
         .fetch_all(&inner.pool)
@@ -234,7 +236,8 @@ impl PgStore {
             scopes.push(ScopeInfo {
                 key,
                 sessions: u64::try_from(row.get::<i64, _>(3)).unwrap_or(0),
-                entries: u64::try_from(row.get::<i64, _>(4)).unwrap_or(0),
+                latest: u64::try_from(row.get::<i64, _>(4)).unwrap_or(0),
+                dream_cursor: u64::try_from(row.get::<i64, _>(5)).unwrap_or(0),
             });
         }
         Ok(scopes)
@@ -275,6 +278,33 @@ impl PgStore {
         Ok(deleted.rows_affected() > 0)
     }
 
+    /// A value this deployment recorded about itself (`workspace_id`).
+    pub async fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        query(&format!(
+            "SELECT value FROM {} WHERE key = $1",
+            self.inner.t("store_meta")
+        ))
+        .bind(key)
+        .fetch_optional(&self.inner.pool)
+        .await
+        .map(|row| row.map(|row| row.get(0)))
+        .map_err(StoreError::db("read the store's records"))
+    }
+
+    /// Records `value` under `key`.
+    pub async fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        query(&format!(
+            "INSERT INTO {} (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            self.inner.t("store_meta")
+        ))
+        .bind(key)
+        .bind(value)
+        .execute(&self.inner.pool)
+        .await
+        .map(|_| ())
+        .map_err(StoreError::db("record the store's records"))
+    }
+
     /// The operator links of this deployment.
     pub fn links(&self) -> PgLinks {
         PgLinks::new(self.inner.clone())
@@ -298,6 +328,30 @@ where
     (O,): for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
 {
     sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+}
+
+/// Runs `body` in a transaction: committed when it succeeds; when it fails, rolled back and
+/// the rollback awaited, so no lock it took outlives the call (a dropped transaction is
+/// rolled back only when its connection is next used, and until then its row and advisory
+/// locks stall everyone else).
+pub(crate) async fn transaction<T, E>(
+    pool: &PgPool,
+    fail: impl Fn(sqlx::Error) -> E,
+    body: impl AsyncFnOnce(&mut sqlx::PgConnection) -> Result<T, E>,
+) -> Result<T, E> {
+    let mut tx = pool.begin().await.map_err(&fail)?;
+    match body(&mut tx).await {
+        Ok(value) => {
+            tx.commit().await.map_err(&fail)?;
+            Ok(value)
+        }
+        Err(error) => {
+            if let Err(e) = tx.rollback().await {
+                tracing::debug!(error = %e, "a failed transaction could not be rolled back; its connection is dropped");
+            }
+            Err(error)
+        }
+    }
 }
 
 /// Asked before each statement of a commit (`"memory commit"`, `"archive"`) with its

@@ -22,7 +22,7 @@ impl std::fmt::Debug for PgLinks {
     }
 }
 
-fn failed(action: &'static str) -> impl FnOnce(sqlx::Error) -> ScopeError {
+fn failed(action: &'static str) -> impl Fn(sqlx::Error) -> ScopeError {
     move |error| ScopeError::Storage {
         action: action.to_owned(),
         path: None,
@@ -75,34 +75,31 @@ impl LinkTable for PgLinks {
     }
 
     async fn append(&self, record: LinkRecord) -> Result<(), ScopeError> {
-        let mut tx = self
-            .inner
-            .pool
-            .begin()
-            .await
-            .map_err(failed("begin a link"))?;
-        crate::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(self.inner.schema.lock_key("links"))
+        crate::transaction(&self.inner.pool, failed("record a link"), async |tx| {
+            crate::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(self.inner.schema.lock_key("links"))
+                .execute(&mut *tx)
+                .await
+                .map_err(failed("lock the identity links"))?;
+            let records = self.read(tx).await?;
+            check_record(&records, &record)?;
+            let text = serde_json::to_string(&record).map_err(|e| ScopeError::Corrupt {
+                what: "a new identity link".into(),
+                reason: e.to_string(),
+            })?;
+            crate::query(&format!(
+                "INSERT INTO {} (record, identity, target) VALUES ($1, $2, $3)",
+                self.inner.t("links")
+            ))
+            .bind(text)
+            .bind(record.identity.to_string())
+            .bind(record.target.to_string())
             .execute(&mut *tx)
             .await
-            .map_err(failed("lock the identity links"))?;
-        let records = self.read(&mut tx).await?;
-        check_record(&records, &record)?;
-        let text = serde_json::to_string(&record).map_err(|e| ScopeError::Corrupt {
-            what: "a new identity link".into(),
-            reason: e.to_string(),
-        })?;
-        crate::query(&format!(
-            "INSERT INTO {} (record, identity, target) VALUES ($1, $2, $3)",
-            self.inner.t("links")
-        ))
-        .bind(text)
-        .bind(record.identity.to_string())
-        .bind(record.target.to_string())
-        .execute(&mut *tx)
+            .map_err(failed("record a link"))?;
+            Ok(())
+        })
         .await
-        .map_err(failed("record a link"))?;
-        tx.commit().await.map_err(failed("commit a link"))
     }
 
     async fn forget(&self, user: &UserKey) -> Result<usize, ScopeError> {

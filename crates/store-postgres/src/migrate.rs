@@ -54,92 +54,92 @@ pub fn latest() -> i64 {
 /// start together. Refuses a schema migrated by a newer release this one cannot read, and
 /// one whose applied migrations differ from this release's.
 pub async fn migrate(pool: &PgPool, schema: &Schema) -> Result<(), StoreError> {
-    let mut tx = pool
-        .begin()
-        .await
-        .map_err(StoreError::db("begin the migration"))?;
-    crate::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(schema.lock_key("migrate"))
-        .execute(&mut *tx)
-        .await
-        .map_err(StoreError::db("take the migration lock"))?;
-    let q = schema.quoted();
-    for statement in [
-        format!("CREATE SCHEMA IF NOT EXISTS {q}"),
-        format!(
-            "CREATE TABLE IF NOT EXISTS {q}.migrations (version bigint PRIMARY KEY, name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
-        ),
-        format!("CREATE TABLE IF NOT EXISTS {q}.meta (key text PRIMARY KEY, value text NOT NULL)"),
-    ] {
-        crate::query(&statement)
+    let fail = |source| StoreError::Database {
+        action: "migrate the schema",
+        source,
+    };
+    crate::transaction(pool, fail, async |tx| {        crate::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(schema.lock_key("migrate"))
             .execute(&mut *tx)
             .await
-            .map_err(StoreError::db("prepare the schema"))?;
-    }
-    let applied: Vec<(i64, String, String)> = crate::query(&format!(
-        "SELECT version, name, checksum FROM {q}.migrations ORDER BY version"
-    ))
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(StoreError::db("read the applied migrations"))?
-    .into_iter()
-    .map(|row| (row.get(0), row.get(1), row.get(2)))
-    .collect();
-    let newest = applied.last().map_or(0, |(v, _, _)| *v);
-    if newest > latest() {
-        let min_reader: i64 = crate::query(&format!(
-            "SELECT value FROM {q}.meta WHERE key = 'min_reader'"
+            .map_err(StoreError::db("take the migration lock"))?;
+        let q = schema.quoted();
+        for statement in [
+            format!("CREATE SCHEMA IF NOT EXISTS {q}"),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {q}.migrations (version bigint PRIMARY KEY, name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+            ),
+            format!("CREATE TABLE IF NOT EXISTS {q}.meta (key text PRIMARY KEY, value text NOT NULL)"),
+        ] {
+            crate::query(&statement)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::db("prepare the schema"))?;
+        }
+        let applied: Vec<(i64, String, String)> = crate::query(&format!(
+            "SELECT version, name, checksum FROM {q}.migrations ORDER BY version"
         ))
-        .fetch_optional(&mut *tx)
+        .fetch_all(&mut *tx)
         .await
-        .map_err(StoreError::db("read the schema's meta"))?
-        .and_then(|row| row.get::<String, _>(0).parse().ok())
-        .unwrap_or(newest);
-        if min_reader > latest() {
-            return Err(StoreError::TooNew {
-                known: latest(),
-                applied: newest,
-                min_reader,
-            });
+        .map_err(StoreError::db("read the applied migrations"))?
+        .into_iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect();
+        let newest = applied.last().map_or(0, |(v, _, _)| *v);
+        if newest > latest() {
+            let min_reader: i64 = crate::query(&format!(
+                "SELECT value FROM {q}.meta WHERE key = 'min_reader'"
+            ))
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(StoreError::db("read the schema's meta"))?
+            .and_then(|row| row.get::<String, _>(0).parse().ok())
+            .unwrap_or(newest);
+            if min_reader > latest() {
+                return Err(StoreError::TooNew {
+                    known: latest(),
+                    applied: newest,
+                    min_reader,
+                });
+            }
         }
-    }
-    for (version, name, checksum) in &applied {
-        if let Some(known) = MIGRATIONS.iter().find(|m| m.version == *version)
-            && known.checksum() != *checksum
-        {
-            return Err(StoreError::ChecksumMismatch {
-                version: *version,
-                name: name.clone(),
-            });
+        for (version, name, checksum) in &applied {
+            if let Some(known) = MIGRATIONS.iter().find(|m| m.version == *version)
+                && known.checksum() != *checksum
+            {
+                return Err(StoreError::ChecksumMismatch {
+                    version: *version,
+                    name: name.clone(),
+                });
+            }
         }
-    }
-    crate::query(&format!("SET LOCAL search_path TO {q}"))
-        .execute(&mut *tx)
-        .await
-        .map_err(StoreError::db("set the search path"))?;
-    for migration in MIGRATIONS.iter().filter(|m| m.version > newest) {
-        sqlx::raw_sql(migration.sql)
+        crate::query(&format!("SET LOCAL search_path TO {q}"))
             .execute(&mut *tx)
             .await
-            .map_err(StoreError::db("apply a migration"))?;
-        crate::query("INSERT INTO migrations (version, name, checksum) VALUES ($1, $2, $3)")
-            .bind(migration.version)
-            .bind(migration.name)
-            .bind(migration.checksum())
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::db("record a migration"))?;
-        if !migration.additive {
-            crate::query(
-                "INSERT INTO meta (key, value) VALUES ('min_reader', $1) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-            )
-            .bind(migration.version.to_string())
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::db("record the schema's reader version"))?;
+            .map_err(StoreError::db("set the search path"))?;
+        for migration in MIGRATIONS.iter().filter(|m| m.version > newest) {
+            sqlx::raw_sql(migration.sql)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::db("apply a migration"))?;
+            crate::query("INSERT INTO migrations (version, name, checksum) VALUES ($1, $2, $3)")
+                .bind(migration.version)
+                .bind(migration.name)
+                .bind(migration.checksum())
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::db("record a migration"))?;
+            if !migration.additive {
+                crate::query(
+                    "INSERT INTO meta (key, value) VALUES ('min_reader', $1) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                )
+                .bind(migration.version.to_string())
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::db("record the schema's reader version"))?;
+            }
         }
-    }
-    tx.commit()
-        .await
-        .map_err(StoreError::db("commit the migrations"))
+        Ok(())
+    })
+    .await
 }

@@ -21,6 +21,7 @@ use sqlx::postgres::PgRow;
 
 use crate::PgScope;
 use crate::error::session as db;
+use crate::journal::{decode, encode};
 
 /// The stored text of a message: as read when unchanged, else as nanobot-ai writes it.
 pub(crate) fn body(message: &StoredMessage) -> String {
@@ -38,9 +39,10 @@ fn preview_of(message: &StoredMessage) -> (Option<String>, Option<String>) {
     if text.is_empty() {
         return (None, None);
     }
+    // Stored as a JSON literal, as all free text here: a message may hold NUL.
     match message.role() {
-        Some("user") => (Some(text), None),
-        _ => (None, Some(text)),
+        Some("user") => (Some(encode(&text)), None),
+        _ => (None, Some(encode(&text))),
     }
 }
 
@@ -89,7 +91,7 @@ impl MetaColumns {
             updated_at: meta.updated_at,
             metadata: Value::Object(meta.metadata.clone()).to_string(),
             provider_state: meta.provider_state.as_ref().map(Value::to_string),
-            title: listing_title(&meta.metadata),
+            title: listing_title(&meta.metadata).map(|t| encode(&t)),
         }
     }
 }
@@ -409,71 +411,72 @@ impl SessionStore for PgScope {
         )?;
         let columns = MetaColumns::of(session.meta());
         let rows = Rows::of(session.messages());
-        let mut tx = self
-            .inner
-            .pool
-            .begin()
+        let written = crate::transaction(&self.inner.pool, db("rewrite a session"), async |tx| {            let sql = format!(
+                "UPDATE {sessions} SET epoch = nextval('{epochs}'), revision = 1, next_seq = $5, pointer = $6, \
+                   created_at = $7, updated_at = $8, metadata = $9, provider_state = $10, title = $11, \
+                   preview_user = (SELECT t FROM unnest($12::text[]) WITH ORDINALITY x(t, i) WHERE t IS NOT NULL AND i <= $14 ORDER BY i LIMIT 1), \
+                   preview_other = (SELECT t FROM unnest($13::text[]) WITH ORDINALITY x(t, i) WHERE t IS NOT NULL AND i <= $14 ORDER BY i LIMIT 1) \
+                 WHERE scope_id = $1 AND session_key = $2 AND epoch = $3 AND revision = $4 \
+                 RETURNING session_id, epoch, revision",
+                sessions = self.inner.t("sessions"),
+                epochs = self.inner.t("session_epochs"),
+            );
+            let row = crate::query(&sql)
+                .bind(self.scope_id)
+                .bind(key.as_str())
+                .bind(signed(expected.epoch))
+                .bind(signed(expected.offset))
+                .bind(signed(session.messages().len() as u64))
+                .bind(columns.pointer)
+                .bind(columns.created_at)
+                .bind(columns.updated_at)
+                .bind(&columns.metadata)
+                .bind(&columns.provider_state)
+                .bind(&columns.title)
+                .bind(&rows.user_previews)
+                .bind(&rows.other_previews)
+                .bind(PREVIEW_SCAN_RECORDS as i64)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db("rewrite a session"))?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let id: i64 = row.get(0);
+            let revision = revision_of(row.get(1), row.get(2));
+            crate::query(&format!(
+                "DELETE FROM {} WHERE session_id = $1",
+                self.inner.t("messages")
+            ))
+            .bind(id)
+            .execute(&mut *tx)
             .await
-            .map_err(db("begin a rewrite"))?;
-        let sql = format!(
-            "UPDATE {sessions} SET epoch = nextval('{epochs}'), revision = 1, next_seq = $5, pointer = $6, \
-               created_at = $7, updated_at = $8, metadata = $9, provider_state = $10, title = $11, \
-               preview_user = (SELECT t FROM unnest($12::text[]) WITH ORDINALITY x(t, i) WHERE t IS NOT NULL AND i <= $14 ORDER BY i LIMIT 1), \
-               preview_other = (SELECT t FROM unnest($13::text[]) WITH ORDINALITY x(t, i) WHERE t IS NOT NULL AND i <= $14 ORDER BY i LIMIT 1) \
-             WHERE scope_id = $1 AND session_key = $2 AND epoch = $3 AND revision = $4 \
-             RETURNING session_id, epoch, revision",
-            sessions = self.inner.t("sessions"),
-            epochs = self.inner.t("session_epochs"),
-        );
-        let row = crate::query(&sql)
-            .bind(self.scope_id)
-            .bind(key.as_str())
-            .bind(signed(expected.epoch))
-            .bind(signed(expected.offset))
-            .bind(signed(session.messages().len() as u64))
-            .bind(columns.pointer)
-            .bind(columns.created_at)
-            .bind(columns.updated_at)
-            .bind(&columns.metadata)
-            .bind(&columns.provider_state)
-            .bind(&columns.title)
-            .bind(&rows.user_previews)
-            .bind(&rows.other_previews)
-            .bind(PREVIEW_SCAN_RECORDS as i64)
-            .fetch_optional(&mut *tx)
+            .map_err(db("rewrite a session's messages"))?;
+            crate::query(&format!(
+                "INSERT INTO {} (session_id, seq, role, body) \
+                 SELECT $1, x.i - 1, x.role, x.body FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS x(role, body, i)",
+                self.inner.t("messages")
+            ))
+            .bind(id)
+            .bind(&rows.roles)
+            .bind(&rows.bodies)
+            .execute(&mut *tx)
             .await
-            .map_err(db("rewrite a session"))?;
-        let Some(row) = row else {
-            drop(tx);
-            let found = self.found(key).await?;
-            SessionError::check_revision(key, Some(expected), found)?;
-            return Err(SessionError::backend(
-                "the rewrite was refused for no reason the store can tell",
-            ));
-        };
-        let id: i64 = row.get(0);
-        let revision = revision_of(row.get(1), row.get(2));
-        crate::query(&format!(
-            "DELETE FROM {} WHERE session_id = $1",
-            self.inner.t("messages")
-        ))
-        .bind(id)
-        .execute(&mut *tx)
-        .await
-        .map_err(db("rewrite a session's messages"))?;
-        crate::query(&format!(
-            "INSERT INTO {} (session_id, seq, role, body) \
-             SELECT $1, x.i - 1, x.role, x.body FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS x(role, body, i)",
-            self.inner.t("messages")
-        ))
-        .bind(id)
-        .bind(&rows.roles)
-        .bind(&rows.bodies)
-        .execute(&mut *tx)
-        .await
-        .map_err(db("rewrite a session's messages"))?;
-        tx.commit().await.map_err(db("commit a rewrite"))?;
-        Ok(revision)
+            .map_err(db("rewrite a session's messages"))?;
+            Ok(Some(revision))
+        })
+        .await?;
+        match written {
+            Some(revision) => Ok(revision),
+            None => {
+                // Nothing written: the session moved on (or went).
+                let found = self.found(key).await?;
+                SessionError::check_revision(key, Some(expected), found)?;
+                Err(SessionError::backend(
+                    "the rewrite was refused for no reason the store can tell",
+                ))
+            }
+        }
     }
 
     async fn list(&self) -> Result<Vec<SessionInfo>, SessionError> {
@@ -497,8 +500,8 @@ impl SessionStore for PgScope {
                 created_at: row.get(1),
                 updated_at: row.get(2),
                 message_count: count(row.get(3)),
-                title: row.get(4),
-                preview: row.get(5),
+                title: row.get::<Option<String>, _>(4).map(decode),
+                preview: decode(row.get(5)),
             });
         }
         sort_listing(&mut infos);

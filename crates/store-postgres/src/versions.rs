@@ -117,16 +117,12 @@ impl MemoryVersions for PgScope {
         files: &Snapshot,
         time: DateTime<Utc>,
     ) -> Result<Option<Version>, MemoryError> {
-        let mut tx = self
-            .inner
-            .pool
-            .begin()
-            .await
-            .map_err(db("begin a version"))?;
-        self.lock_head(&mut tx).await?;
-        let version = self.commit_version(&mut tx, message, files, time).await?;
-        tx.commit().await.map_err(db("commit a version"))?;
-        Ok(version)
+        crate::transaction(&self.inner.pool, db("record a version"), async |tx| {
+            self.lock_head(tx).await?;
+            let version = self.commit_version(tx, message, files, time).await?;
+            Ok(version)
+        })
+        .await
     }
 
     async fn log(&self, limit: usize) -> Result<Vec<Version>, MemoryError> {

@@ -18,6 +18,7 @@ use serde_json::json;
 
 mod fixtures;
 mod golden;
+mod postgres;
 mod scopes;
 
 fn nanobot(workspace: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
