@@ -103,6 +103,9 @@ impl TestSchema {
     }
 
     async fn open(&self) -> PgStore {
+        // Once per test process: drop what killed runs of earlier hours left behind.
+        static SWEPT: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+        SWEPT.get_or_init(|| sweep(&self.url)).await;
         let pool = PgPoolOptions::new()
             .max_connections(TEST_POOL)
             .acquire_timeout(Duration::from_secs(30))

@@ -5,5 +5,6 @@
 
 mod children;
 mod conformance;
+mod migrations;
 mod races;
 mod support;
