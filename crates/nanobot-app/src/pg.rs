@@ -14,7 +14,7 @@ use memory_store::{MemoryDocuments, MemoryVersions, ScopedDocuments};
 use nanobot_turn::{MemoryBackend, ScopeStores, TurnError};
 use prompt_inputs::{PromptFiles, PromptLoader};
 use session_store::SessionManager;
-use store_postgres::{PgOptions, PgScope, PgStore, StoreError};
+use store_postgres::{Durability, PgOptions, PgScope, PgStore, StoreError};
 
 use crate::config::Config;
 use crate::error::AppError;
@@ -35,6 +35,12 @@ pub async fn connect(config: &Config) -> Result<PgStore, AppError> {
             schema: config.database_schema.clone(),
             // A turn outlasts its model call: the lock lasts as long as a call may.
             turn_ttl: std::time::Duration::from_secs(config.request_timeout_secs.max(60) * 2),
+            // storage.durability means for appends what it means on files.
+            durability: match config.durability.as_str() {
+                "none" => Durability::None,
+                "always" => Durability::Always,
+                _ => Durability::TurnEnd,
+            },
             ..PgOptions::default()
         },
     )

@@ -120,7 +120,9 @@ pub(crate) async fn release(
         .bind(scope_id)
         .bind(job)
         .bind(i64::try_from(fence.0).unwrap_or(i64::MAX))
-        .execute(&inner.pool)
+        // Need not wait for the disk: a release lost in a server crash only makes the
+        // others wait for the expiry.
+        .execute(&inner.relaxed)
         .await?;
     let mut released = inner.released.lock().unwrap_or_else(|p| p.into_inner());
     if released.get(&(scope_id, job.to_owned())) == Some(&fence) {

@@ -40,6 +40,29 @@ pub struct PgOptions {
     /// How long a turn lock lasts unless renewed (it is renewed while held, so this bounds
     /// how long a crashed instance keeps a session busy).
     pub turn_ttl: Duration,
+    /// When appended messages reach stable storage.
+    pub durability: Durability,
+}
+
+/// When an acknowledged message append reaches stable storage: the file backend's
+/// `storage.durability`, mapped onto PostgreSQL's `synchronous_commit`. Whatever the
+/// choice, a server crash never leaves a write half done, and the journal, documents,
+/// versions, leases, archive and Dream commits always wait for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Appends do not wait for the disk, and neither does the end of a turn: a server
+    /// crash can lose the last few hundred milliseconds of appends (a process crash of
+    /// ours cannot).
+    None,
+    /// Appends do not wait for the disk; the end of a turn (`SessionStore::flush`) does,
+    /// and makes every earlier append durable with it (the write-ahead log is flushed in
+    /// order). A server crash can lose the appends of the turn under way, as a power loss
+    /// can with files.
+    #[default]
+    TurnEnd,
+    /// Every append waits for the disk.
+    Always,
 }
 
 impl Default for PgOptions {
@@ -50,12 +73,18 @@ impl Default for PgOptions {
             acquire_timeout: Duration::from_secs(10),
             statement_timeout: Duration::from_secs(30),
             turn_ttl: Duration::from_secs(120),
+            durability: Durability::default(),
         }
     }
 }
 
 pub(crate) struct Inner {
     pub(crate) pool: PgPool,
+    /// Where message appends and lease releases go: connections with
+    /// `synchronous_commit = off` unless the durability is [`Durability::Always`] (then
+    /// the pool itself).
+    pub(crate) relaxed: PgPool,
+    pub(crate) durability: Durability,
     pub(crate) schema: Schema,
     pub(crate) turn_ttl: Duration,
     /// Leases this process dropped whose release may not have reached the database yet:
@@ -126,20 +155,52 @@ impl PgStore {
             .connect_with(connect)
             .await
             .map_err(StoreError::db("connect to the database"))?;
-        Self::open(pool, schema, options.turn_ttl).await
+        Self::open(pool, schema, options.turn_ttl, options.durability).await
     }
 
-    /// A store over a caller's pool, in `schema` (created when missing, migrated).
+    /// A store over a caller's pool, in `schema` (created when missing, migrated), with
+    /// the default [`PgOptions`] otherwise. Appends go through a second, smaller pool made
+    /// from the same connection options with `synchronous_commit = off` (see
+    /// [`Durability`]).
     pub async fn with_pool(pool: PgPool, schema: &str) -> Result<PgStore, StoreError> {
-        let schema = Schema::new(schema)?;
-        Self::open(pool, schema, PgOptions::default().turn_ttl).await
+        let defaults = PgOptions::default();
+        Self::with_pool_and_durability(pool, schema, defaults.durability).await
     }
 
-    async fn open(pool: PgPool, schema: Schema, turn_ttl: Duration) -> Result<PgStore, StoreError> {
+    /// [`PgStore::with_pool`] with the given durability.
+    pub async fn with_pool_and_durability(
+        pool: PgPool,
+        schema: &str,
+        durability: Durability,
+    ) -> Result<PgStore, StoreError> {
+        let schema = Schema::new(schema)?;
+        Self::open(pool, schema, PgOptions::default().turn_ttl, durability).await
+    }
+
+    async fn open(
+        pool: PgPool,
+        schema: Schema,
+        turn_ttl: Duration,
+        durability: Durability,
+    ) -> Result<PgStore, StoreError> {
         migrate(&pool, &schema).await?;
+        let relaxed = match durability {
+            Durability::Always => pool.clone(),
+            Durability::None | Durability::TurnEnd => {
+                let connect = (*pool.connect_options())
+                    .clone()
+                    .options([("synchronous_commit", "off")]);
+                PgPoolOptions::new()
+                    .max_connections(pool.options().get_max_connections().div_ceil(2))
+                    .acquire_timeout(pool.options().get_acquire_timeout())
+                    .connect_lazy_with(connect)
+            }
+        };
         Ok(PgStore {
             inner: Arc::new(Inner {
                 pool,
+                relaxed,
+                durability,
                 schema,
                 turn_ttl,
                 released: std::sync::Mutex::new(std::collections::HashMap::new()),
@@ -147,6 +208,11 @@ impl PgStore {
                 cleanup: None,
             }),
         })
+    }
+
+    /// When appended messages reach stable storage.
+    pub fn durability(&self) -> Durability {
+        self.inner.durability
     }
 
     /// The pool.
@@ -320,7 +386,6 @@ pub(crate) fn query(
 }
 
 /// [`query`] for one value per row.
-#[cfg_attr(not(feature = "test-util"), allow(dead_code))]
 pub(crate) fn query_scalar<O>(
     sql: &str,
 ) -> sqlx::query::QueryScalar<'static, sqlx::Postgres, O, sqlx::postgres::PgArguments>

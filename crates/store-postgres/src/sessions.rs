@@ -262,7 +262,7 @@ impl PgScope {
             .bind(PREVIEW_SCAN_RECORDS as i64)
             .bind(&rows.roles)
             .bind(&rows.bodies)
-            .fetch_optional(&self.inner.pool)
+            .fetch_optional(&self.inner.relaxed)
             .await
             .map_err(db("create a session"))?;
         match row {
@@ -368,7 +368,7 @@ impl SessionStore for PgScope {
             .bind(PREVIEW_SCAN_RECORDS as i64)
             .bind(&rows.roles)
             .bind(&rows.bodies)
-            .fetch_optional(&self.inner.pool)
+            .fetch_optional(&self.inner.relaxed)
             .await
             .map_err(db("append to a session"))?;
         if let Some(row) = row {
@@ -577,7 +577,29 @@ impl SessionStore for PgScope {
     }
 
     async fn flush(&self, key: &SessionKey, expected: Revision) -> Result<Revision, SessionError> {
-        // Every write is durable when it returns; a stale caller still learns it is stale.
+        if self.inner.durability == crate::Durability::TurnEnd {
+            // A write committed synchronously: the write-ahead log is flushed up to its
+            // commit, so every append before it (committed without waiting) is durable
+            // too. It changes nothing (the revision stays), and checks the revision.
+            let sql = format!(
+                "UPDATE {} SET revision = revision \
+                 WHERE scope_id = $1 AND session_key = $2 AND epoch = $3 AND revision = $4",
+                self.inner.t("sessions")
+            );
+            let done = crate::query(&sql)
+                .bind(self.scope_id)
+                .bind(key.as_str())
+                .bind(signed(expected.epoch))
+                .bind(signed(expected.offset))
+                .execute(&self.inner.pool)
+                .await
+                .map_err(db("make a session durable"))?;
+            if done.rows_affected() == 1 {
+                return Ok(expected);
+            }
+        }
+        // Appends were durable when they returned (or need not be); a stale caller still
+        // learns it is stale.
         let found = self.found(key).await?;
         SessionError::check_revision(key, Some(expected), found)?;
         Ok(expected)

@@ -160,3 +160,12 @@ pub async fn sweep(url: &str) {
     }
     pool.close().await;
 }
+
+/// The `synchronous_commit` setting of the connections `store` appends messages through
+/// (`off` unless its durability is `Always`).
+pub async fn append_commit_mode(store: &PgStore) -> String {
+    crate::query_scalar("SHOW synchronous_commit")
+        .fetch_one(&store.inner.relaxed)
+        .await
+        .expect("read the setting")
+}

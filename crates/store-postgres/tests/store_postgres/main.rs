@@ -5,6 +5,7 @@
 
 mod children;
 mod conformance;
+mod durability;
 mod migrations;
 mod races;
 mod support;
