@@ -12,6 +12,9 @@ pub enum Rule {
     JournalCommitOrder,
     /// Documents compare-and-set: a stale write is a conflict. Broken: every write wins.
     DocumentCompareAndSet,
+    /// Documents stamp: every change to a document or skill changes it. Broken: it never
+    /// changes.
+    DocumentsStamp,
     /// Lease fencing: a commit under a lease checks its fence. Broken: never checked.
     LeaseFence,
     /// Archive commit, once per slice: a commit repeated after a conflict or a crash reuses

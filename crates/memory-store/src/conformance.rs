@@ -35,9 +35,10 @@ use session_store::{Session, SessionKey, SessionStore, SessionStoreExt, StoredMe
 pub use session_store::{conformance_available, conformance_pair_cases};
 
 use crate::{
-    ArchiveCommit, Document, Expected, FileChange, HistoryJournal, HistoryJournalExt, MemoryChange,
-    MemoryCommit, MemoryDocuments, MemoryDocumentsExt, MemoryError, MemoryFile, MemoryLease,
-    MemoryVersions, NewEntry, SessionArchive, Snapshot, VersionRecord, archive_digest,
+    ArchiveCommit, Document, DocumentsStamp, Expected, FileChange, HistoryJournal,
+    HistoryJournalExt, MemoryChange, MemoryCommit, MemoryDocuments, MemoryDocumentsExt,
+    MemoryError, MemoryFile, MemoryLease, MemoryVersions, NewEntry, SessionArchive, Snapshot,
+    VersionRecord, archive_digest,
 };
 
 /// Runs `futures` to completion together, polling each in turn on the caller's task (a
@@ -496,6 +497,36 @@ pub async fn documents_compare_and_set(store: impl MemoryDocuments) {
         store.read_skill("tea").await.unwrap().unwrap().text,
         "brew longer\n"
     );
+    // A skill deleted and created again with other text: a writer holding a version from
+    // before the deletion is stale (no version comes back for other text; a per-document
+    // counter would start again where it started before).
+    let held = store
+        .write_skill("chai", "spiced\n", Expected::Absent)
+        .await
+        .unwrap();
+    assert!(
+        store
+            .delete_skill("chai", Expected::Version(held))
+            .await
+            .unwrap()
+    );
+    store
+        .write_skill("chai", "plain\n", Expected::Absent)
+        .await
+        .unwrap();
+    let error = store
+        .write_skill(
+            "chai",
+            "from before the deletion\n",
+            Expected::Version(held),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(error, MemoryError::Conflict { .. }), "{error}");
+    assert_eq!(
+        store.read_skill("chai").await.unwrap().unwrap().text,
+        "plain\n"
+    );
     // Racing writers from one version: exactly one wins.
     let base = store.read(Document::Memory).await.unwrap();
     let expected = Expected::from_read(base.as_ref());
@@ -524,6 +555,115 @@ pub async fn documents_compare_and_set(store: impl MemoryDocuments) {
         .collect();
     interleave(racers).await;
     assert_eq!(wins.load(Ordering::SeqCst), 1, "one writer wins the race");
+}
+
+/// The stamp, for a store that gives one: the same while nothing changes (a refused write
+/// changes nothing), different after every change to a document or skill, and never the
+/// stamp of other contents: a stamp seen again (a skill deleted and created again, say)
+/// means the same documents as when it was seen first.
+pub async fn documents_stamp(store: impl MemoryDocuments) {
+    let Some(start) = store.stamp().await.unwrap() else {
+        return; // no stamps: readers read every time, nothing to check
+    };
+    let stamp = async || {
+        store
+            .stamp()
+            .await
+            .unwrap()
+            .expect("a stamp once, a stamp always")
+    };
+    let contents = async || {
+        let mut all = Vec::new();
+        for document in Document::ALL {
+            all.push(store.read_text(document).await.unwrap());
+        }
+        for skill in store.skills().await.unwrap().skills {
+            all.push(Some(format!("{}: {}", skill.name, skill.document.text)));
+        }
+        all
+    };
+    assert_eq!(stamp().await, start, "nothing changed");
+    let mut seen = vec![(start, contents().await)];
+    let changed = async |what: &str, seen: &mut Vec<(DocumentsStamp, Vec<Option<String>>)>| {
+        let now = stamp().await;
+        let (previous, _) = seen.last().expect("the start");
+        assert_ne!(now, *previous, "{what}: the stamp did not change");
+        assert_eq!(
+            stamp().await,
+            now,
+            "{what}: the stamp moved with nothing changing"
+        );
+        let now_contents = contents().await;
+        for (earlier, earlier_contents) in seen.iter() {
+            if *earlier == now {
+                assert_eq!(
+                    *earlier_contents, now_contents,
+                    "{what}: a stamp seen before, with other documents"
+                );
+            }
+        }
+        seen.push((now, now_contents));
+    };
+    let memory = store
+        .write(Document::Memory, "# Memory\n- one\n", Expected::Absent)
+        .await
+        .unwrap();
+    changed("a document created", &mut seen).await;
+    store
+        .write(
+            Document::Memory,
+            "# Memory\n- two\n",
+            Expected::Version(memory),
+        )
+        .await
+        .unwrap();
+    changed("a document replaced", &mut seen).await;
+    let before_refusal = stamp().await;
+    assert!(
+        store
+            .write(
+                Document::Memory,
+                "# Memory\n- stale\n",
+                Expected::Version(memory)
+            )
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        stamp().await,
+        before_refusal,
+        "a refused write changed the stamp"
+    );
+    let tea = store
+        .write_skill("tea", "---\ndescription: Tea.\n---\n", Expected::Absent)
+        .await
+        .unwrap();
+    changed("a skill created", &mut seen).await;
+    store
+        .write_skill(
+            "tea",
+            "---\ndescription: Green tea.\n---\n",
+            Expected::Version(tea),
+        )
+        .await
+        .unwrap();
+    changed("a skill replaced", &mut seen).await;
+    assert!(store.delete_skill("tea", Expected::Any).await.unwrap());
+    changed("a skill deleted", &mut seen).await;
+    store
+        .write_skill(
+            "tea",
+            "---\ndescription: Black tea.\n---\n",
+            Expected::Absent,
+        )
+        .await
+        .unwrap();
+    changed("a skill created again", &mut seen).await;
+    store
+        .write(Document::User, "# User\n", Expected::Any)
+        .await
+        .unwrap();
+    changed("another document", &mut seen).await;
 }
 
 /// Two instances over one storage: a write through one makes the other's read stale.
@@ -555,6 +695,14 @@ pub async fn shared_documents(first: impl MemoryDocuments, second: impl MemoryDo
         first.read_text(Document::Memory).await.unwrap().as_deref(),
         Some("# Memory\n- from the second\n")
     );
+    // A stamp sees the other instance's changes.
+    if let Some(before) = first.stamp().await.unwrap() {
+        second
+            .write_skill("shared", "---\ndescription: Shared.\n---\n", Expected::Any)
+            .await
+            .unwrap();
+        assert_ne!(first.stamp().await.unwrap(), Some(before));
+    }
 }
 
 /// Makes one `#[tokio::test]` per document case.
@@ -567,7 +715,7 @@ macro_rules! documents_conformance {
             const SKIPS: &[&str] = &[$($(stringify!($skip)),*)?];
             $crate::conformance::conformance_available!($($available)?);
             $crate::memory_conformance_cases!($make, documents_read_write, skills,
-                documents_compare_and_set);
+                documents_compare_and_set, documents_stamp);
             $crate::conformance::conformance_pair_cases!($crate::conformance, $make, [$($reopen)?],
                 shared_documents);
         }

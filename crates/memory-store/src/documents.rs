@@ -241,6 +241,23 @@ pub struct DocumentCapabilities {
     pub shared_storage: bool,
 }
 
+/// A fingerprint of the documents and skills a [`MemoryDocuments`] reads: any change to one
+/// of them (a write, a skill created or deleted, through this instance or another) changes
+/// it, so a reader that kept what it read under a stamp can skip reading again while the
+/// stamp is the same. It may change when nothing it covers did. Opaque: compared only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DocumentsStamp(pub u64);
+
+impl DocumentsStamp {
+    /// The stamp of two stores read together (a scope's own documents and the agent's).
+    pub fn combine(self, other: DocumentsStamp) -> DocumentsStamp {
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&self.0.to_be_bytes());
+        bytes[8..].copy_from_slice(&other.0.to_be_bytes());
+        DocumentsStamp(DocVersion::of_bytes(&bytes).0)
+    }
+}
+
 /// Where the durable documents and skills are kept.
 ///
 /// Contract (conformance suite, feature `conformance`):
@@ -253,6 +270,8 @@ pub struct DocumentCapabilities {
 /// - A write replaces the whole text atomically: a reader sees the old text or the new.
 /// - Skills list sorted by name, so two machines build the same prompt; names outside
 ///   [`validate_skill_name`] are refused.
+/// - A [`DocumentsStamp`], when the store gives one, changes with every change to a
+///   document or skill and stays the same while nothing changes.
 #[async_trait]
 pub trait MemoryDocuments: Send + Sync {
     /// The document's text and version, `None` when it does not exist.
@@ -289,6 +308,10 @@ pub trait MemoryDocuments: Send + Sync {
     /// Replaces an auxiliary file's text atomically (Dream's own records, written under its
     /// lease).
     async fn write_aux(&self, file: AuxFile, text: &str) -> Result<(), MemoryError>;
+
+    /// The stamp of the documents and skills as they are now, or `None` when the store
+    /// cannot tell one more cheaply than reading them (then a reader reads what it needs).
+    async fn stamp(&self) -> Result<Option<DocumentsStamp>, MemoryError>;
 
     /// What this store offers beyond the contract.
     fn capabilities(&self) -> DocumentCapabilities;
@@ -357,6 +380,8 @@ struct Stored {
     documents: BTreeMap<Document, String>,
     skills: BTreeMap<String, String>,
     aux: BTreeMap<AuxFile, String>,
+    /// Counts the changes to documents and skills: the stamp.
+    changes: u64,
 }
 
 /// Documents and skills held in memory: the reference backend.
@@ -384,6 +409,13 @@ impl MemoryDocumentStore {
 
     fn lock(&self) -> MutexGuard<'_, Stored> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a change for the stamp (unless the stamp is switched off).
+    fn changed(&self, state: &mut Stored) {
+        if !self.broken.is(crate::broken::Rule::DocumentsStamp) {
+            state.changes += 1;
+        }
     }
 
     /// Checks `expected` against `current` (unless compare-and-set is switched off).
@@ -421,6 +453,7 @@ impl MemoryDocuments for MemoryDocumentStore {
         let mut state = self.lock();
         self.check(document.path(), expected, state.documents.get(&document))?;
         state.documents.insert(document, text.to_owned());
+        self.changed(&mut state);
         Ok(DocVersion::of_bytes(text.as_bytes()))
     }
 
@@ -458,6 +491,7 @@ impl MemoryDocuments for MemoryDocumentStore {
         let mut state = self.lock();
         self.check(&skill_path(name), expected, state.skills.get(name))?;
         state.skills.insert(name.to_owned(), text.to_owned());
+        self.changed(&mut state);
         Ok(DocVersion::of_bytes(text.as_bytes()))
     }
 
@@ -465,7 +499,11 @@ impl MemoryDocuments for MemoryDocumentStore {
         validate_skill_name(name)?;
         let mut state = self.lock();
         self.check(&skill_path(name), expected, state.skills.get(name))?;
-        Ok(state.skills.remove(name).is_some())
+        let existed = state.skills.remove(name).is_some();
+        if existed {
+            self.changed(&mut state);
+        }
+        Ok(existed)
     }
 
     async fn read_aux(&self, file: AuxFile) -> Result<Option<String>, MemoryError> {
@@ -475,6 +513,10 @@ impl MemoryDocuments for MemoryDocumentStore {
     async fn write_aux(&self, file: AuxFile, text: &str) -> Result<(), MemoryError> {
         self.lock().aux.insert(file, text.to_owned());
         Ok(())
+    }
+
+    async fn stamp(&self) -> Result<Option<DocumentsStamp>, MemoryError> {
+        Ok(Some(DocumentsStamp(self.lock().changes)))
     }
 
     fn capabilities(&self) -> DocumentCapabilities {

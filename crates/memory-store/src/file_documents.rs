@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 
 use crate::documents::{
-    AuxFile, DocVersion, Document, DocumentCapabilities, DocumentText, Expected, MemoryDocuments,
-    SkillSet, SkillText, document_conflict, skill_path, validate_skill_name,
+    AuxFile, DocVersion, Document, DocumentCapabilities, DocumentText, DocumentsStamp, Expected,
+    MemoryDocuments, SkillSet, SkillText, document_conflict, skill_path, validate_skill_name,
 };
 use crate::error::MemoryError;
 
@@ -235,6 +235,11 @@ impl MemoryDocuments for FileDocuments {
 
     async fn write_aux(&self, file: AuxFile, text: &str) -> Result<(), MemoryError> {
         write_atomic(&self.confined(file.path())?, text.as_bytes())
+    }
+
+    async fn stamp(&self) -> Result<Option<DocumentsStamp>, MemoryError> {
+        // Reading the files is as cheap as proving they did not change.
+        Ok(None)
     }
 
     fn capabilities(&self) -> DocumentCapabilities {

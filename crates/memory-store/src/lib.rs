@@ -32,8 +32,8 @@ pub use commit::{
     FileChange, MemoryChange, MemoryCommit, MemoryFile, Recovery, StepwiseCommit, VersionRecord,
 };
 pub use documents::{
-    AuxFile, DocVersion, Document, DocumentCapabilities, DocumentText, Expected, MAX_SKILL_NAME,
-    MemoryDocumentStore, MemoryDocuments, MemoryDocumentsExt, SkillSet, SkillText,
+    AuxFile, DocVersion, Document, DocumentCapabilities, DocumentText, DocumentsStamp, Expected,
+    MAX_SKILL_NAME, MemoryDocumentStore, MemoryDocuments, MemoryDocumentsExt, SkillSet, SkillText,
     document_conflict, skill_path, validate_skill_name,
 };
 pub use entry::{

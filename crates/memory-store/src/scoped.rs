@@ -6,8 +6,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::documents::{
-    AuxFile, DocVersion, Document, DocumentCapabilities, DocumentText, Expected, MemoryDocuments,
-    SkillSet, skill_path,
+    AuxFile, DocVersion, Document, DocumentCapabilities, DocumentText, DocumentsStamp, Expected,
+    MemoryDocuments, SkillSet, skill_path,
 };
 use crate::error::MemoryError;
 
@@ -97,6 +97,14 @@ impl MemoryDocuments for ScopedDocuments {
 
     async fn write_aux(&self, file: AuxFile, text: &str) -> Result<(), MemoryError> {
         self.own.write_aux(file, text).await
+    }
+
+    async fn stamp(&self) -> Result<Option<DocumentsStamp>, MemoryError> {
+        // Both stores are read together: a stamp only when both give one.
+        let Some(own) = self.own.stamp().await? else {
+            return Ok(None);
+        };
+        Ok(self.shared.stamp().await?.map(|shared| own.combine(shared)))
     }
 
     fn capabilities(&self) -> DocumentCapabilities {

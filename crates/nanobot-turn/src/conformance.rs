@@ -69,6 +69,7 @@ pub const COVERED: &[(&str, &[&str])] = &[
             "delete_skill",
             "read_aux",
             "write_aux",
+            "stamp",
             "capabilities",
             "read_text",
             "skill_names",
@@ -402,6 +403,28 @@ pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
     let pairs = [(&people[0], &people[1]), (&people[1], &people[0])];
     for (me, other) in pairs {
         check_reads(me, other).await;
+    }
+    // A scope's stamp moves with its own files and the agent's, never another scope's.
+    for (me, other) in pairs {
+        let before = other.stores.documents.stamp().await.unwrap();
+        let user = me.stores.documents.read(Document::User).await.unwrap();
+        let text = user.as_ref().map_or_else(String::new, |u| u.text.clone());
+        me.stores
+            .documents
+            .write(
+                Document::User,
+                &format!("{text}- stamped\n"),
+                Expected::from_read(user.as_ref()),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            other.stores.documents.stamp().await.unwrap(),
+            before,
+            "{}'s stamp moved with {}'s USER.md",
+            other.scope,
+            me.scope
+        );
     }
 
     // Prompts and Dream input, through the library turn.

@@ -3,7 +3,9 @@
 //! them (files, a database) is what the prompt shows; `AGENTS.md` (the operator's
 //! instructions for a project) and the built-in skills come from directories on this
 //! machine. A skill is parsed again only when its version (or, for a built-in one, its size
-//! or modification time) changed.
+//! or modification time) changed. When the document port gives a stamp
+//! ([`MemoryDocuments::stamp`]), the documents are read again only when it changed: one
+//! small read per turn instead of one per document (what a database backend needs).
 
 use std::collections::HashMap;
 use std::fs;
@@ -13,7 +15,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use async_trait::async_trait;
-use memory_store::{DocVersion, Document, DocumentText, MemoryDocuments, MemoryError};
+use memory_store::{
+    DocVersion, Document, DocumentText, DocumentsStamp, MemoryDocuments, MemoryError,
+};
 
 use crate::skills::{RequirementProbe, SkillFile, SkillSource};
 use crate::snapshot::{PromptFiles, WorkspaceSnapshot};
@@ -31,6 +35,16 @@ enum Seen {
 /// Parsed skills by group and name, with what each was parsed from.
 type ParsedSkills = HashMap<(SkillSource, String), (Seen, Arc<SkillFile>)>;
 
+/// What a load took from the document port.
+#[derive(Clone)]
+struct PortDocuments {
+    soul_md: Option<String>,
+    user_md: Option<String>,
+    memory_md: Option<String>,
+    skills: Vec<Arc<SkillFile>>,
+    warnings: Vec<String>,
+}
+
 /// Loads [`WorkspaceSnapshot`]s of one scope: its documents through the port, plus the
 /// agent's `AGENTS.md` (or a project's) and the built-in skills.
 ///
@@ -44,6 +58,8 @@ pub struct PromptLoader {
     builtin: Option<PathBuf>,
     probe: CachedProbe,
     skills: Mutex<ParsedSkills>,
+    /// The port's documents as last read, under the stamp read before them.
+    read: Mutex<Option<(DocumentsStamp, PortDocuments)>>,
 }
 
 impl std::fmt::Debug for PromptLoader {
@@ -69,6 +85,7 @@ impl PromptLoader {
             builtin: None,
             probe: CachedProbe::new(Arc::new(SystemProbe)),
             skills: Mutex::new(HashMap::new()),
+            read: Mutex::new(None),
         }
     }
 
@@ -103,6 +120,7 @@ impl PromptLoader {
     pub fn forget_probes(&self) {
         self.probe.clear();
         lock(&self.skills).clear();
+        *lock(&self.read) = None;
     }
 
     /// The scope's prompt inputs as they are now.
@@ -112,6 +130,42 @@ impl PromptLoader {
             Some(root) => read_lossy(&root.join("AGENTS.md"), &mut warnings)?,
             None => None,
         };
+        let port = self.port_documents().await?;
+        warnings.extend(port.warnings);
+        let mut skills = port.skills;
+        let mut cache = lock(&self.skills);
+        if let Some(builtin) = &self.builtin {
+            let shadowed: Vec<String> = skills.iter().map(|s| s.name().to_owned()).collect();
+            let mut more = self.load_builtin(builtin, &mut cache, &mut warnings)?;
+            more.retain(|s| !shadowed.iter().any(|n| n == s.name()));
+            skills.extend(more);
+        }
+        drop(cache);
+        Ok(WorkspaceSnapshot {
+            agent_dir: self.agent.as_deref().map(display).unwrap_or_default(),
+            project_dir: self.project.as_deref().map(display),
+            agents_md,
+            soul_md: port.soul_md,
+            user_md: port.user_md,
+            memory_md: port.memory_md,
+            skills,
+            builtin_skills_dir: self.builtin.as_deref().map(display),
+            warnings,
+        })
+    }
+
+    /// The documents and skills of the port: as last read while its stamp is unchanged,
+    /// else read (and kept under the stamp read before them, so a change made meanwhile is
+    /// read at the next load).
+    async fn port_documents(&self) -> Result<PortDocuments, MemoryError> {
+        let stamp = self.documents.stamp().await?;
+        if let Some(stamp) = stamp
+            && let Some((kept, documents)) = lock(&self.read).as_ref()
+            && *kept == stamp
+        {
+            return Ok(documents.clone());
+        }
+        let mut warnings = Vec::new();
         let mut document = async |which: Document| -> Result<Option<String>, MemoryError> {
             Ok(self
                 .documents
@@ -147,24 +201,18 @@ impl PromptLoader {
             cache.insert(key, (seen, parsed.clone()));
             skills.push(parsed);
         }
-        if let Some(builtin) = &self.builtin {
-            let shadowed: Vec<String> = skills.iter().map(|s| s.name().to_owned()).collect();
-            let mut more = self.load_builtin(builtin, &mut cache, &mut warnings)?;
-            more.retain(|s| !shadowed.iter().any(|n| n == s.name()));
-            skills.extend(more);
-        }
         drop(cache);
-        Ok(WorkspaceSnapshot {
-            agent_dir: self.agent.as_deref().map(display).unwrap_or_default(),
-            project_dir: self.project.as_deref().map(display),
-            agents_md,
+        let documents = PortDocuments {
             soul_md,
             user_md,
             memory_md,
             skills,
-            builtin_skills_dir: self.builtin.as_deref().map(display),
             warnings,
-        })
+        };
+        if let Some(stamp) = stamp {
+            *lock(&self.read) = Some((stamp, documents.clone()));
+        }
+        Ok(documents)
     }
 
     /// The built-in skills (`<dir>/<name>/SKILL.md`), sorted by name.

@@ -1,19 +1,29 @@
-//! Documents and Dream's records on PostgreSQL: one row per file, written compare-and-set on
-//! its version (a counter), in one statement each.
+//! Documents and skills on PostgreSQL: one row per file, written compare-and-set on its
+//! version in one statement each. The version is the text's hash, as the file and
+//! in-memory backends make it ([`DocVersion::of_bytes`]): a document deleted and created
+//! again with other text never takes an old version back, so a writer holding the old one
+//! is refused (a counter would start again at 1 and let it through).
 
 use async_trait::async_trait;
 use memory_store::{
-    AuxFile, DocVersion, Document, DocumentCapabilities, DocumentText, Expected, MemoryDocuments,
-    MemoryError, SkillSet, SkillText, document_conflict, skill_path, validate_skill_name,
+    AuxFile, DocVersion, Document, DocumentCapabilities, DocumentText, DocumentsStamp, Expected,
+    MemoryDocuments, MemoryError, SkillSet, SkillText, document_conflict, skill_path,
+    validate_skill_name,
 };
 use sqlx::{PgConnection, Row};
 
 use crate::PgScope;
 use crate::error::memory as db;
-use crate::journal::{decode, encode, signed};
+use crate::journal::{decode, encode};
 
+/// The version as its column holds it (the 64 bits reinterpreted).
 fn version(value: i64) -> DocVersion {
-    DocVersion(value.unsigned_abs())
+    DocVersion(u64::from_be_bytes(value.to_be_bytes()))
+}
+
+/// The column value of `version`.
+fn column(version: DocVersion) -> i64 {
+    i64::from_be_bytes(version.0.to_be_bytes())
 }
 
 fn text(content: String, version_value: i64) -> DocumentText {
@@ -54,25 +64,26 @@ impl PgScope {
         let documents = self.inner.t("documents");
         let sql = match expected {
             Expected::Absent => format!(
-                "INSERT INTO {documents} (scope_id, path, version, content) VALUES ($1, $2, 1, $3) \
+                "INSERT INTO {documents} (scope_id, path, version, content) VALUES ($1, $2, $4, $3) \
                  ON CONFLICT (scope_id, path) DO NOTHING RETURNING version"
             ),
             Expected::Version(_) => format!(
-                "UPDATE {documents} SET content = $3, version = version + 1, updated_at = now() \
-                 WHERE scope_id = $1 AND path = $2 AND version = $4 RETURNING version"
+                "UPDATE {documents} SET content = $3, version = $4, updated_at = now() \
+                 WHERE scope_id = $1 AND path = $2 AND version = $5 RETURNING version"
             ),
             Expected::Any => format!(
-                "INSERT INTO {documents} AS d (scope_id, path, version, content) VALUES ($1, $2, 1, $3) \
+                "INSERT INTO {documents} AS d (scope_id, path, version, content) VALUES ($1, $2, $4, $3) \
                  ON CONFLICT (scope_id, path) DO UPDATE SET content = EXCLUDED.content, \
-                   version = d.version + 1, updated_at = now() RETURNING version"
+                   version = EXCLUDED.version, updated_at = now() RETURNING version"
             ),
         };
         let mut query = crate::query(&sql)
             .bind(self.scope_id)
             .bind(path)
-            .bind(encode(content));
+            .bind(encode(content))
+            .bind(column(DocVersion::of_bytes(content.as_bytes())));
         if let Expected::Version(v) = expected {
-            query = query.bind(signed(v.0));
+            query = query.bind(column(v));
         }
         let row = query
             .fetch_optional(&mut *conn)
@@ -103,7 +114,7 @@ impl PgScope {
                     Some(_) => Err(document_conflict(path, expected, found)),
                 };
             }
-            Expected::Version(v) => Some(signed(v.0)),
+            Expected::Version(v) => Some(column(v)),
             Expected::Any => None,
         };
         let deleted = crate::query(&format!(
@@ -232,6 +243,25 @@ impl MemoryDocuments for PgScope {
         .await
         .map_err(db("write a Dream record"))?;
         Ok(())
+    }
+
+    async fn stamp(&self) -> Result<Option<DocumentsStamp>, MemoryError> {
+        // The paths and versions (text hashes) of every document and skill, hashed: one
+        // small read instead of reading them all.
+        let digest: String = crate::query_scalar(&format!(
+            "SELECT md5(coalesce(string_agg(path || ' ' || version::text, E'\\n' ORDER BY path), '')) \
+             FROM {} WHERE scope_id = $1",
+            self.inner.t("documents")
+        ))
+        .bind(self.scope_id)
+        .fetch_one(&self.inner.pool)
+        .await
+        .map_err(db("read the documents' stamp"))?;
+        let stamp = digest
+            .get(..16)
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+            .ok_or_else(|| MemoryError::backend(format!("an unreadable stamp {digest:?}")))?;
+        Ok(Some(DocumentsStamp(stamp)))
     }
 
     fn capabilities(&self) -> DocumentCapabilities {

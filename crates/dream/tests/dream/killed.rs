@@ -80,6 +80,9 @@ impl MemoryDocuments for Docs {
     async fn write_aux(&self, f: AuxFile, t: &str) -> Result<(), MemoryError> {
         self.0.write_aux(f, t).await
     }
+    async fn stamp(&self) -> Result<Option<memory_store::DocumentsStamp>, MemoryError> {
+        self.0.stamp().await
+    }
     fn capabilities(&self) -> memory_store::DocumentCapabilities {
         self.0.capabilities()
     }

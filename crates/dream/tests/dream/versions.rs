@@ -201,6 +201,9 @@ impl MemoryDocuments for Crashing {
     async fn write_aux(&self, f: AuxFile, t: &str) -> Result<(), MemoryError> {
         self.inner.write_aux(f, t).await
     }
+    async fn stamp(&self) -> Result<Option<memory_store::DocumentsStamp>, MemoryError> {
+        self.inner.stamp().await
+    }
     fn capabilities(&self) -> memory_store::DocumentCapabilities {
         self.inner.capabilities()
     }

@@ -43,6 +43,13 @@ async fn documents_compare_and_set_notices_blind_writes() {
 }
 
 #[tokio::test]
+async fn documents_stamp_notices_a_stamp_that_never_changes() {
+    let broken = MemoryDocumentStore::broken(BrokenRule::DocumentsStamp);
+    assert!(fails(conformance::documents_stamp(broken)).await);
+    assert!(!fails(conformance::documents_stamp(MemoryDocumentStore::new())).await);
+}
+
+#[tokio::test]
 async fn lease_fencing_notices_an_unchecked_fence() {
     let broken = MemoryLeaseStore::broken(BrokenRule::LeaseFence, clock());
     assert!(fails(conformance::lease_fencing(broken)).await);
