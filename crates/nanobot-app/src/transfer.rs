@@ -426,6 +426,8 @@ pub async fn import(
         copy_scope(&label, &from, &to, &mut done, progress).await?;
     }
     copy_links(&FileLinks::new(workspace), &store.links(), &mut done).await?;
+    // Statistics for what was just written, so the first turns read tails, not sessions.
+    store.analyze().await.map_err(storage)?;
     Ok(done)
 }
 

@@ -215,6 +215,30 @@ impl PgStore {
         self.inner.durability
     }
 
+    /// Refreshes the planner's statistics of every table (`ANALYZE`). The server's
+    /// autovacuum does it on its own within a minute or so of a large change; until then a
+    /// table filled at once (an import) has none, and a query can take a plan that reads a
+    /// whole session where it needed its tail. `nanobot import` calls it when it is done.
+    pub async fn analyze(&self) -> Result<(), StoreError> {
+        let tables = [
+            "scopes",
+            "sessions",
+            "messages",
+            "journal_heads",
+            "journal",
+            "documents",
+            "versions",
+            "leases",
+        ]
+        .map(|table| self.inner.t(table))
+        .join(", ");
+        query(&format!("ANALYZE {tables}"))
+            .execute(&self.inner.pool)
+            .await
+            .map_err(StoreError::db("analyze the tables"))?;
+        Ok(())
+    }
+
     /// The pool.
     pub fn pool(&self) -> &PgPool {
         &self.inner.pool
