@@ -217,7 +217,7 @@ impl PgScope {
 
     /// The current revision of `key`, for a conflict's report.
     async fn found(&self, key: &SessionKey) -> Result<Option<Revision>, SessionError> {
-        Ok(self.session_row(key).await?.map(|r| r.revision))
+        self.current_revision(key).await
     }
 
     async fn create(

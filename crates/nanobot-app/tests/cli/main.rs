@@ -19,6 +19,7 @@ use serde_json::json;
 mod fixtures;
 mod golden;
 mod postgres;
+mod racing;
 mod scopes;
 
 fn nanobot(workspace: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
@@ -312,63 +313,14 @@ async fn an_existing_nanobot_ai_workspace_continues_where_it_stopped() {
 async fn four_processes_on_one_session_never_interleave() {
     use session_store::{FileSessionStore, SessionKey, SessionStore};
     let ws = TempDir::new("cli-four-processes");
-    let responder: llm_http::testing::Responder = std::sync::Arc::new(|request| {
-        let body = request.json();
-        let last = body["messages"]
-            .as_array()
-            .and_then(|m| m.last())
-            .and_then(|m| m["content"].as_str())
-            .unwrap_or_default()
-            .to_owned();
-        let text = match last.strip_prefix("turn ") {
-            Some(turn) => format!("answer to {turn}"),
-            None => "Summary: the user asked numbered questions.".to_owned(),
-        };
-        Reply::json(
-            200,
-            &json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 100, "completion_tokens": 5}}),
-        )
-    });
-    let server = FakeServer::respond_with(responder).await;
-    let url = format!("{}/v1", server.url());
-    const PROCESSES: usize = 4;
-    const TURNS: usize = 25;
-    let mut workers = Vec::new();
-    for p in 0..PROCESSES {
-        let (path, url) = (ws.path().to_owned(), url.clone());
-        workers.push(tokio::task::spawn_blocking(move || {
-            let mut failures = Vec::new();
-            for t in 0..TURNS {
-                let out = nanobot(
-                    &path,
-                    &[
-                        "--session",
-                        "cli:shared",
-                        "run",
-                        "-m",
-                        &format!("turn p{p} t{t}"),
-                    ],
-                    &[
-                        ("NANOBOT_BASE_URL", &url),
-                        // Small enough that background consolidations run and race.
-                        ("NANOBOT_CONTEXT_WINDOW", "2048"),
-                        ("NANOBOT_MAX_OUTPUT_TOKENS", "64"),
-                    ],
-                );
-                if !out.status.success() {
-                    failures.push(format!(
-                        "p{p} t{t}: {}",
-                        String::from_utf8_lossy(&out.stderr)
-                    ));
-                }
-            }
-            failures
-        }));
-    }
-    let mut failures = Vec::new();
-    for worker in workers {
-        failures.extend(worker.await.unwrap());
-    }
+    let server = racing::echo_model(Default::default()).await;
+    let env = [
+        ("NANOBOT_BASE_URL", format!("{}/v1", server.url())),
+        // Small enough that background consolidations run and race.
+        ("NANOBOT_CONTEXT_WINDOW", "2048".to_owned()),
+        ("NANOBOT_MAX_OUTPUT_TOKENS", "64".to_owned()),
+    ];
+    let failures = racing::race_turns(ws.path(), &env).await;
     assert!(failures.is_empty(), "runs failed:\n{}", failures.join("\n"));
 
     let store = FileSessionStore::open_workspace(ws.path(), Default::default()).unwrap();
@@ -378,37 +330,7 @@ async fn four_processes_on_one_session_never_interleave() {
         .unwrap()
         .unwrap();
     assert!(loaded.repairs.is_empty(), "{:?}", loaded.repairs);
-    let messages: Vec<(String, String)> = loaded
-        .session
-        .messages()
-        .iter()
-        .map(|m| {
-            (
-                m.role().unwrap_or_default().to_owned(),
-                m.content()
-                    .and_then(|c| c.as_str())
-                    .unwrap_or_default()
-                    .to_owned(),
-            )
-        })
-        .collect();
-    assert_eq!(messages.len(), 2 * PROCESSES * TURNS, "{messages:#?}");
-    let mut seen = std::collections::HashSet::new();
-    for pair in messages.chunks(2) {
-        let (role, asked) = &pair[0];
-        assert_eq!(role, "user", "{pair:?}");
-        let turn = asked.strip_prefix("turn ").expect("a user turn");
-        assert_eq!(
-            pair[1],
-            ("assistant".to_owned(), format!("answer to {turn}"))
-        );
-        assert!(seen.insert(turn.to_owned()), "{turn} doubled");
-    }
-    assert_eq!(seen.len(), PROCESSES * TURNS);
-    assert!(
-        loaded.session.last_consolidated() <= messages.len(),
-        "pointer within the messages"
-    );
+    racing::assert_serialised(&loaded.session);
 }
 
 /// Issue 12.3 and 12.11: a server answering 429 with a hostile `retry-after` (1e20, inf,

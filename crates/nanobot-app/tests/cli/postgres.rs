@@ -8,7 +8,6 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use bench_workload::testing::{TempDir, peer_python, run_peer};
-use llm_http::testing::{FakeServer, Reply};
 use memory_scope::{ScopeKey, Subject};
 use memory_store::{Document, Expected, MemoryDocuments};
 use serde_json::{Value, json};
@@ -72,28 +71,7 @@ async fn four_processes_share_one_database_and_see_each_others_documents() {
     let ws = TempDir::new("pg-four-processes");
     let store = TestSchema::new(&url).store().await;
     let prompts: Arc<Mutex<Vec<String>>> = Arc::default();
-    let seen = prompts.clone();
-    let responder: llm_http::testing::Responder = Arc::new(move |request| {
-        let body = request.json();
-        let messages = body["messages"].as_array().cloned().unwrap_or_default();
-        if let Some(system) = messages.first().and_then(|m| m["content"].as_str()) {
-            seen.lock().unwrap().push(system.to_owned());
-        }
-        let last = messages
-            .last()
-            .and_then(|m| m["content"].as_str())
-            .unwrap_or_default()
-            .to_owned();
-        let text = match last.strip_prefix("turn ") {
-            Some(turn) => format!("answer to {turn}"),
-            None => "Summary: the user asked numbered questions.".to_owned(),
-        };
-        Reply::json(
-            200,
-            &json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 100, "completion_tokens": 5}}),
-        )
-    });
-    let server = FakeServer::respond_with(responder).await;
+    let server = super::racing::echo_model(prompts.clone()).await;
     let model = format!("{}/v1", server.url());
     let mut env = pg_env(&url, &store);
     env.extend([
@@ -101,36 +79,7 @@ async fn four_processes_share_one_database_and_see_each_others_documents() {
         ("NANOBOT_CONTEXT_WINDOW", "2048".to_owned()),
         ("NANOBOT_MAX_OUTPUT_TOKENS", "64".to_owned()),
     ]);
-    const PROCESSES: usize = 4;
-    const TURNS: usize = 25;
-    let mut workers = Vec::new();
-    for p in 0..PROCESSES {
-        let (path, env) = (ws.path().to_owned(), env.clone());
-        workers.push(tokio::task::spawn_blocking(move || {
-            let mut failures = Vec::new();
-            for t in 0..TURNS {
-                let out = run(
-                    &path,
-                    &[
-                        "--session",
-                        "cli:shared",
-                        "run",
-                        "-m",
-                        &format!("turn p{p} t{t}"),
-                    ],
-                    &env,
-                );
-                if !out.status.success() {
-                    failures.push(format!("p{p} t{t}: {}", text(&out, &path)));
-                }
-            }
-            failures
-        }));
-    }
-    let mut failures = Vec::new();
-    for worker in workers {
-        failures.extend(worker.await.unwrap());
-    }
+    let failures = super::racing::race_turns(ws.path(), &env).await;
     assert!(failures.is_empty(), "runs failed:\n{}", failures.join("\n"));
 
     let agent = store.scope(&ScopeKey::local(Subject::Agent)).await.unwrap();
@@ -139,32 +88,7 @@ async fn four_processes_share_one_database_and_see_each_others_documents() {
         .await
         .unwrap()
         .unwrap();
-    let messages: Vec<(String, String)> = loaded
-        .session
-        .messages()
-        .iter()
-        .map(|m| {
-            (
-                m.role().unwrap_or_default().to_owned(),
-                m.content()
-                    .and_then(|c| c.as_str())
-                    .unwrap_or_default()
-                    .to_owned(),
-            )
-        })
-        .collect();
-    assert_eq!(messages.len(), 2 * PROCESSES * TURNS);
-    let mut turns = std::collections::HashSet::new();
-    for pair in messages.chunks(2) {
-        let turn = pair[0].1.strip_prefix("turn ").expect("a user turn");
-        assert_eq!(pair[0].0, "user", "{pair:?}");
-        assert_eq!(
-            pair[1],
-            ("assistant".to_owned(), format!("answer to {turn}"))
-        );
-        assert!(turns.insert(turn.to_owned()), "{turn} doubled");
-    }
-    assert!(loaded.session.last_consolidated() <= messages.len());
+    super::racing::assert_serialised(&loaded.session);
 
     // Another instance (this test's own pool) changes USER.md; the next turn's prompt,
     // in a new process, shows it.
