@@ -33,8 +33,6 @@ pub async fn connect(config: &Config) -> Result<PgStore, AppError> {
         url,
         PgOptions {
             schema: config.database_schema.clone(),
-            // A turn outlasts its model call: the lock lasts as long as a call may.
-            turn_ttl: std::time::Duration::from_secs(config.request_timeout_secs.max(60) * 2),
             // storage.durability means for appends what it means on files.
             durability: match config.durability.as_str() {
                 "none" => Durability::None,

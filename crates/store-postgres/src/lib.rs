@@ -37,8 +37,9 @@ pub struct PgOptions {
     pub acquire_timeout: Duration,
     /// The longest any statement may run (`statement_timeout`); 0 for none.
     pub statement_timeout: Duration,
-    /// How long a turn lock lasts unless renewed (it is renewed while held, so this bounds
-    /// how long a crashed instance keeps a session busy).
+    /// How long a turn lock lasts unless renewed. It is renewed every third of this while
+    /// its turn runs, however long the model takes, so this only bounds how long an
+    /// instance that crashed mid-turn keeps the session busy for the others.
     pub turn_ttl: Duration,
     /// When appended messages reach stable storage.
     pub durability: Durability,
@@ -72,7 +73,7 @@ impl Default for PgOptions {
             max_connections: 8,
             acquire_timeout: Duration::from_secs(10),
             statement_timeout: Duration::from_secs(30),
-            turn_ttl: Duration::from_secs(120),
+            turn_ttl: Duration::from_secs(30),
             durability: Durability::default(),
         }
     }

@@ -87,6 +87,7 @@ async fn child() {
         "append" => append(&schema, worker, count).await,
         "journal" => journal(&schema, worker, count).await,
         "stalled" => stalled(&schema, count).await,
+        "hold-turn" => hold_turn(&schema, count).await,
         other => panic!("no child role {other}"),
     }
 }
@@ -182,4 +183,30 @@ async fn stalled(schema: &str, count: usize) {
         });
         drop(lease);
     }
+}
+
+/// Takes the turn lock of session `race:turn` with a time-to-live of `ttl_secs`, says so,
+/// and keeps it (renewed in the background) until the parent kills this process.
+async fn hold_turn(schema: &str, ttl_secs: usize) {
+    let url = store_postgres::testing::url().unwrap();
+    let store = PgStore::connect(
+        &url,
+        PgOptions {
+            schema: schema.to_owned(),
+            max_connections: 2,
+            turn_ttl: Duration::from_secs(ttl_secs as u64),
+            ..PgOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let scope = store.scope(&ScopeKey::local(Subject::Agent)).await.unwrap();
+    let lock = scope
+        .try_lock_turn(&SessionKey::new("race:turn").unwrap())
+        .await
+        .unwrap()
+        .expect("the session is free");
+    say("held");
+    tokio::time::sleep(Duration::from_secs(3_600)).await;
+    drop(lock);
 }

@@ -323,6 +323,52 @@ async fn a_holder_paused_past_its_lease_never_commits() {
     );
 }
 
+/// A session's turn lock is renewed while its holder lives, however long the turn, and
+/// lapses after its time-to-live when the holder is killed mid-turn: the session is busy
+/// for the other instances until then, and free for them after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_lock_is_renewed_while_held_and_lapses_when_its_holder_is_killed() {
+    if !available() {
+        return;
+    }
+    const TTL_SECS: usize = 2;
+    let store = store().await;
+    let scope = store.scope(&agent()).await.unwrap();
+    let key = SessionKey::new("race:turn").unwrap();
+    let mut child = spawn("hold-turn", store.schema().name(), 0, TTL_SECS);
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    loop {
+        let mut line = String::new();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the child ended early"
+        );
+        if line.trim_end() == "> held" {
+            break;
+        }
+    }
+    // Three times its time-to-live later, the holder's renewals keep it.
+    tokio::time::sleep(Duration::from_secs(3 * TTL_SECS as u64)).await;
+    assert!(
+        scope.try_lock_turn(&key).await.unwrap().is_none(),
+        "a held turn lock lapsed while its holder lived"
+    );
+    child.kill().unwrap();
+    let _ = child.wait();
+    let killed = std::time::Instant::now();
+    let lock = loop {
+        if let Some(lock) = scope.try_lock_turn(&key).await.unwrap() {
+            break lock;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "the killed holder's turn lock never lapsed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    drop(lock);
+}
+
 /// Acceptance 7: the connection of a Dream commit killed before each of its statements in
 /// turn: after each, either every change is there (files, version, cursor) or none is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
