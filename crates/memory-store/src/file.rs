@@ -212,7 +212,12 @@ impl FileJournal {
         if current == state.seen && current.is_some() {
             return Ok(());
         }
-        let counter = read_number(&self.path(COUNTER))?.unwrap_or(0);
+        // Dream's cursor counts as a cursor seen: a history cut back below it (restored
+        // from an older copy, edited by hand) must not hand out numbers Dream has passed,
+        // or Dream would never read the entries that get them.
+        let counter = read_number(&self.path(COUNTER))?
+            .unwrap_or(0)
+            .max(read_number(&self.path(DREAM_CURSOR))?.unwrap_or(0));
         let Some((id, len)) = current else {
             state.entries.clear();
             state.index.clear();

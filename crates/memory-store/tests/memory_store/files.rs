@@ -467,8 +467,9 @@ print(json.dumps({"templates": [load_bundled_template(n) for n in names], "promp
     );
 }
 
-/// Issue 12.4: every input of the `journal_file` fuzz corpus (`fuzz/corpus/`) is read
-/// without a panic (the front matter corpus is replayed by prompt-inputs).
+/// Issue 12.4: every input of the `journal_file` and `cursor_files` fuzz corpora
+/// (`fuzz/corpus/`) is read without a panic, and cursors are never handed out twice (the
+/// front matter corpus is replayed by prompt-inputs).
 #[tokio::test]
 async fn the_fuzz_corpora_replay() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
@@ -497,4 +498,62 @@ async fn the_fuzz_corpora_replay() {
             );
         }
     }
+    for input in inputs("cursor_files") {
+        let ws = TempDir::new("fuzz-cursors");
+        let memory = ws.path().join("memory");
+        fs::create_dir_all(&memory).unwrap();
+        let data = fs::read(&input).unwrap();
+        let split = data.iter().position(|&b| b == 0xff).unwrap_or(data.len());
+        fs::write(
+            memory.join("history.jsonl"),
+            "{\"cursor\": 3, \"timestamp\": \"2026-01-01 00:00\", \"content\": \"a\"}\n\
+             {\"cursor\": 7, \"timestamp\": \"2026-01-01 00:00\", \"content\": \"b\"}\n",
+        )
+        .unwrap();
+        fs::write(memory.join(".cursor"), &data[..split]).unwrap();
+        fs::write(
+            memory.join(".dream_cursor"),
+            data.get(split + 1..).unwrap_or_default(),
+        )
+        .unwrap();
+        let Ok(journal) = FileJournal::open(ws.path()) else {
+            continue;
+        };
+        let latest = journal.latest_cursor().await.unwrap();
+        assert!(latest >= 7, "{}", input.display());
+        let dream = journal.dream_cursor().await.unwrap();
+        assert!(
+            dream <= latest,
+            "{}: Dream at {dream}, latest {latest}",
+            input.display()
+        );
+        let next = journal.append_one(NewEntry::text("c")).await.unwrap();
+        assert!(next > latest, "{}", input.display());
+    }
+}
+
+/// Found by the `cursor_files` fuzz target: a Dream cursor past everything in the history
+/// (a history restored from an older copy) made the next entries take numbers Dream had
+/// already passed, so it would never have read them. New entries now start after it.
+#[tokio::test]
+async fn entries_after_a_history_cut_back_below_dreams_cursor_are_read_by_dream() {
+    let ws = TempDir::new("dream-past-history");
+    let memory = ws.path().join("memory");
+    fs::create_dir_all(&memory).unwrap();
+    fs::write(
+        memory.join("history.jsonl"),
+        "{\"cursor\": 7, \"timestamp\": \"2026-01-01 00:00\", \"content\": \"b\"}\n",
+    )
+    .unwrap();
+    fs::write(memory.join(".cursor"), "x").unwrap();
+    fs::write(memory.join(".dream_cursor"), "41").unwrap();
+    let journal = FileJournal::open(ws.path()).unwrap();
+    assert_eq!(journal.latest_cursor().await.unwrap(), 41);
+    let next = journal.append_one(NewEntry::text("new")).await.unwrap();
+    assert_eq!(next, 42);
+    let unread = journal
+        .read_since(journal.dream_cursor().await.unwrap(), None)
+        .await
+        .unwrap();
+    assert_eq!(unread.iter().map(|e| e.cursor).collect::<Vec<_>>(), [42]);
 }
