@@ -270,6 +270,23 @@ impl TwoStepArchive {
     }
 }
 
+impl TwoStepArchive {
+    /// The second step: the session's metadata (and so its pointer) at the commit's.
+    async fn move_pointer(&self, commit: &ArchiveCommit<'_>) -> Result<Revision, MemoryError> {
+        self.sessions
+            .append(
+                commit.session,
+                Some(commit.expected),
+                Append {
+                    messages: &[],
+                    meta: Some(commit.meta),
+                },
+            )
+            .await
+            .map_err(session_failure)
+    }
+}
+
 #[async_trait]
 impl SessionArchive for TwoStepArchive {
     async fn commit_archive(
@@ -292,6 +309,11 @@ impl SessionArchive for TwoStepArchive {
             });
         }
         let entries = commit.new_entries();
+        let pointer_first = self.broken.is(crate::broken::Rule::PointerBeforeJournal);
+        let mut moved = None;
+        if pointer_first {
+            moved = Some(self.move_pointer(commit).await?);
+        }
         let (cursors, reused) = if entries.is_empty() {
             (Vec::new(), false)
         } else if self.broken.is(crate::broken::Rule::ArchiveOnce) {
@@ -299,18 +321,10 @@ impl SessionArchive for TwoStepArchive {
         } else {
             self.journal.append_archive(&entries).await?
         };
-        let revision = self
-            .sessions
-            .append(
-                commit.session,
-                Some(commit.expected),
-                Append {
-                    messages: &[],
-                    meta: Some(commit.meta),
-                },
-            )
-            .await
-            .map_err(session_failure)?;
+        let revision = match moved {
+            Some(revision) => revision,
+            None => self.move_pointer(commit).await?,
+        };
         Ok(ArchiveCommitted {
             cursors,
             revision,

@@ -20,6 +20,9 @@ pub enum Rule {
     /// Archive commit, once per slice: a commit repeated after a conflict or a crash reuses
     /// the entries already journaled. Broken: they are appended again.
     ArchiveOnce,
+    /// Archive commit order: the journal entry first, then the pointer. Broken: the pointer
+    /// moves first, so a journal failure after it leaves archived messages in no entry.
+    PointerBeforeJournal,
 }
 
 /// Which rule, if any, a store has switched off.

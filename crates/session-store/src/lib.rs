@@ -17,7 +17,7 @@ mod store;
 
 pub use error::SessionError;
 #[cfg(feature = "fs")]
-pub use file::{Durability, FileSessionStore, FileStoreOptions};
+pub use file::{BrokenRule, Durability, FileSessionStore, FileStoreOptions};
 pub use history::{
     HistoryOptions, MIN_REPLAY_MESSAGES, Replayed, get_history, get_history_counted,
     message_tokens, public_copy, replay_token_budget,

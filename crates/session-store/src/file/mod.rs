@@ -158,6 +158,19 @@ pub struct FileSessionStore {
     namespace_lock: Option<PathBuf>,
     states: Mutex<HashMap<SessionKey, FileState>>,
     listing: Mutex<ListingIndex>,
+    /// A contract rule switched off, to show that the campaign notices (tests only).
+    broken: Option<BrokenRule>,
+}
+
+/// A rule of the file format that a test can switch off ([`FileSessionStore::broken`],
+/// feature `conformance`), so the reliability campaign shows it notices when the store
+/// breaks it. Never for real use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BrokenRule {
+    /// Line 1 is updated in place only when the new record fits its bytes. Broken: a longer
+    /// record is written over the start of the next line.
+    Line1Overrun,
 }
 
 impl std::fmt::Debug for FileSessionStore {
@@ -181,7 +194,21 @@ impl FileSessionStore {
             namespace_lock: None,
             states: Mutex::new(HashMap::new()),
             listing: Mutex::new(ListingIndex::default()),
+            broken: None,
         })
+    }
+
+    /// [`FileSessionStore::open`] with one rule of the format switched off, to show that a
+    /// test notices (feature `conformance`; never for real use).
+    #[cfg(feature = "conformance")]
+    pub fn broken(
+        dir: impl Into<PathBuf>,
+        options: FileStoreOptions,
+        rule: BrokenRule,
+    ) -> Result<Self, SessionError> {
+        let mut store = Self::open(dir, options)?;
+        store.broken = Some(rule);
+        Ok(store)
     }
 
     /// The embedded default: `<workspace>/sessions/`.

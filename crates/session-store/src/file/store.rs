@@ -286,8 +286,9 @@ impl SessionStore for FileSessionStore {
         let marked = with_mark(&line1_text, mark);
         let wasteful =
             state.dead_bytes >= COMPACT_MIN_DEAD_BYTES && state.dead_bytes * 2 >= found.offset;
+        let overrun = self.broken == Some(super::BrokenRule::Line1Overrun);
         let outgrown = line1_stale
-            && (marked.len() > state.line1_capacity
+            && ((marked.len() > state.line1_capacity && !overrun)
                 || !line1_ends_at(&locked.file, state.line1_capacity, found.offset)
                     .map_err(|e| SessionError::io("read line 1 of", &path, e))?);
         if wasteful || outgrown {
@@ -298,7 +299,7 @@ impl SessionStore for FileSessionStore {
         if line1_stale {
             let line1 = pad_to_bytes(marked, state.line1_capacity);
             // `outgrown` sent anything longer to the compaction: this is line 1's width.
-            debug_assert_eq!(line1.len(), state.line1_capacity);
+            debug_assert!(line1.len() == state.line1_capacity || overrun);
             write_at_start(&locked.file, line1.as_bytes())
                 .map_err(|e| SessionError::io("update line 1 of", &path, e))?;
             if !state.line1_current {
