@@ -4,6 +4,8 @@
 //! streamed or not, and the error paths.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod fuzz_corpus;
+
 use std::time::Duration;
 
 use llm_anthropic::{AnthropicClient, AnthropicConfig};

@@ -8,6 +8,7 @@
     clippy::print_stdout
 )]
 
+mod fuzz_corpus;
 mod local;
 
 use std::time::Duration;

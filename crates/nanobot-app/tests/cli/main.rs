@@ -523,3 +523,42 @@ async fn why_an_archive_went_raw_is_kept_for_status() {
         "{line}"
     );
 }
+
+/// The committed inputs of the `config_file` fuzz target (`fuzz/corpus/config_file/`):
+/// each loads or is refused with the key at fault, never a panic, and the example loads.
+#[test]
+fn the_config_fuzz_corpus_replays() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/config_file");
+    let scratch = TempDir::new("fuzz-config");
+    let mut loaded = 0;
+    let mut inputs: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    inputs.sort();
+    assert!(inputs.len() >= 2, "the config_file corpus is committed");
+    for input in inputs {
+        let data = std::fs::read(&input).unwrap();
+        let split = data.iter().position(|&b| b == 0).unwrap_or(data.len());
+        let env: std::collections::HashMap<String, String> =
+            String::from_utf8_lossy(data.get(split + 1..).unwrap_or_default())
+                .lines()
+                .filter_map(|line| line.split_once('='))
+                .map(|(name, value)| (format!("NANOBOT_{name}"), value.to_owned()))
+                .collect();
+        let path = scratch.path().join("config.toml");
+        std::fs::write(&path, &data[..split]).unwrap();
+        match nanobot_app::Config::load(Some(&path), &|name| env.get(name).cloned()) {
+            Ok(config) => {
+                loaded += 1;
+                if let Some(key) = &config.api_key {
+                    assert!(!config.show().contains(key.expose()), "{}", input.display());
+                }
+            }
+            Err(error) => assert!(!error.to_string().is_empty()),
+        }
+    }
+    assert!(loaded >= 1, "the example configuration loads");
+}

@@ -1,0 +1,38 @@
+//! The configuration on any bytes: a file (the bytes before the first NUL) and environment
+//! variables (`NAME=value` lines after it). It loads or says which key is wrong; a loaded
+//! configuration shows itself without a panic and without the API key.
+#![no_main]
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use nanobot_app::Config;
+
+#[path = "common.rs"]
+mod common;
+
+fn dir() -> &'static std::path::Path {
+    static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
+    common::scratch("config", &DIR)
+}
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let split = data.iter().position(|&b| b == 0).unwrap_or(data.len());
+    let (file, env) = (&data[..split], data.get(split + 1..).unwrap_or_default());
+    let env: HashMap<String, String> = String::from_utf8_lossy(env)
+        .lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(name, value)| (format!("NANOBOT_{name}"), value.to_owned()))
+        .collect();
+    let path = dir().join("config.toml");
+    std::fs::write(&path, file).unwrap();
+    if let Ok(config) = Config::load(Some(&path), &|name| env.get(name).cloned()) {
+        let shown = config.show();
+        if let Some(key) = &config.api_key {
+            let secret = key.expose();
+            if secret.len() >= 12 && !file.windows(secret.len()).any(|w| w == secret.as_bytes()) {
+                assert!(!shown.contains(secret), "show() printed the API key");
+            }
+        }
+    }
+});
