@@ -1,21 +1,97 @@
 //! `cargo xtask fuzz [--seconds N]`: every cargo-fuzz target in `fuzz/` run for N seconds
-//! (default 15) from its committed corpus, with the address sanitizer. `cargo xtask ci`
-//! runs it as a smoke; a longer run is `cargo xtask fuzz --seconds 3600`. New inputs go to
-//! a scratch corpus, so the committed one changes only when a regression is added to it.
+//! (default 60) from its committed corpus, with the address sanitizer. The campaign
+//! (`cargo xtask campaign`) runs them too, as its fuzz family, and reports each target's
+//! executions, speed, corpus and coverage. New inputs go to a scratch corpus, so the
+//! committed one changes only when a regression is added to it; every committed input is
+//! replayed by an ordinary test of the crate that owns the reader.
 //!
 //! cargo-fuzz needs nightly flags: they are enabled on the stable toolchain with
-//! `RUSTC_BOOTSTRAP=1`, for this build only. Without cargo-fuzz the smoke is reported as
-//! skipped; under `CI=true` that is a failure (`.ci/run` installs it).
+//! `RUSTC_BOOTSTRAP=1`, for this build only. Without cargo-fuzz the fuzz family is reported
+//! as skipped; under `CI=true` that is a failure (`.ci/run` installs it).
 
 use std::path::Path;
 use std::process::Command;
 
+use serde_json::{Value, json};
+
 /// The targets (`fuzz/fuzz_targets/<name>.rs`) and what each reads.
-pub(crate) const TARGETS: [(&str, &str); 3] = [
+pub(crate) const TARGETS: [(&str, &str); 7] = [
     ("front_matter", "skill front matter"),
     ("session_file", "session files"),
     ("journal_file", "history journal files"),
+    ("cursor_files", "the journal's cursor files"),
+    (
+        "sse_stream",
+        "server-sent event streams, as both providers assemble them",
+    ),
+    ("provider_json", "both providers' JSON answers"),
+    ("config_file", "the configuration file and environment"),
 ];
+
+/// How long each target runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum FuzzBudget {
+    /// A fixed time per target.
+    Seconds(u64),
+    /// Until `runs` executions, or `seconds_per_target`, whichever comes first.
+    Long { seconds_per_target: u64, runs: u64 },
+}
+
+/// What one target's run measured, from libFuzzer's final statistics.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TargetStats {
+    pub(crate) name: &'static str,
+    pub(crate) executions: u64,
+    pub(crate) per_second: u64,
+    pub(crate) corpus: u64,
+    pub(crate) coverage: u64,
+    pub(crate) crashes: u64,
+    pub(crate) seconds: u64,
+}
+
+impl TargetStats {
+    pub(crate) fn to_json(&self) -> Value {
+        json!({
+            "executions": self.executions,
+            "executions_per_second": self.per_second,
+            "corpus": self.corpus,
+            "edges_covered": self.coverage,
+            "crashes": self.crashes,
+            "seconds": self.seconds,
+        })
+    }
+
+    /// Reads libFuzzer's output: `stat::number_of_executed_units: N`, the last
+    /// `#N ... cov: C ft: F corp: K/...` status line.
+    fn read(&mut self, output: &str) {
+        for line in output.lines() {
+            let number = |prefix: &str| {
+                line.strip_prefix(prefix)
+                    .and_then(|rest| rest.trim().parse::<u64>().ok())
+            };
+            if let Some(n) = number("stat::number_of_executed_units:") {
+                self.executions = n;
+            } else if let Some(n) = number("stat::average_exec_per_sec:") {
+                self.per_second = n;
+            } else if line.starts_with('#') {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                for pair in words.windows(2) {
+                    match pair[0] {
+                        "cov:" => self.coverage = pair[1].parse().unwrap_or(self.coverage),
+                        "corp:" => {
+                            self.corpus = pair[1]
+                                .split('/')
+                                .next()
+                                .and_then(|n| n.parse().ok())
+                                .unwrap_or(self.corpus);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+}
 
 fn has_cargo_fuzz() -> bool {
     Command::new(crate::cargo())
@@ -24,8 +100,23 @@ fn has_cargo_fuzz() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Runs every target for `seconds`. `Ok(false)` when cargo-fuzz is missing outside CI.
+/// `cargo xtask fuzz`: every target for `seconds`, failing at the first crash.
 pub(crate) fn run(root: &Path, seconds: u64) -> Result<bool, String> {
+    match run_all(root, FuzzBudget::Seconds(seconds))? {
+        None => Ok(false),
+        Some(stats) => match stats.iter().find(|t| t.crashes > 0) {
+            Some(crashed) => Err(format!(
+                "fuzz target {} crashed; the input is in fuzz/artifacts/{}/",
+                crashed.name, crashed.name
+            )),
+            None => Ok(true),
+        },
+    }
+}
+
+/// Runs every target; `Ok(None)` when cargo-fuzz is missing outside CI. A crash is counted,
+/// not returned as an error, so every target runs and the report has them all.
+pub(crate) fn run_all(root: &Path, budget: FuzzBudget) -> Result<Option<Vec<TargetStats>>, String> {
     if !has_cargo_fuzz() {
         if std::env::var("CI").is_ok_and(|v| v == "true") {
             return Err(
@@ -34,9 +125,9 @@ pub(crate) fn run(root: &Path, seconds: u64) -> Result<bool, String> {
             );
         }
         println!(
-            "cargo-fuzz is not installed: the fuzz smoke is skipped (cargo install cargo-fuzz)"
+            "cargo-fuzz is not installed: the fuzz targets are skipped (cargo install cargo-fuzz)"
         );
-        return Ok(false);
+        return Ok(None);
     }
     let fuzz_dir = root.join("fuzz");
     // Sanitizer builds must not share the main target directory's artefacts.
@@ -45,28 +136,101 @@ pub(crate) fn run(root: &Path, seconds: u64) -> Result<bool, String> {
         .unwrap_or_else(|_| fuzz_dir.join("target").display().to_string());
     let scratch = std::env::temp_dir().join(format!("nanobot-fuzz-{}", std::process::id()));
     let result = (|| {
+        // One build of every target first, so the clock below measures fuzzing only.
+        crate::status(
+            Command::new(crate::cargo())
+                .args(["fuzz", "build", "-O", "--sanitizer", "address"])
+                .env("RUSTC_BOOTSTRAP", "1")
+                .env("CARGO_TARGET_DIR", &target_dir)
+                .current_dir(&fuzz_dir),
+            "building the fuzz targets",
+        )?;
+        // The file readers' targets write a file per input: in memory when the machine has
+        // a tmpfs, which is several times faster than a disk.
+        let shm = Path::new("/dev/shm");
+        let temp = if shm.is_dir() {
+            shm.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
+        let mut all = Vec::new();
         for (target, what) in TARGETS {
             let work = scratch.join(target);
             std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
-            println!("fuzzing {target} ({what}) for {seconds} s");
-            crate::status(
-                Command::new(crate::cargo())
-                    .args(["fuzz", "run", "-O", "--sanitizer", "address", target])
-                    .arg(&work)
-                    .arg(fuzz_dir.join("corpus").join(target))
-                    .args([
-                        "--",
-                        &format!("-max_total_time={seconds}"),
-                        "-rss_limit_mb=2048",
-                        "-print_final_stats=1",
-                    ])
-                    .env("RUSTC_BOOTSTRAP", "1")
-                    .env("CARGO_TARGET_DIR", &target_dir)
-                    .current_dir(&fuzz_dir),
-                &format!("fuzz target {target} (a crash input is in fuzz/artifacts/{target}/)"),
-            )?;
+            let corpus = fuzz_dir.join("corpus").join(target);
+            std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
+            let mut limits = vec![
+                "-rss_limit_mb=2048".to_owned(),
+                "-print_final_stats=1".to_owned(),
+            ];
+            match budget {
+                FuzzBudget::Seconds(seconds) => {
+                    println!("fuzzing {target} ({what}) for {seconds} s");
+                    limits.push(format!("-max_total_time={seconds}"));
+                }
+                FuzzBudget::Long {
+                    seconds_per_target,
+                    runs,
+                } => {
+                    println!(
+                        "fuzzing {target} ({what}) for {runs} executions or {seconds_per_target} s"
+                    );
+                    limits.push(format!("-max_total_time={seconds_per_target}"));
+                    limits.push(format!("-runs={runs}"));
+                }
+            }
+            let started = std::time::Instant::now();
+            let output = Command::new(crate::cargo())
+                .args(["fuzz", "run", "-O", "--sanitizer", "address", target])
+                .arg(&work)
+                .arg(&corpus)
+                .arg("--")
+                .args(&limits)
+                .env("RUSTC_BOOTSTRAP", "1")
+                .env("CARGO_TARGET_DIR", &target_dir)
+                .env("TMPDIR", &temp)
+                .current_dir(&fuzz_dir)
+                .output()
+                .map_err(|e| format!("could not run cargo fuzz: {e}"))?;
+            let text = String::from_utf8_lossy(&output.stderr);
+            let mut stats = TargetStats {
+                name: target,
+                seconds: started.elapsed().as_secs(),
+                ..TargetStats::default()
+            };
+            stats.read(&text);
+            if !output.status.success() {
+                stats.crashes = 1;
+                // The panic or the sanitizer's report, and the input that caused it.
+                let why: Vec<&str> = text
+                    .lines()
+                    .filter(|l| {
+                        l.contains("panicked at")
+                            || l.contains("ERROR: AddressSanitizer")
+                            || l.contains("deadly signal")
+                            || l.contains("Test unit written to")
+                            || l.contains("artifact_prefix")
+                    })
+                    .collect();
+                let panic_message: Vec<&str> = text
+                    .lines()
+                    .skip_while(|l| !l.contains("panicked at"))
+                    .take(4)
+                    .collect();
+                println!(
+                    "fuzz target {target} FAILED ({}):\n{}\n{}",
+                    output.status,
+                    why.join("\n"),
+                    panic_message.join("\n")
+                );
+            }
+            println!(
+                "  {target}: {} executions ({}/s), corpus {}, coverage {}, crashes {}",
+                stats.executions, stats.per_second, stats.corpus, stats.coverage, stats.crashes
+            );
+            all.push(stats);
         }
-        Ok(true)
+        Ok(Some(all))
     })();
     let _ = std::fs::remove_dir_all(&scratch);
     result

@@ -2,8 +2,11 @@
 //!
 //! - `ci`: formatting, the dependency-direction check, clippy (all features, and libraries
 //!   without their defaults), the tests (nextest where it is installed, plus doc tests) and
-//!   the docs, each failing on any warning, then a short fuzz smoke of every cargo-fuzz
-//!   target; it ends with the checks that skipped and why.
+//!   the docs, each failing on any warning, then the short reliability campaign (kills,
+//!   racing processes, model-based sequences and a short run of every fuzz target); it ends
+//!   with the checks that skipped and why.
+//! - `campaign --short | --long SECONDS`: the reliability campaign, one JSON report; `ci`
+//!   runs the short form, which includes a short run of every fuzz target.
 //! - `fuzz [--seconds N]`: every fuzz target for N seconds (default 60).
 //! - `deps`: only the dependency-direction check.
 //! - `bench [workload ...]`: the Python peer and our benchmarks in one job, as ratios.
@@ -11,6 +14,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
+mod campaign;
 mod deps;
 mod fuzz;
 mod llm;
@@ -27,6 +31,7 @@ fn main() -> ExitCode {
         Some("ci") => ci(&root),
         Some("deps") => deps::check(&root),
         Some("bench") => bench::run(&root, &args[1..]),
+        Some("campaign") => campaign::run(&root, &args[1..]),
         Some("llm") => llm::run(&root, &args[1..]),
         Some("demo") => llm::demo(&root, &args[1..]),
         Some("fuzz") => match args.get(1..) {
@@ -39,11 +44,14 @@ fn main() -> ExitCode {
         },
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|deps|bench [workload ...]|llm <install|start|stop|status>>"
+                "usage: cargo xtask <ci|deps|bench [workload ...]|campaign --short|--long SECONDS|llm <install|start|stop|status>>"
             );
             eprintln!("  ci    everything CI checks: fmt, deps, clippy, tests, doc tests, docs");
             eprintln!("  deps  only the dependency-direction check");
             eprintln!("  bench the Python peer and our benchmarks in one job, as ratios");
+            eprintln!(
+                "  campaign  the reliability campaign (--short in CI, --long SECONDS before a release)"
+            );
             eprintln!("  llm   a real small model on 127.0.0.1 for end-to-end tests and the demo");
             eprintln!("  demo  the bot against the local model, showing memory at work");
             eprintln!("  fuzz  every fuzz target for --seconds N (default 60)");
@@ -162,11 +170,10 @@ fn ci(root: &Path) -> Result<(), String> {
         ],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
-    let fuzzed = timed_value("fuzz smoke", || fuzz::run(root, 15))?;
+    timed("reliability campaign (short)", || {
+        campaign::run(root, &["--short".to_owned()])
+    })?;
     report_skips(&skip_log);
-    if !fuzzed {
-        println!("  1 x cargo-fuzz is not installed: the fuzz smoke");
-    }
     println!("\nxtask ci: all checks passed in {:.0?}", started.elapsed());
     Ok(())
 }
@@ -202,15 +209,6 @@ fn has_nextest(root: &Path) -> bool {
 
 fn cargo() -> String {
     env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
-}
-
-fn timed_value<T>(name: &str, work: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
-    let mut value = None;
-    timed(name, || {
-        value = Some(work()?);
-        Ok(())
-    })?;
-    value.ok_or_else(|| format!("{name} produced nothing"))
 }
 
 fn timed(name: &str, work: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
