@@ -41,6 +41,27 @@ impl Drop for TempDir {
     }
 }
 
+/// The committed inputs of a cargo-fuzz target (`fuzz/corpus/<target>/`), sorted by name,
+/// as (path, bytes): what the crates' tests replay so a fixed crash stays fixed. Panics when
+/// the corpus holds fewer than two inputs (it is committed, so that is a broken checkout).
+pub fn fuzz_corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
+    let mut inputs: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("the {target} corpus ({}): {e}", dir.display()))
+        .flatten()
+        .map(|entry| {
+            let path = entry.path();
+            let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            (path, bytes)
+        })
+        .collect();
+    inputs.sort();
+    assert!(inputs.len() >= 2, "the {target} corpus is committed");
+    inputs
+}
+
 /// Records that `test` skips because `reason` (a missing service: the peer, the local
 /// model, git). Outside CI it prints `skipped: …` and appends a line to the file named by
 /// `NANOBOT_SKIP_LOG` (which `cargo xtask ci` counts and reports at the end). Under

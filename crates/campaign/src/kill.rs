@@ -63,18 +63,11 @@ fn message_id(message: &StoredMessage) -> Option<u64> {
     text.strip_prefix('m')?.split(' ').next()?.parse().ok()
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())
-}
-
 /// The child: writes until killed, printing `ack ...` after each write returns and
 /// `pending ...` before a write whose effect the parent must allow for if it is cut short.
 pub(crate) fn writer(dir: PathBuf, durability: &str, seed: u64) -> Result<(), String> {
     let (session_options, journal_durability) = options(durability)?;
-    runtime()?.block_on(async move {
+    crate::current_thread()?.block_on(async move {
         let store = FileSessionStore::open(dir.join("sessions"), session_options)
             .map_err(|e| e.to_string())?;
         let journal = FileJournal::open_with(&dir, Arc::new(SystemClock), journal_durability)
@@ -398,7 +391,7 @@ fn one_kill(
 fn check(dir: &Path, level: &str, acks: &mut Acks, totals: &mut Totals) -> Result<(), String> {
     let (session_options, journal_durability) = options(level)?;
     let started = Instant::now();
-    let (loaded, journal) = runtime()?.block_on(async {
+    let (loaded, journal) = crate::current_thread()?.block_on(async {
         let store = FileSessionStore::open(dir.join("sessions"), session_options)
             .map_err(|e| format!("the session store did not open: {e}"))?;
         let loaded = store

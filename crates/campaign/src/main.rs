@@ -129,6 +129,23 @@ fn main() -> ExitCode {
     }
 }
 
+/// A runtime on this thread (the stores' families and their children).
+pub(crate) fn current_thread() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("no runtime: {e}"))
+}
+
+/// A runtime on two worker threads (the PostgreSQL families: work and chaos at once).
+pub(crate) fn two_threads() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("no runtime: {e}"))
+}
+
 fn child(args: &[String]) -> Result<(), String> {
     match args {
         [role, dir, durability, seed] if role == "kill-writer" => {

@@ -158,11 +158,7 @@ pub(crate) fn run_with(plan: &Plan, broken: Option<BrokenRule>) -> Family {
 }
 
 fn block_on<T>(work: impl std::future::Future<Output = Result<T, String>>) -> Result<T, String> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?
-        .block_on(work)
+    crate::current_thread()?.block_on(work)
 }
 
 fn file_sessions(dir: &Path, broken: Option<BrokenRule>) -> Result<FileSessionStore, String> {

@@ -41,31 +41,40 @@ struct Counts {
 /// What a worker had acknowledged: its turns and their journal cursors.
 type Acked = Vec<(u64, u64)>;
 
-pub(crate) fn run(plan: &Plan) -> Family {
-    let mut family = Family::default();
+/// The test database's URL (`NANOBOT_TEST_PG_URL`). Without it the family says it skipped;
+/// under `CI=true` that is a must-be-zero figure, as a missing service fails every test.
+pub(crate) fn database_url(family: &mut Family) -> Option<String> {
     let url = std::env::var("NANOBOT_TEST_PG_URL")
         .ok()
         .filter(|u| !u.is_empty());
-    let Some(url) = url else {
+    if url.is_none() {
         family.set("skipped", "NANOBOT_TEST_PG_URL is not set");
         if std::env::var("CI").is_ok_and(|v| v == "true") {
             family.zero("database_missing_under_ci", 1);
         }
+    }
+    url
+}
+
+/// Drops a schema the campaign made (its name is ours: letters, digits, underscores).
+pub(crate) async fn drop_schema(url: &str, schema: &str) {
+    if let Ok(mut admin) = PgConnection::connect(url).await {
+        let drop = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
+        let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
+            .execute(&mut admin)
+            .await;
+        let _ = admin.close().await;
+    }
+}
+
+pub(crate) fn run(plan: &Plan) -> Family {
+    let mut family = Family::default();
+    let Some(url) = database_url(&mut family) else {
         return family;
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            family.zero("failed_runs", 1);
-            family.fail(format!("no runtime: {e}"));
-            return family;
-        }
-    };
-    if let Err(problem) = runtime.block_on(chaos(plan, &url, &mut family)) {
+    let result =
+        crate::two_threads().and_then(|runtime| runtime.block_on(chaos(plan, &url, &mut family)));
+    if let Err(problem) = result {
         family.zero("failed_runs", 1);
         family.fail(problem);
     }
@@ -91,13 +100,7 @@ async fn chaos(plan: &Plan, url: &str, family: &mut Family) -> Result<(), String
         .map_err(|e| e.to_string())?;
     let result = work(plan, url, &application, &scope, family).await;
     // The schema goes whatever happened.
-    if let Ok(mut admin) = PgConnection::connect(url).await {
-        // The name is ours (digits and underscores only).
-        let drop = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
-        let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
-            .execute(&mut admin)
-            .await;
-    }
+    drop_schema(url, &schema).await;
     result
 }
 

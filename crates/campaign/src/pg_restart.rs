@@ -19,7 +19,6 @@ use memory_scope::{ScopeKey, Subject};
 use memory_store::{HistoryJournal, NewEntry};
 use session_store::{Append, SessionError, SessionKey, SessionStore, StoredMessage};
 use sqlx::postgres::PgPoolOptions;
-use sqlx::{Connection, PgConnection};
 use store_postgres::{Durability, PgOptions, PgScope, PgStore};
 
 use crate::Plan;
@@ -63,15 +62,7 @@ fn cluster(action: &[&str], version: &str, name: &str) -> Result<(), String> {
 
 pub(crate) fn run(plan: &Plan) -> Family {
     let mut family = Family::default();
-    let under_ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    let Some(url) = std::env::var("NANOBOT_TEST_PG_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-    else {
-        family.set("skipped", "NANOBOT_TEST_PG_URL is not set");
-        if under_ci {
-            family.zero("database_missing_under_ci", 1);
-        }
+    let Some(url) = crate::pg::database_url(&mut family) else {
         return family;
     };
     // Crashing a server is never done by surprise: `.ci/run` opts in for the machine's own
@@ -90,19 +81,8 @@ pub(crate) fn run(plan: &Plan) -> Family {
         );
         return family;
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            family.zero("failed_runs", 1);
-            family.fail(format!("no runtime: {e}"));
-            return family;
-        }
-    };
-    let result = runtime.block_on(restarts(plan, &url, &version, &name, &mut family));
+    let result = crate::two_threads()
+        .and_then(|runtime| runtime.block_on(restarts(plan, &url, &version, &name, &mut family)));
     // Whatever happened, the server is left running.
     let _ = cluster(&["start"], &version, &name);
     if let Err(problem) = result {
@@ -216,12 +196,7 @@ async fn restarts(
             not_suffix += s;
         }
     }
-    if let Ok(mut admin) = PgConnection::connect(url).await {
-        let drop = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
-        let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
-            .execute(&mut admin)
-            .await;
-    }
+    crate::pg::drop_schema(url, &schema).await;
     family.set("restarts", plan.pg_restarts);
     family.set("acknowledged_writes", acked_total);
     family.set("recovery_ms", percentiles_ms(&mut recovery_ms));

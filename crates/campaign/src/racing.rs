@@ -25,10 +25,7 @@ const KEY: &str = "cli:racing";
 
 /// The child: turns until `time` is up, printing `ack <turn> <cursor> <conflicts>`.
 pub(crate) fn writer(dir: PathBuf, id: u64, time: Duration) -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let runtime = crate::current_thread()?;
     runtime.block_on(async move {
         let store = FileSessionStore::open(dir.join("sessions"), FileStoreOptions::default())
             .map_err(|e| e.to_string())?;
@@ -163,10 +160,7 @@ fn one_race(dir: &Path, writers: u64, time: Duration) -> Result<RaceResult, Stri
     }
     result.turns = acked.len() as u64;
 
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let runtime = crate::current_thread()?;
     let (messages, entries) = runtime.block_on(async {
         let store = FileSessionStore::open(dir.join("sessions"), FileStoreOptions::default())
             .map_err(|e| e.to_string())?;

@@ -2,32 +2,13 @@
 //! (`fuzz/corpus/`), replayed as ordinary tests: read without a panic, and the two
 //! answers the corpus holds as examples read as answers.
 
-use std::path::{Path, PathBuf};
-
+use bench_workload::testing::fuzz_corpus;
 use llm_http::SseParser;
-
-fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target);
-    let mut inputs: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| {
-            let path = e.path();
-            let bytes = std::fs::read(&path).unwrap();
-            (path, bytes)
-        })
-        .collect();
-    inputs.sort();
-    assert!(inputs.len() >= 2, "the {target} corpus is committed");
-    inputs
-}
 
 #[test]
 fn the_stream_corpus_replays() {
     let mut answered = 0;
-    for (path, data) in inputs("sse_stream") {
+    for (path, data) in fuzz_corpus("sse_stream") {
         let Some((_, bytes)) = data.split_first() else {
             continue;
         };
@@ -47,7 +28,7 @@ fn the_stream_corpus_replays() {
 
 #[test]
 fn the_answer_corpus_replays() {
-    let answered = inputs("provider_json")
+    let answered = fuzz_corpus("provider_json")
         .iter()
         .filter(|(_, data)| llm_anthropic::fuzzing::parse_answer(data).is_ok())
         .count();

@@ -472,16 +472,10 @@ print(json.dumps({"templates": [load_bundled_template(n) for n in names], "promp
 /// front matter corpus is replayed by prompt-inputs).
 #[tokio::test]
 async fn the_fuzz_corpora_replay() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
     let inputs = |target: &str| {
-        let mut paths: Vec<_> = fs::read_dir(root.join(target))
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .collect();
-        paths.sort();
-        assert!(paths.len() >= 2, "the {target} corpus is committed");
-        paths
+        bench_workload::testing::fuzz_corpus(target)
+            .into_iter()
+            .map(|(path, _)| path)
     };
     for input in inputs("journal_file") {
         let ws = TempDir::new("fuzz-journal");

@@ -528,19 +528,9 @@ async fn why_an_archive_went_raw_is_kept_for_status() {
 /// each loads or is refused with the key at fault, never a panic, and the example loads.
 #[test]
 fn the_config_fuzz_corpus_replays() {
-    let dir =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/config_file");
     let scratch = TempDir::new("fuzz-config");
     let mut loaded = 0;
-    let mut inputs: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    inputs.sort();
-    assert!(inputs.len() >= 2, "the config_file corpus is committed");
-    for input in inputs {
-        let data = std::fs::read(&input).unwrap();
+    for (input, data) in bench_workload::testing::fuzz_corpus("config_file") {
         let split = data.iter().position(|&b| b == 0).unwrap_or(data.len());
         let env: std::collections::HashMap<String, String> =
             String::from_utf8_lossy(data.get(split + 1..).unwrap_or_default())

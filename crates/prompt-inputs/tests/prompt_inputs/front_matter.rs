@@ -1,8 +1,6 @@
 //! Front matter: nanobot's own skills, nested YAML as PyYAML reads it (checked against the
 //! installed nanobot-ai), any text without a panic, bounded nesting, and the fuzz corpus.
 
-use std::fs;
-
 use bench_workload::testing::{peer_python, run_peer};
 use prompt_inputs::{
     FrontMatterError, MAX_FRONT_MATTER_DEPTH, check_front_matter, parse_front_matter,
@@ -201,17 +199,8 @@ fn front_matter_nesting_is_bounded() {
 /// Every input of the `front_matter` fuzz corpus (`fuzz/corpus/`) reads without a panic.
 #[test]
 fn the_fuzz_corpus_replays() {
-    let root =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/front_matter");
-    let mut inputs: Vec<_> = fs::read_dir(root)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    inputs.sort();
-    assert!(inputs.len() >= 2, "the front_matter corpus is committed");
-    for input in inputs {
-        let text = String::from_utf8_lossy(&fs::read(&input).unwrap()).into_owned();
+    for (_, data) in bench_workload::testing::fuzz_corpus("front_matter") {
+        let text = String::from_utf8_lossy(&data).into_owned();
         let (_, body) = parse_front_matter(&text);
         assert!(body.len() <= text.len());
         let _ = check_front_matter(&text);

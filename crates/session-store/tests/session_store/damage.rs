@@ -67,16 +67,7 @@ async fn random_damage_loses_no_message() {
 #[tokio::test]
 async fn the_fuzz_corpus_replays() {
     use session_store::{FileSessionStore, FileStoreOptions, Repair, SessionKey};
-    let corpus =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/session_file");
-    let mut inputs: Vec<_> = std::fs::read_dir(&corpus)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    inputs.sort();
-    assert!(inputs.len() >= 3, "the corpus is committed");
-    for input in inputs {
+    for (input, _) in bench_workload::testing::fuzz_corpus("session_file") {
         let dir = crate::support::TempDir::new("fuzz-replay");
         let key = SessionKey::new("fuzz:1").unwrap();
         let store = FileSessionStore::open(dir.path(), FileStoreOptions::default()).unwrap();
