@@ -313,6 +313,17 @@ mod tests {
     }
 
     #[test]
+    fn the_simulation_notices_a_dream_commit_whose_fence_is_not_checked() {
+        let plan = plan("fence");
+        let broken = sim::run_with(&plan, Some(memory_store::BrokenRule::LeaseFence));
+        assert!(
+            broken.failures.iter().any(|f| f.contains("both committed")),
+            "{:?}",
+            broken.failures
+        );
+    }
+
+    #[test]
     fn the_simulation_notices_a_pointer_moved_before_its_journal_entry() {
         let plan = plan("pointer");
         let healthy = sim::run(&plan);

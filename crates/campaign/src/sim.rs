@@ -19,12 +19,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use context_builder::{BuilderConfig, ContextBuilder, Host, Turn};
+use dream::{Dream, DreamConfig, DreamStores, Trigger};
 use llm_port::testing::ScriptedLlm;
-use llm_port::{Cl100kBase, LlmError, TokioClock};
+use llm_port::{
+    Capabilities, Cl100kBase, LlmClient, LlmError, LlmRequest, LlmResponse, TokioClock, Utf8Bytes,
+};
 use memory_core::{ConsolidationConfig, Consolidator, PlainPrompt};
 use memory_store::{
-    ArchiveFound, ArchiveJournal, BrokenRule, Compaction, HistoryJournal, HistoryJournalExt,
-    JournalCapabilities, JournalEntry, MemoryError, MemoryJournal, NewEntry, TwoStepArchive,
+    ArchiveFound, ArchiveJournal, BrokenRule, Compaction, Document, Expected, HistoryJournal,
+    HistoryJournalExt, JournalCapabilities, JournalEntry, MemoryDocumentStore, MemoryDocuments,
+    MemoryError, MemoryJournal, MemoryLease, MemoryLeaseStore, MemoryVersionStore, MemoryVersions,
+    NewEntry, TwoStepArchive,
 };
 use prompt_inputs::WorkspaceSnapshot;
 use serde_json::json;
@@ -566,7 +571,14 @@ pub(crate) fn run_with(plan: &Plan, broken: Option<BrokenRule>) -> Family {
                 break;
             }
         };
-        match runtime.block_on(one_seed(*seed, &mut injected, broken)) {
+        let dream_broken = broken.filter(|rule| *rule == BrokenRule::LeaseFence);
+        let archive_broken = broken.filter(|rule| *rule != BrokenRule::LeaseFence);
+        match runtime.block_on(async {
+            let steps = one_seed(*seed, &mut injected, archive_broken).await?;
+            let dream_steps = dream_seed(*seed, dream_broken).await?;
+            injected.add("dream_races");
+            Ok::<_, String>(steps + dream_steps)
+        }) {
             Ok(n) => steps += n,
             Err(problem) => {
                 failures += 1;
@@ -592,4 +604,117 @@ pub(crate) fn run_with(plan: &Plan, broken: Option<BrokenRule>) -> Family {
     );
     family.zero("invariant_violations", failures);
     family
+}
+
+/// A scripted model whose last answer (after its tool call) takes `delay` of (paused)
+/// time: a Dream run that stalls after its last lease renewal, right before it commits, as a
+/// slow provider makes it.
+struct Stalling {
+    inner: ScriptedLlm,
+    delay: Duration,
+}
+
+#[async_trait]
+impl LlmClient for Stalling {
+    async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
+        if self.inner.remaining() == 1 {
+            tokio::time::sleep(self.delay).await;
+        }
+        self.inner.complete(request).await
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+}
+
+/// Two Dream instances over the same memory: one stalls in its model calls for a seeded
+/// time (sometimes past its lease), the other starts a little later. Whatever the timing,
+/// no two completed runs may have processed the same journal entries: the stale run's
+/// commit must be refused by the lease's fence.
+async fn dream_seed(seed: u64, broken: Option<BrokenRule>) -> Result<u64, String> {
+    let mut rng = Rng::new(seed ^ 0xd4ea);
+    let clock: Arc<dyn llm_port::Clock> = Arc::new(TokioClock::starting_at(
+        chrono::DateTime::from_timestamp(1_780_000_000, 0).unwrap_or_default(),
+    ));
+    let journal = Arc::new(MemoryJournal::new(clock.clone()));
+    let documents = Arc::new(MemoryDocumentStore::new());
+    let versions = Arc::new(MemoryVersionStore::new());
+    let lease: Arc<dyn MemoryLease> = match broken {
+        Some(rule) => Arc::new(MemoryLeaseStore::broken(rule, clock.clone())),
+        None => Arc::new(MemoryLeaseStore::with_clock(clock.clone())),
+    };
+    documents
+        .write(
+            Document::Memory,
+            "# Memory\n\n- Project X active\n",
+            Expected::Any,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let entries: Vec<String> = (0..1 + rng.below(5)).map(|i| format!("fact {i}")).collect();
+    let new: Vec<NewEntry<'_>> = entries.iter().map(|t| NewEntry::text(t)).collect();
+    journal.append(&new).await.map_err(|e| e.to_string())?;
+
+    let ttl = Duration::from_secs(60 + rng.below(240));
+    // The slow run edits MEMORY.md; the quick one finds nothing to change (so the two
+    // never meet at a document's compare-and-set: only the lease's fence stands between a
+    // stale run and a second commit of the same entries).
+    let dream = |edits: bool, delay: Duration| -> Result<Dream, String> {
+        let script = if edits {
+            ScriptedLlm::new()
+                .then_tool_call(
+                    "c1",
+                    "edit_file",
+                    json!({"path": "memory/MEMORY.md", "old_text": "- Project X active", "new_text": "- Project X active\n- noted"}),
+                )
+                .then_text("done")
+        } else {
+            ScriptedLlm::new().then_text("nothing worth keeping")
+        };
+        Dream::new(
+            DreamConfig {
+                lease_ttl: ttl,
+                ..DreamConfig::new("dream-model")
+            },
+            Arc::new(Stalling {
+                inner: script,
+                delay,
+            }),
+            DreamStores::stepwise(
+                journal.clone(),
+                documents.clone(),
+                Ok(versions.clone() as Arc<dyn MemoryVersions>),
+                lease.clone(),
+            ),
+            clock.clone(),
+            Arc::new(Utf8Bytes),
+        )
+        .map_err(|e| e.to_string())
+    };
+    // The slow one's calls take from a tenth of the lease to three times it.
+    let slow = dream(true, ttl.mul_f64(0.1 + rng.below(290) as f64 / 100.0))?;
+    let quick = dream(false, Duration::from_millis(10))?;
+    let head_start = Duration::from_secs(rng.below(ttl.as_secs() * 3));
+    let (first, second) = tokio::join!(slow.run(Trigger::Manual), async {
+        tokio::time::sleep(head_start).await;
+        quick.run(Trigger::Manual).await
+    });
+    let completed: Vec<(u64, u64, usize)> = [first, second]
+        .into_iter()
+        .filter_map(|report| report.ok())
+        .filter(|report| report.completed())
+        .filter_map(|report| report.batch)
+        .collect();
+    if let [a, b] = completed[..]
+        && a.0 <= b.1
+        && b.0 <= a.1
+    {
+        return Err(format!(
+            "two Dream runs both committed the entries {}..{} (lease {ttl:?}, head start {head_start:?})",
+            a.0.max(b.0),
+            a.1.min(b.1)
+        ));
+    }
+    Ok(2)
 }
