@@ -461,7 +461,10 @@ fn check(dir: &Path, level: &str, acks: &mut Acks, totals: &mut Totals) -> Resul
             .metadata
             .get("step")
             .and_then(|v| v.as_u64());
-        if found != Some(meta) && found != acks.pending_meta {
+        // The acknowledged value, or the one whose write was under way when it died.
+        let allowed =
+            found == Some(meta) || (acks.pending_meta.is_some() && found == acks.pending_meta);
+        if !allowed {
             totals.lost += 1;
         }
     }

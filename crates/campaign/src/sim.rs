@@ -449,7 +449,6 @@ async fn check(
         .read_since(0, None)
         .await
         .map_err(|e| e.to_string())?;
-    let mut covered = vec![0u32; messages.len()];
     for entry in entries
         .iter()
         .filter(|e| e.session_key.as_deref() == Some(KEY))
@@ -467,7 +466,6 @@ async fn check(
         }
         let raw = entry.content.starts_with("[RAW]");
         for (i, message) in messages[start..end].iter().enumerate() {
-            covered[start + i] += 1;
             if raw
                 && let Some(text) = message.content().and_then(|c| c.as_str())
                 && !text.is_empty()
@@ -514,7 +512,6 @@ async fn check(
             "turn {turn}: the pointer is at {pointer} but message {i} is in no journal entry"
         ));
     }
-    let _ = covered;
 
     // The poisoned entry in the prompt: only ever indented text inside its own item.
     let builder = ContextBuilder::new(BuilderConfig::new(Host::this_build()), Arc::new(Cl100kBase));
