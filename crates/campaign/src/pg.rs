@@ -67,6 +67,24 @@ pub(crate) async fn drop_schema(url: &str, schema: &str) {
     }
 }
 
+/// `scope` through a new pool of its own, as another instance reads it: what a family checks
+/// after the faults, never from a connection that lived through them.
+pub(crate) async fn reopen_fresh(url: &str, scope: &PgScope) -> Result<PgScope, String> {
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(url)
+        .await
+        .map_err(|e| e.to_string())?;
+    let fresh =
+        PgStore::with_pool_and_durability(pool, scope.store().schema().name(), Durability::Always)
+            .await
+            .map_err(|e| e.to_string())?;
+    scope
+        .reopen_through(&fresh)
+        .await
+        .map_err(|e| e.to_string())
+}
+
 pub(crate) fn run(plan: &Plan) -> Family {
     let mut family = Family::default();
     let Some(url) = database_url(&mut family) else {
@@ -372,21 +390,7 @@ async fn check(
     scope: &PgScope,
     acked: &BTreeMap<u64, Acked>,
 ) -> Result<Verdict, String> {
-    let fresh = PgStore::with_pool_and_durability(
-        PgPoolOptions::new()
-            .max_connections(2)
-            .connect(url)
-            .await
-            .map_err(|e| e.to_string())?,
-        scope.store().schema().name(),
-        Durability::Always,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    let scope = scope
-        .reopen_through(&fresh)
-        .await
-        .map_err(|e| e.to_string())?;
+    let scope = reopen_fresh(url, scope).await?;
     let key = SessionKey::new(KEY).map_err(|e| e.to_string())?;
     let mut verdict = Verdict::default();
     let loaded = scope

@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use memory_scope::{ScopeKey, Subject};
 use memory_store::{HistoryJournal, NewEntry};
 use session_store::{Append, SessionError, SessionKey, SessionStore, StoredMessage};
-use sqlx::postgres::PgPoolOptions;
 use store_postgres::{Durability, PgOptions, PgScope, PgStore};
 
 use crate::Plan;
@@ -186,7 +185,7 @@ async fn restarts(
                 recovery_ms.push(first.duration_since(started).as_secs_f64() * 1000.0);
             }
             let key = format!("restart:r{round}w{writer}");
-            let (l, s) = verify(url, &schema, &scope, &key, written, durability).await?;
+            let (l, s) = verify(url, &scope, &key, written, durability).await?;
             if l + s > 0 {
                 family.fail(format!(
                     "round {round} ({durability:?}), writer {writer}: {l} lost, {s} not a suffix"
@@ -300,24 +299,12 @@ async fn write_until(
 /// (lost, not a suffix) for one writer's session and entries.
 async fn verify(
     url: &str,
-    schema: &str,
     scope: &PgScope,
     key: &str,
     written: &Written,
     durability: Durability,
 ) -> Result<(u64, u64), String> {
-    let pool = PgPoolOptions::new()
-        .max_connections(1)
-        .connect(url)
-        .await
-        .map_err(|e| e.to_string())?;
-    let fresh = PgStore::with_pool_and_durability(pool, schema, Durability::Always)
-        .await
-        .map_err(|e| e.to_string())?;
-    let scope = scope
-        .reopen_through(&fresh)
-        .await
-        .map_err(|e| e.to_string())?;
+    let scope = crate::pg::reopen_fresh(url, scope).await?;
     let key = SessionKey::new(key).map_err(|e| e.to_string())?;
     let present: Vec<u64> = scope
         .load(&key)
