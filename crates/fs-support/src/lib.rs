@@ -1,10 +1,18 @@
 #![doc = include_str!("../README.md")]
 
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+#[cfg(feature = "test-util")]
+pub mod crash;
+pub mod io;
+#[cfg(feature = "test-util")]
+pub mod observe;
+
+use crate::io::Open;
 
 /// A file-system operation that failed: what was being done, where, and the OS error.
 #[derive(Debug)]
@@ -14,11 +22,11 @@ pub struct FsError {
     /// The file or directory.
     pub path: PathBuf,
     /// The operating system's error.
-    pub source: io::Error,
+    pub source: std::io::Error,
 }
 
 impl FsError {
-    fn new(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+    fn new(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         FsError {
             action,
             path: path.into(),
@@ -47,13 +55,13 @@ impl std::error::Error for FsError {
 
 /// Whether an I/O error of this kind can pass when the same call is tried again (an
 /// interrupted call, a busy resource, a timeout); every store's `is_retryable` asks this.
-pub fn is_transient(kind: io::ErrorKind) -> bool {
+pub fn is_transient(kind: std::io::ErrorKind) -> bool {
     matches!(
         kind,
-        io::ErrorKind::Interrupted
-            | io::ErrorKind::WouldBlock
-            | io::ErrorKind::TimedOut
-            | io::ErrorKind::ResourceBusy
+        std::io::ErrorKind::Interrupted
+            | std::io::ErrorKind::WouldBlock
+            | std::io::ErrorKind::TimedOut
+            | std::io::ErrorKind::ResourceBusy
     )
 }
 
@@ -62,7 +70,9 @@ pub fn is_transient(kind: io::ErrorKind) -> bool {
 pub enum Sync {
     /// fsync the file before the rename and the directory after it.
     Yes,
-    /// Leave write-back to the OS (a process crash still leaves old or new, whole).
+    /// Leave write-back to the OS: a process crash still leaves old or new, whole; a power
+    /// loss may lose the change, but a replaced file's old data stays whole (its new bytes
+    /// are synced before the rename all the same).
     No,
 }
 
@@ -96,26 +106,25 @@ pub fn install(
 ) -> Result<fs::Metadata, FsError> {
     let temp = temp_beside(path);
     let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)
-            .map_err(|e| FsError::new("create", &temp, e))?;
-        file.write_all(content)
-            .map_err(|e| FsError::new("write", &temp, e))?;
-        if sync == Sync::Yes {
-            file.sync_all()
-                .map_err(|e| FsError::new("sync", &temp, e))?;
+        let file =
+            io::open(&temp, Open::CREATE_NEW).map_err(|e| FsError::new("create", &temp, e))?;
+        io::write_at(&file, &temp, 0, content).map_err(|e| FsError::new("write", &temp, e))?;
+        // Replacing a file that holds data: its new bytes reach the disk before the new name
+        // does, even when nothing else is synced. Otherwise a power loss could keep the
+        // rename and lose the bytes, and take the old file's long-durable data with it.
+        let replaces_data = how == Install::Replace && path.exists();
+        if sync == Sync::Yes || replaces_data {
+            io::sync_all(&file, &temp).map_err(|e| FsError::new("sync", &temp, e))?;
         }
         let metadata = file
             .metadata()
             .map_err(|e| FsError::new("inspect", &temp, e))?;
         match how {
             Install::Replace => {
-                fs::rename(&temp, path).map_err(|e| FsError::new("replace", path, e))?;
+                io::rename(&temp, path).map_err(|e| FsError::new("replace", path, e))?;
             }
             Install::CreateNew => {
-                fs::hard_link(&temp, path).map_err(|e| FsError::new("create", path, e))?;
+                io::hard_link(&temp, path).map_err(|e| FsError::new("create", path, e))?;
             }
         }
         if sync == Sync::Yes {
@@ -123,24 +132,58 @@ pub fn install(
         }
         Ok(metadata)
     })();
-    let _ = fs::remove_file(&temp);
+    if temp.exists() {
+        let _ = io::remove_file(&temp);
+    }
     result
 }
 
-/// Replaces `path` with `content` atomically, creating its directory if needed.
+/// Replaces `path` with `content` atomically, creating its directory if needed (durably,
+/// when `sync` says so).
 pub fn write_atomic(path: &Path, content: &[u8], sync: Sync) -> Result<(), FsError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(|e| FsError::new("create", dir, e))?;
+    match sync {
+        Sync::Yes => create_dir_durable(dir)?,
+        Sync::No => io::create_dir_all(dir).map_err(|e| FsError::new("create", dir, e))?,
+    }
     install(path, content, Install::Replace, sync).map(|_| ())
+}
+
+/// Creates `dir` and its missing parents so that they survive a power loss: each new
+/// directory's parent is fsynced once it appears. Without that, a store created in a new
+/// directory could vanish whole with the directory entry, acknowledged writes and all.
+/// Nothing is synced when `dir` exists.
+pub fn create_dir_durable(dir: &Path) -> Result<(), FsError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut missing = Vec::new();
+    let mut at = Some(dir);
+    while let Some(d) = at {
+        if d.as_os_str().is_empty() || d.is_dir() {
+            break;
+        }
+        missing.push(d);
+        at = d.parent();
+    }
+    io::create_dir_all(dir).map_err(|e| FsError::new("create", dir, e))?;
+    for made in missing.iter().rev() {
+        let parent = made
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        sync_dir(parent)?;
+    }
+    Ok(())
 }
 
 /// fsyncs a directory, so a rename or a new entry in it survives a power loss. A file
 /// system that cannot sync a directory (`InvalidInput`) is accepted: the rename is atomic
 /// all the same.
 pub fn sync_dir(dir: &Path) -> Result<(), FsError> {
-    match File::open(dir).and_then(|d| d.sync_all()) {
+    match io::sync_dir(dir) {
         Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::InvalidInput => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Ok(()),
         Err(e) => Err(FsError::new("sync", dir, e)),
     }
 }
@@ -162,15 +205,11 @@ pub fn keep_aside(
         out.extend_from_slice(bytes);
         out.push(b'\n');
     }
-    let mut file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(sidecar)
+    let mut file = io::open(sidecar, Open::APPEND_OR_CREATE)
         .map_err(|e| FsError::new("open the damage sidecar", sidecar, e))?;
-    file.write_all(&out)
+    io::append(&mut file, sidecar, &out)
         .map_err(|e| FsError::new("write the damage sidecar", sidecar, e))?;
-    file.sync_all()
-        .map_err(|e| FsError::new("sync the damage sidecar", sidecar, e))
+    io::sync_all(&file, sidecar).map_err(|e| FsError::new("sync the damage sidecar", sidecar, e))
 }
 
 #[cfg(test)]
@@ -191,7 +230,7 @@ mod tests {
         let path = dir.join("a.jsonl");
         install(&path, b"one", Install::CreateNew, Sync::No).unwrap();
         let error = install(&path, b"two", Install::CreateNew, Sync::No).unwrap_err();
-        assert_eq!(error.source.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(error.source.kind(), std::io::ErrorKind::AlreadyExists);
         assert_eq!(fs::read(&path).unwrap(), b"one");
         let names: Vec<_> = fs::read_dir(&dir)
             .unwrap()

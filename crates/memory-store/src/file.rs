@@ -11,8 +11,10 @@
 //! `history.jsonl.damaged` and reported ([`FileJournal::repairs`]); compaction rewrites
 //! atomically under the same lock.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::fs::{self, File};
+use std::io;
+
+use fs_support::io::{self as fsio, Open};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -128,13 +130,9 @@ impl FileJournal {
         durability: JournalDurability,
     ) -> Result<Self, MemoryError> {
         let dir = workspace.join("memory");
-        fs::create_dir_all(&dir).map_err(|e| MemoryError::io("create", &dir, e))?;
+        fs_support::create_dir_durable(&dir)?;
         let lock_path = dir.join(LOCK);
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
+        let lock = fsio::open(&lock_path, Open::WRITE_OR_CREATE)
             .map_err(|e| MemoryError::io("open", &lock_path, e))?;
         let journal = FileJournal {
             dir,
@@ -236,14 +234,9 @@ impl FileJournal {
             state.entries.clear();
             state.index.clear();
         }
-        let mut file = File::open(&path).map_err(|e| MemoryError::io("open", &path, e))?;
-        let mut bytes = Vec::new();
-        if from > 0 {
-            use std::io::{Seek, SeekFrom};
-            file.seek(SeekFrom::Start(from))
-                .map_err(|e| MemoryError::io("read", &path, e))?;
-        }
-        file.read_to_end(&mut bytes)
+        let mut file =
+            fsio::open(&path, Open::READ).map_err(|e| MemoryError::io("open", &path, e))?;
+        let bytes = fsio::read_from(&mut file, &path, from)
             .map_err(|e| MemoryError::io("read", &path, e))?;
 
         let after = if grown {
@@ -278,18 +271,14 @@ impl FileJournal {
             let keep = parsed.kept_lines.iter().map(|range| &bytes[range.clone()]);
             self.rewrite(keep)?;
         } else if let Some(torn) = parsed.torn {
-            let file = OpenOptions::new()
-                .write(true)
-                .open(&path)
+            let file = fsio::open(&path, Open::READ_WRITE)
                 .map_err(|e| MemoryError::io("open", &path, e))?;
-            file.set_len(from + torn as u64)
+            fsio::set_len(&file, &path, from + torn as u64)
                 .map_err(|e| MemoryError::io("cut the torn line of", &path, e))?;
         } else if parsed.unterminated {
-            let mut file = OpenOptions::new()
-                .append(true)
-                .open(&path)
+            let mut file = fsio::open(&path, Open::READ_WRITE)
                 .map_err(|e| MemoryError::io("open", &path, e))?;
-            file.write_all(b"\n")
+            fsio::append(&mut file, &path, b"\n")
                 .map_err(|e| MemoryError::io("finish the last line of", &path, e))?;
         }
         let scan_max = state.entries.iter().map(|e| e.cursor).max().unwrap_or(0);
@@ -324,11 +313,13 @@ impl FileJournal {
         let path = self.path(HISTORY);
         let identity_now = state.seen.map(|(id, _)| id);
         if state.appender.as_ref().map(|(_, id)| Some(*id)) != Some(identity_now) {
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
+            let existed = path.exists();
+            let file = fsio::open(&path, Open::APPEND_OR_CREATE)
                 .map_err(|e| MemoryError::io("open", &path, e))?;
+            if !existed && self.durability == JournalDurability::Always {
+                // A new file's name must survive a power loss as its synced entries do.
+                fs_support::sync_dir(&self.dir)?;
+            }
             let meta = file
                 .metadata()
                 .map_err(|e| MemoryError::io("inspect", &path, e))?;
@@ -339,11 +330,10 @@ impl FileJournal {
             return Err(MemoryError::backend("the journal file is not open"));
         };
         let id = *id;
-        file.write_all(out.as_bytes())
+        fsio::append(file, &path, out.as_bytes())
             .map_err(|e| MemoryError::io("append to", &path, e))?;
         if self.durability == JournalDurability::Always {
-            file.sync_data()
-                .map_err(|e| MemoryError::io("sync", &path, e))?;
+            fsio::sync_data(file, &path).map_err(|e| MemoryError::io("sync", &path, e))?;
         }
         let cursors: Vec<u64> = written.iter().map(|e| e.cursor).collect();
         state.latest = cursors.last().copied().unwrap_or(state.latest);
@@ -380,13 +370,10 @@ impl FileJournal {
                 out.push_str(&entry_line(entry));
                 out.push('\n');
             }
-            let mut file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
+            let mut file = fsio::open(&path, Open::APPEND_OR_CREATE)
                 .map_err(|e| MemoryError::io("open", &path, e))?;
-            file.write_all(out.as_bytes())
-                .and_then(|()| file.sync_data())
+            fsio::append(&mut file, &path, out.as_bytes())
+                .and_then(|_| fsio::sync_data(&file, &path))
                 .map_err(|e| MemoryError::io("append to", &path, e))?;
             state.seen = None;
             state.appender = None;
@@ -429,21 +416,21 @@ impl FileJournal {
         let path = self.path(COUNTER);
         let digits = state.latest.to_string();
         if state.counter.is_none() {
-            let file = OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
+            let file = fsio::open(&path, Open::WRITE_OR_CREATE)
                 .map_err(|e| MemoryError::io("open", &path, e))?;
-            // Whatever was there (a smaller value, or garbage) goes.
-            file.set_len(0)
+            // Whatever was there (a smaller value, or garbage) goes, after the new value is
+            // in: the file is never empty in between.
+            fsio::write_at(&file, &path, 0, digits.as_bytes())
+                .and_then(|()| fsio::set_len(&file, &path, digits.len() as u64))
                 .map_err(|e| MemoryError::io("write", &path, e))?;
             state.counter = Some(file);
+            return Ok(());
         }
         let Some(file) = state.counter.as_ref() else {
             return Ok(());
         };
-        write_at_start(file, digits.as_bytes()).map_err(|e| MemoryError::io("write", &path, e))
+        fsio::write_at(file, &path, 0, digits.as_bytes())
+            .map_err(|e| MemoryError::io("write", &path, e))
     }
 
     /// Replaces a small number file atomically (temporary file, fsync, rename).
@@ -454,19 +441,6 @@ impl FileJournal {
             fs_support::Sync::Yes,
         )?)
     }
-}
-
-#[cfg(unix)]
-fn write_at_start(file: &File, bytes: &[u8]) -> io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(file, bytes, 0)
-}
-
-#[cfg(not(unix))]
-fn write_at_start(file: &File, bytes: &[u8]) -> io::Result<()> {
-    use std::io::{Seek, SeekFrom};
-    let mut file = file;
-    file.seek(SeekFrom::Start(0))?;
-    file.write_all(bytes)
 }
 
 #[cfg(unix)]
@@ -482,7 +456,7 @@ fn identity(_meta: &fs::Metadata) -> u64 {
 /// A non-negative integer file (`.cursor`, `.dream_cursor`); `None` when missing or not a
 /// non-negative integer.
 fn read_number(path: &Path) -> Result<Option<u64>, MemoryError> {
-    match fs::read_to_string(path) {
+    match fsio::read_to_string(path) {
         Ok(text) => Ok(text.trim().parse::<u64>().ok()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) if e.kind() == io::ErrorKind::InvalidData => Ok(None),
@@ -639,7 +613,7 @@ impl HistoryJournal for FileJournal {
         let _held = self.hold()?;
         self.refresh(&mut state)?;
         let path = self.path(HISTORY);
-        let bytes = match fs::read(&path) {
+        let bytes = match fsio::read(&path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Compaction::default()),
             Err(e) => return Err(MemoryError::io("read", &path, e)),

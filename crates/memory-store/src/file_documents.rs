@@ -4,6 +4,8 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use fs_support::io::{self as fsio, Open};
+
 use async_trait::async_trait;
 
 use crate::documents::{
@@ -34,7 +36,7 @@ impl Drop for WriteLock {
 impl FileDocuments {
     /// The documents of `workspace` (created if missing).
     pub fn open(workspace: &Path) -> Result<Self, MemoryError> {
-        fs::create_dir_all(workspace).map_err(|e| MemoryError::io("create", workspace, e))?;
+        fs_support::create_dir_durable(workspace)?;
         Ok(FileDocuments {
             workspace: workspace.to_owned(),
         })
@@ -54,13 +56,9 @@ impl FileDocuments {
     fn write_lock(&self) -> Result<WriteLock, MemoryError> {
         let path = self.workspace.join(WRITE_LOCK);
         if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir).map_err(|e| MemoryError::io("create", dir, e))?;
+            fsio::create_dir_all(dir).map_err(|e| MemoryError::io("create", dir, e))?;
         }
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
+        let file = fsio::open(&path, Open::WRITE_OR_CREATE)
             .map_err(|e| MemoryError::io("open", &path, e))?;
         file.lock().map_err(|e| MemoryError::io("lock", &path, e))?;
         Ok(WriteLock(file))
@@ -106,7 +104,7 @@ impl FileDocuments {
 }
 
 fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, MemoryError> {
-    match fs::read(path) {
+    match fsio::read(path) {
         Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) if e.kind() == io::ErrorKind::IsADirectory => Ok(None),
@@ -222,7 +220,7 @@ impl MemoryDocuments for FileDocuments {
         if !expected.is_met_by(found) {
             return Err(document_conflict(&skill_path(name), expected, found));
         }
-        match fs::remove_dir_all(&dir) {
+        match fsio::remove_dir_all(&dir) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(MemoryError::io("delete", &dir, e)),

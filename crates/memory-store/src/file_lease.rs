@@ -5,10 +5,11 @@
 //! held, the holder on its second. Fences only grow: a release keeps the fence and clears
 //! the holder. A lock file as older releases wrote it (the holder alone) counts as fence 0.
 
-use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use fs_support::io::{self as fsio, Open};
 
 use async_trait::async_trait;
 
@@ -26,7 +27,7 @@ impl FileLease {
     /// The lease of `workspace` (`memory/.dream.lock`).
     pub fn open(workspace: &Path) -> Result<Self, MemoryError> {
         let dir = workspace.join("memory");
-        fs::create_dir_all(&dir).map_err(|e| MemoryError::io("create", &dir, e))?;
+        fsio::create_dir_all(&dir).map_err(|e| MemoryError::io("create", &dir, e))?;
         Ok(FileLease {
             workspace: workspace.to_owned(),
             path: dir.join(".dream.lock"),
@@ -39,22 +40,15 @@ impl FileLease {
     }
 
     fn file(&self) -> Result<File, MemoryError> {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&self.path)
+        fsio::open(&self.path, Open::READ_WRITE_OR_CREATE)
             .map_err(|e| MemoryError::io("open", &self.path, e))
     }
 
     /// The fence and holder recorded in the lock file.
     fn recorded(&self, file: &mut File) -> Result<(Fence, String), MemoryError> {
-        let mut text = String::new();
-        file.seek(SeekFrom::Start(0))
-            .and_then(|_| file.read_to_string(&mut text))
+        let bytes = fsio::read_from(file, &self.path, 0)
             .map_err(|e| MemoryError::io("read", &self.path, e))?;
-        Ok(parse(&text))
+        Ok(parse(&String::from_utf8_lossy(&bytes)))
     }
 }
 
@@ -68,10 +62,12 @@ fn parse(text: &str) -> (Fence, String) {
     }
 }
 
+/// Writes the fence and holder over what was there, then cuts what is left of a longer
+/// record: the fence is never missing from the file in between.
 fn record(file: &mut File, path: &Path, fence: Fence, holder: &str) -> Result<(), MemoryError> {
-    file.set_len(0)
-        .and_then(|()| file.seek(SeekFrom::Start(0)))
-        .and_then(|_| file.write_all(format!("{}\n{holder}", fence.0).as_bytes()))
+    let text = format!("{}\n{holder}", fence.0);
+    fsio::write_at(file, path, 0, text.as_bytes())
+        .and_then(|()| fsio::set_len(file, path, text.len() as u64))
         .map_err(|e| MemoryError::io("write", path, e))
 }
 

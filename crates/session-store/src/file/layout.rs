@@ -23,11 +23,7 @@ pub(super) fn nanobot_namespace(
         });
     }
     let lock_path = root.join(".workspace-migration.lock");
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
+    let lock = fsio::open(&lock_path, Open::WRITE_OR_CREATE)
         .map_err(|e| SessionError::io("open", &lock_path, e))?;
     lock.lock()
         .map_err(|e| SessionError::io("lock", &lock_path, e))?;
@@ -42,8 +38,8 @@ pub(super) fn nanobot_namespace(
             });
         }
         Ok(_) => {
-            let text =
-                fs::read_to_string(&id_path).map_err(|e| SessionError::io("read", &id_path, e))?;
+            let text = fsio::read_to_string(&id_path)
+                .map_err(|e| SessionError::io("read", &id_path, e))?;
             let id = text.trim().to_owned();
             if !is_workspace_id(&id) {
                 return Err(SessionError::InvalidStorage {
@@ -66,9 +62,9 @@ pub(super) fn nanobot_namespace(
         let ns = root.join(&id);
         let marker = ns.join(".workspace");
         let expected = format!("{}\n", workspace.display());
-        match fs::read_to_string(&marker) {
+        match fsio::read_to_string(&marker) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                fs::create_dir_all(&ns).map_err(|e| SessionError::io("create", &ns, e))?;
+                fs_support::create_dir_durable(&ns)?;
                 let has_data = fs::read_dir(&ns)
                     .map_err(|e| SessionError::io("list", &ns, e))?
                     .any(|entry| entry.is_ok_and(|e| e.file_name() != ".session-files.lock"));
@@ -78,7 +74,7 @@ pub(super) fn nanobot_namespace(
                         reason: "the session namespace has data but no workspace marker".into(),
                     });
                 }
-                fs::write(&marker, &expected).map_err(|e| SessionError::io("write", &marker, e))?;
+                write_marker(&marker, &expected)?;
                 return Ok(ns);
             }
             Err(e) => return Err(SessionError::io("read", &marker, e)),
@@ -94,8 +90,7 @@ pub(super) fn nanobot_namespace(
                     Ok(path) if path == workspace => return Ok(ns),
                     // The workspace moved or was renamed: it keeps its sessions.
                     Err(_) => {
-                        fs::write(&marker, &expected)
-                            .map_err(|e| SessionError::io("write", &marker, e))?;
+                        write_marker(&marker, &expected)?;
                         return Ok(ns);
                     }
                     // Another existing workspace owns this id: this one is a copy.
@@ -111,6 +106,16 @@ pub(super) fn nanobot_namespace(
         path: workspace,
         reason: "could not allocate an isolated session namespace".into(),
     })
+}
+
+/// Writes the namespace's `.workspace` marker whole (a torn marker would orphan the
+/// namespace's sessions after a power loss).
+fn write_marker(marker: &Path, expected: &str) -> Result<(), SessionError> {
+    Ok(fs_support::write_atomic(
+        marker,
+        expected.as_bytes(),
+        fs_support::Sync::Yes,
+    )?)
 }
 
 pub(super) fn is_workspace_id(id: &str) -> bool {
@@ -130,26 +135,24 @@ pub(super) fn new_workspace_id() -> String {
 
 pub(super) fn write_workspace_id(path: &Path, id: &str) -> Result<(), SessionError> {
     let dir = path.parent().unwrap_or(path);
-    fs::create_dir_all(dir).map_err(|e| SessionError::io("create", dir, e))?;
+    fsio::create_dir_all(dir).map_err(|e| SessionError::io("create", dir, e))?;
     let temp = dir.join(format!(".workspace-id.{:016x}.tmp", random_u64()));
     let result = (|| {
-        let mut options = OpenOptions::new();
-        options.write(true).create_new(true);
         #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        let mut file = options
-            .open(&temp)
-            .map_err(|e| SessionError::io("create", &temp, e))?;
-        file.write_all(format!("{id}\n").as_bytes())
+        let file = fsio::open_with_mode(&temp, Open::CREATE_NEW, 0o600);
+        #[cfg(not(unix))]
+        let file = fsio::open(&temp, Open::CREATE_NEW);
+        let file = file.map_err(|e| SessionError::io("create", &temp, e))?;
+        fsio::write_at(&file, &temp, 0, format!("{id}\n").as_bytes())
             .map_err(|e| SessionError::io("write", &temp, e))?;
-        file.sync_all()
-            .map_err(|e| SessionError::io("sync", &temp, e))?;
-        fs::rename(&temp, path).map_err(|e| SessionError::io("write", path, e))
+        fsio::sync_all(&file, &temp).map_err(|e| SessionError::io("sync", &temp, e))?;
+        fsio::rename(&temp, path).map_err(|e| SessionError::io("write", path, e))?;
+        fs_support::sync_dir(dir)?;
+        Ok(())
     })();
-    let _ = fs::remove_file(&temp);
+    if temp.exists() {
+        let _ = fsio::remove_file(&temp);
+    }
     result
 }
 

@@ -84,7 +84,7 @@ impl ListingIndex {
             return;
         }
         self.loaded = true;
-        if let Ok(bytes) = fs::read(dir.join(INDEX_FILE)) {
+        if let Ok(bytes) = fsio::read(&dir.join(INDEX_FILE)) {
             self.entries = serde_json::from_slice(&bytes).unwrap_or_default();
         }
     }
@@ -153,11 +153,11 @@ impl ListingIndex {
             return;
         };
         let temp: PathBuf = dir.join(format!("{INDEX_FILE}.{}.tmp", std::process::id()));
-        if fs::write(&temp, bytes)
-            .and_then(|()| fs::rename(&temp, dir.join(INDEX_FILE)))
+        if fsio::write(&temp, &bytes)
+            .and_then(|()| fsio::rename(&temp, &dir.join(INDEX_FILE)))
             .is_err()
         {
-            let _ = fs::remove_file(&temp);
+            let _ = fsio::remove_file(&temp);
         }
     }
 }

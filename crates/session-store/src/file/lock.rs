@@ -9,11 +9,7 @@ impl FileSessionStore {
         let Some(path) = &self.namespace_lock else {
             return Ok(None);
         };
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
+        let file = fsio::open(path, Open::WRITE_OR_CREATE)
             .map_err(|e| SessionError::io("open the namespace lock", path, e))?;
         file.lock()
             .map_err(|e| SessionError::io("lock the namespace", path, e))?;
@@ -25,7 +21,7 @@ impl FileSessionStore {
     pub(super) fn open_locked(&self, path: &Path) -> Result<Option<Locked>, SessionError> {
         loop {
             let namespace = self.lock_namespace()?;
-            let file = match OpenOptions::new().read(true).write(true).open(path) {
+            let file = match fsio::open(path, Open::READ_WRITE) {
                 Ok(file) => file,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
                 Err(e) => return Err(SessionError::io("open", path, e)),

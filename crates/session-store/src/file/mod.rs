@@ -50,12 +50,13 @@ use listing::list_row;
 use lock::*;
 use parse::*;
 use tail::*;
-use write::*;
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::hash::{BuildHasher, RandomState};
-use std::io::{self, Read, Write};
+use std::io;
+
+use fs_support::io::{self as fsio, Open};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -171,6 +172,9 @@ pub enum BrokenRule {
     /// Line 1 is updated in place only when the new record fits its bytes. Broken: a longer
     /// record is written over the start of the next line.
     Line1Overrun,
+    /// A new or rewritten session file is synced and then given its name, and the directory
+    /// is synced so the name survives a power loss. Broken: the directory is not synced.
+    SkipDirSync,
 }
 
 impl std::fmt::Debug for FileSessionStore {
@@ -186,8 +190,7 @@ impl FileSessionStore {
     /// Sessions in `dir` (created if missing).
     pub fn open(dir: impl Into<PathBuf>, options: FileStoreOptions) -> Result<Self, SessionError> {
         let dir = dir.into();
-        fs::create_dir_all(&dir)
-            .map_err(|e| SessionError::io("create the sessions directory", &dir, e))?;
+        fs_support::create_dir_durable(&dir)?;
         Ok(FileSessionStore {
             dir,
             options,

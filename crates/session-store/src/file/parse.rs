@@ -10,38 +10,35 @@ impl FileSessionStore {
         path: &Path,
         locked: &mut Locked,
     ) -> Result<Loaded, SessionError> {
-        let mut bytes = Vec::new();
-        locked
-            .file
-            .read_to_end(&mut bytes)
+        let bytes = fsio::read_from(&mut locked.file, path, 0)
             .map_err(|e| SessionError::io("read", path, e))?;
         let mut parsed = parse(&bytes, self.now());
         check_recorded_key(key, path, &parsed)?;
 
         let mut revision = revision_of(&locked.file, path)?;
+        // What a repair removes is in the sidecar (synced) before the file loses it.
         let mut aside = Vec::new();
-        if let Some(torn) = parsed.torn.take() {
+        let torn = parsed.torn.take();
+        if let Some(torn) = torn {
             aside.push(("torn last line".to_owned(), bytes[torn..].to_vec()));
             parsed.repairs.push(Repair::TornTail {
                 bytes: bytes.len() - torn,
             });
-            locked
-                .file
-                .set_len(torn as u64)
-                .map_err(|e| SessionError::io("cut the torn line of", path, e))?;
-            revision = revision_of(&locked.file, path)?;
-        } else if parsed.unterminated {
-            // A complete record without its newline: finish the line so appends stay valid.
-            locked
-                .file
-                .write_all_at_end(b"\n")
-                .map_err(|e| SessionError::io("finish the last line of", path, e))?;
-            revision = revision_of(&locked.file, path)?;
         }
         for (line, reason, raw) in &parsed.corrupt {
             aside.push((format!("line {line}: {reason}"), raw.clone()));
         }
         self.keep_aside(key, &aside)?;
+        if let Some(torn) = torn {
+            fsio::set_len(&locked.file, path, torn as u64)
+                .map_err(|e| SessionError::io("cut the torn line of", path, e))?;
+            revision = revision_of(&locked.file, path)?;
+        } else if parsed.unterminated {
+            // A complete record without its newline: finish the line so appends stay valid.
+            fsio::append(&mut locked.file, path, b"\n")
+                .map_err(|e| SessionError::io("finish the last line of", path, e))?;
+            revision = revision_of(&locked.file, path)?;
+        }
 
         let now = self.now();
         let meta = parsed.meta.clone().unwrap_or_else(|| SessionMeta::new(now));

@@ -7,16 +7,12 @@ impl SessionStore for FileSessionStore {
     async fn try_lock_turn(&self, key: &SessionKey) -> Result<Option<TurnLock>, SessionError> {
         let path = self.turn_lock_of(key);
         if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent)
+            fsio::create_dir_all(parent)
                 .map_err(|e| SessionError::io("create the turn-lock directory", parent, e))?;
         }
         // The lock file is never removed (removing a file someone waits on would hand two
         // holders two different files); it is empty and tiny.
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
+        let file = fsio::open(&path, Open::WRITE_OR_CREATE)
             .map_err(|e| SessionError::io("open the turn lock", &path, e))?;
         match file.try_lock() {
             Ok(()) => Ok(Some(TurnLock::new(file))),
@@ -128,15 +124,10 @@ impl SessionStore for FileSessionStore {
                 state.pending_updated_at = None;
             }
         }
-        locked
-            .file
-            .write_all_at_end(out.as_bytes())
+        fsio::append(&mut locked.file, &path, out.as_bytes())
             .map_err(|e| SessionError::io("append to", &path, e))?;
         if self.options.durability == Durability::Always {
-            locked
-                .file
-                .sync_data()
-                .map_err(|e| SessionError::io("sync", &path, e))?;
+            fsio::sync_data(&locked.file, &path).map_err(|e| SessionError::io("sync", &path, e))?;
         }
         state.revision = Revision {
             epoch: found.epoch,
@@ -205,7 +196,7 @@ impl SessionStore for FileSessionStore {
             }
             let path = entry.path();
             let read_at = std::time::SystemTime::now();
-            let bytes = match fs::read(&path) {
+            let bytes = match fsio::read(&path) {
                 Ok(bytes) => bytes,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(SessionError::io("read", &path, e)),
@@ -226,12 +217,12 @@ impl SessionStore for FileSessionStore {
         let path = self.path_of(key);
         let _namespace = self.lock_namespace()?;
         self.forget(key);
-        let existed = match fs::remove_file(&path) {
+        let existed = match fsio::remove_file(&path) {
             Ok(()) => true,
             Err(e) if e.kind() == io::ErrorKind::NotFound => false,
             Err(e) => return Err(SessionError::io("delete", &path, e)),
         };
-        match fs::remove_file(self.sidecar_of(key)) {
+        match fsio::remove_file(&self.sidecar_of(key)) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(SessionError::io("delete", self.sidecar_of(key), e)),
@@ -289,7 +280,7 @@ impl SessionStore for FileSessionStore {
         let overrun = self.broken == Some(super::BrokenRule::Line1Overrun);
         let outgrown = line1_stale
             && ((marked.len() > state.line1_capacity && !overrun)
-                || !line1_ends_at(&locked.file, state.line1_capacity, found.offset)
+                || !line1_ends_at(&locked.file, &path, state.line1_capacity, found.offset)
                     .map_err(|e| SessionError::io("read line 1 of", &path, e))?);
         if wasteful || outgrown {
             // A record that no longer fits line 1 (or a line 1 that is not what this process
@@ -300,7 +291,7 @@ impl SessionStore for FileSessionStore {
             let line1 = pad_to_bytes(marked, state.line1_capacity);
             // `outgrown` sent anything longer to the compaction: this is line 1's width.
             debug_assert!(line1.len() == state.line1_capacity || overrun);
-            write_at_start(&locked.file, line1.as_bytes())
+            fsio::write_at(&locked.file, &path, 0, line1.as_bytes())
                 .map_err(|e| SessionError::io("update line 1 of", &path, e))?;
             if !state.line1_current {
                 // The appended record now only mirrors line 1: it counts as dead weight.
@@ -316,10 +307,7 @@ impl SessionStore for FileSessionStore {
             }
         }
         if self.options.durability != Durability::None {
-            locked
-                .file
-                .sync_data()
-                .map_err(|e| SessionError::io("sync", &path, e))?;
+            fsio::sync_data(&locked.file, &path).map_err(|e| SessionError::io("sync", &path, e))?;
         }
         self.remember(key, state);
         Ok(found)

@@ -14,15 +14,12 @@ impl FileSessionStore {
         path: &Path,
         locked: &Locked,
     ) -> Result<Option<ReplayView>, SessionError> {
-        use std::os::unix::fs::FileExt;
         const CHUNK: u64 = 64 * 1024;
         let revision = revision_of(&locked.file, path)?;
         let len = revision.offset;
         let read = |from: u64, to: u64| -> Result<Vec<u8>, SessionError> {
             let mut buf = vec![0u8; usize::try_from(to - from).unwrap_or(0)];
-            locked
-                .file
-                .read_exact_at(&mut buf, from)
+            read_exact_at(&locked.file, path, &mut buf, from)
                 .map_err(|e| SessionError::io("read", path, e))?;
             Ok(buf)
         };
@@ -202,25 +199,30 @@ pub(super) fn read_mark(record: &Map<String, Value>) -> Option<TailMark> {
 /// Whether line 1 of the locked file ends (its newline) exactly at byte `capacity`: the
 /// last check before line 1 is rewritten in place, so a rewrite can only ever replace line
 /// 1's own bytes, whatever this process believed about the file.
-pub(super) fn line1_ends_at(file: &File, capacity: usize, len: u64) -> io::Result<bool> {
+pub(super) fn line1_ends_at(
+    file: &File,
+    path: &Path,
+    capacity: usize,
+    len: u64,
+) -> io::Result<bool> {
     if capacity == 0 || capacity as u64 >= len {
         return Ok(false);
     }
     let mut head = vec![0u8; capacity + 1];
-    read_exact_at(file, &mut head, 0)?;
+    read_exact_at(file, path, &mut head, 0)?;
     Ok(head[capacity] == b'\n' && !head[..capacity].contains(&b'\n'))
 }
 
-#[cfg(unix)]
-pub(super) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    file.read_exact_at(buf, offset)
-}
-
-#[cfg(not(unix))]
-pub(super) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
-    use std::io::{Seek, SeekFrom};
-    let mut file = file;
-    file.seek(SeekFrom::Start(offset))?;
-    file.read_exact(buf)
+/// Fills `buf` from `offset`, or fails with `UnexpectedEof` when the file ends first.
+pub(super) fn read_exact_at(
+    file: &File,
+    path: &Path,
+    buf: &mut [u8],
+    offset: u64,
+) -> io::Result<()> {
+    if fsio::read_at(file, path, offset, buf)? == buf.len() {
+        Ok(())
+    } else {
+        Err(io::ErrorKind::UnexpectedEof.into())
+    }
 }

@@ -29,6 +29,9 @@ impl FileSessionStore {
         } else {
             fs_support::Sync::Yes
         };
+        if sync == fs_support::Sync::Yes && self.broken == Some(super::BrokenRule::SkipDirSync) {
+            return skipping_dir_sync(path, content, create_only);
+        }
         Ok(revision_from(&fs_support::install(
             path, content, how, sync,
         )?))
@@ -92,28 +95,25 @@ impl FileSessionStore {
     }
 }
 
-pub(super) trait WriteAtEnd {
-    fn write_all_at_end(&mut self, bytes: &[u8]) -> io::Result<()>;
-}
-
-impl WriteAtEnd for File {
-    fn write_all_at_end(&mut self, bytes: &[u8]) -> io::Result<()> {
-        use std::io::{Seek, SeekFrom};
-        self.seek(SeekFrom::End(0))?;
-        self.write_all(bytes)
-    }
-}
-
-#[cfg(unix)]
-pub(super) fn write_at_start(file: &File, bytes: &[u8]) -> io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    file.write_all_at(bytes, 0)
-}
-
-#[cfg(not(unix))]
-pub(super) fn write_at_start(file: &File, bytes: &[u8]) -> io::Result<()> {
-    use std::io::{Seek, SeekFrom};
-    let mut file = file;
-    file.seek(SeekFrom::Start(0))?;
-    file.write_all(bytes)
+/// [`FileSessionStore::install`] as the broken rule `SkipDirSync` does it: the file synced,
+/// its name not.
+fn skipping_dir_sync(
+    path: &Path,
+    content: &[u8],
+    create_only: bool,
+) -> Result<Revision, SessionError> {
+    let temp = path.with_extension("jsonl.broken.tmp");
+    let file =
+        fsio::open(&temp, Open::TRUNCATE).map_err(|e| SessionError::io("create", &temp, e))?;
+    fsio::write_at(&file, &temp, 0, content)
+        .and_then(|()| fsio::sync_all(&file, &temp))
+        .map_err(|e| SessionError::io("write", &temp, e))?;
+    let placed = if create_only {
+        fsio::hard_link(&temp, path).and_then(|()| fsio::remove_file(&temp))
+    } else {
+        fsio::rename(&temp, path)
+    };
+    placed.map_err(|e| SessionError::io("create", path, e))?;
+    let metadata = std::fs::metadata(path).map_err(|e| SessionError::io("inspect", path, e))?;
+    Ok(revision_from(&metadata))
 }
