@@ -8,10 +8,13 @@ mod kill;
 mod model;
 mod pg;
 mod pg_restart;
+mod power;
 mod racing;
 mod report;
 mod rng;
 mod sim;
+mod sweep;
+mod workload;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,6 +35,12 @@ pub(crate) struct Plan {
     /// Racing runs (2, 3, 4 writers in turn) and how long each lasts.
     pub(crate) race_runs: usize,
     pub(crate) race_time: Duration,
+    /// Power loss: workloads per durability level, and crash points per workload.
+    pub(crate) power_workloads: u64,
+    pub(crate) power_points: u64,
+    /// I/O-error sweep: every `sweep_stride`-th operation failed (1: every operation, with
+    /// each fault).
+    pub(crate) sweep_stride: u64,
     /// Model-based sequences per store, and the longest sequence.
     pub(crate) sequences: u32,
     pub(crate) max_steps: usize,
@@ -56,6 +65,9 @@ impl Plan {
             kill_time: Duration::ZERO,
             race_runs: 3,
             race_time: Duration::from_secs(4),
+            power_workloads: 2,
+            power_points: 60,
+            sweep_stride: 5,
             sequences: 256,
             max_steps: 50,
             sim_seeds: 200,
@@ -77,6 +89,9 @@ impl Plan {
             kill_time: budget.mul_f64(0.4),
             race_runs: 6,
             race_time: budget.mul_f64(0.2 / 6.0).max(Duration::from_secs(10)),
+            power_workloads: 12,
+            power_points: 300,
+            sweep_stride: 1,
             sequences: 10_000,
             max_steps: 50,
             sim_seeds: 100_000,
@@ -90,9 +105,11 @@ impl Plan {
 }
 
 /// In the order they run; the server crash last, since it takes the server down.
-const FAMILIES: [&str; 6] = [
+const FAMILIES: [&str; 8] = [
     "kill_loop",
     "racing",
+    "power_loss",
+    "io_sweep",
     "model_based",
     "simulation",
     "postgres_chaos",
@@ -238,6 +255,8 @@ fn run(args: &[String]) -> Result<bool, String> {
         let family: Family = match name {
             "kill_loop" => kill::run(&plan),
             "racing" => racing::run(&plan),
+            "power_loss" => power::run(&plan),
+            "io_sweep" => sweep::run(&plan),
             "model_based" => model::run(&plan),
             "simulation" => sim::run(&plan),
             "postgres_chaos" => pg::run(&plan),
@@ -309,6 +328,28 @@ mod tests {
         assert!(healthy.broken().is_empty(), "{:?}", healthy.failures);
         let broken = model::run_with(&plan, Some(session_store::BrokenRule::Line1Overrun));
         assert_eq!(broken.broken(), ["failures = 1"], "{:?}", broken.failures);
+        let _ = std::fs::remove_dir_all(&plan.scratch);
+    }
+
+    #[test]
+    fn the_power_loss_family_notices_a_skipped_directory_fsync() {
+        let mut plan = plan("dirsync");
+        plan.power_points = 30;
+        let healthy = power::run(&plan);
+        assert!(healthy.broken().is_empty(), "{:?}", healthy.failures);
+        let broken = power::run_with(&plan, Some(session_store::BrokenRule::SkipDirSync));
+        assert!(
+            broken.broken().iter().any(|b| b.starts_with("violations")),
+            "the skipped directory fsync went unnoticed"
+        );
+        assert!(
+            broken
+                .failures
+                .iter()
+                .any(|f| f.contains("the session is gone") && f.contains("acknowledged")),
+            "{:?}",
+            broken.failures
+        );
         let _ = std::fs::remove_dir_all(&plan.scratch);
     }
 
