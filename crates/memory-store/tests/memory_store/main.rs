@@ -5,5 +5,6 @@ mod broken;
 mod conformance;
 mod damage;
 mod files;
+mod power;
 mod support;
 mod versions;

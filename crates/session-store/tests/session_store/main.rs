@@ -7,4 +7,5 @@ mod files;
 mod history;
 mod keys;
 mod manager;
+mod power;
 mod support;
