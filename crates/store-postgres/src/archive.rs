@@ -21,6 +21,7 @@ impl SessionArchive for PgScope {
         &self,
         commit: &ArchiveCommit<'_>,
     ) -> Result<ArchiveCommitted, MemoryError> {
+        self.inner.deadline("commit_archive", async {
         let key = commit.session;
         crate::transaction(&self.inner.pool, db("begin an archive"), async |tx| {
             // The session, locked: its revision must be the one the archive was made from.
@@ -99,6 +100,7 @@ impl SessionArchive for PgScope {
             })
         })
         .await
+        }).await
     }
 
     async fn find_archive(
@@ -106,7 +108,9 @@ impl SessionArchive for PgScope {
         session: &SessionKey,
         from: u64,
     ) -> Result<Vec<ArchiveFound>, MemoryError> {
-        let rows = crate::query(&format!(
+        self.inner
+            .deadline("find_archive", async {
+                let rows = crate::query(&format!(
             "SELECT cursor, range_end, digest FROM {} WHERE scope_id = $1 AND session_key = $2 \
              AND range_start = $3 ORDER BY cursor",
             self.inner.t("journal")
@@ -117,101 +121,116 @@ impl SessionArchive for PgScope {
         .fetch_all(&self.inner.pool)
         .await
         .map_err(db("find an archive"))?;
-        let mut found: Vec<ArchiveFound> = Vec::new();
-        for row in rows {
-            let cursor = row.get::<i64, _>(0).unsigned_abs();
-            let to = row.get::<Option<i64>, _>(1).unwrap_or(0).unsigned_abs();
-            let digest: Option<String> = row.get(2);
-            match found.last_mut() {
-                Some(last)
-                    if last.to == to
-                        && last.digest == digest
-                        && last.cursors.last().is_some_and(|c| c + 1 == cursor) =>
-                {
-                    last.cursors.push(cursor);
+                let mut found: Vec<ArchiveFound> = Vec::new();
+                for row in rows {
+                    let cursor = row.get::<i64, _>(0).unsigned_abs();
+                    let to = row.get::<Option<i64>, _>(1).unwrap_or(0).unsigned_abs();
+                    let digest: Option<String> = row.get(2);
+                    match found.last_mut() {
+                        Some(last)
+                            if last.to == to
+                                && last.digest == digest
+                                && last.cursors.last().is_some_and(|c| c + 1 == cursor) =>
+                        {
+                            last.cursors.push(cursor);
+                        }
+                        _ => found.push(ArchiveFound {
+                            cursors: vec![cursor],
+                            to,
+                            digest,
+                        }),
+                    }
                 }
-                _ => found.push(ArchiveFound {
-                    cursors: vec![cursor],
-                    to,
-                    digest,
-                }),
-            }
-        }
-        Ok(found)
+                Ok(found)
+            })
+            .await
     }
 }
 
 #[async_trait]
 impl MemoryCommit for PgScope {
     async fn commit(&self, change: &MemoryChange) -> Result<Option<Version>, MemoryError> {
-        crate::transaction(&self.inner.pool, db("begin a memory commit"), async |tx| {
-            let mut step = 0;
-            let mut fault = async |tx: &mut sqlx::PgConnection| {
-                step += 1;
-                crate::fault_point(&self.inner, tx, "memory commit", step - 1)
+        self.inner
+            .deadline("commit", async {
+                crate::transaction(&self.inner.pool, db("begin a memory commit"), async |tx| {
+                    let mut step = 0;
+                    let mut fault = async |tx: &mut sqlx::PgConnection| {
+                        step += 1;
+                        crate::fault_point(&self.inner, tx, "memory commit", step - 1)
+                            .await
+                            .map_err(db("commit a memory change"))
+                    };
+                    fault(tx).await?;
+                    // The fence, checked and its row locked until the commit: a holder that lost the
+                    // lease writes nothing.
+                    let held = crate::query(&format!(
+                        "SELECT 1 FROM {} l WHERE l.scope_id = $1 AND l.job = $2 AND {} FOR UPDATE",
+                        self.inner.t("leases"),
+                        crate::lease::held_condition()
+                    ))
+                    .bind(self.scope_id)
+                    .bind("dream")
+                    .bind(signed(change.fence.0))
+                    .fetch_optional(&mut *tx)
                     .await
-                    .map_err(db("commit a memory change"))
-            };
-            fault(tx).await?;
-            // The fence, checked and its row locked until the commit: a holder that lost the
-            // lease writes nothing.
-            let held = crate::query(&format!(
-                "SELECT 1 FROM {} l WHERE l.scope_id = $1 AND l.job = $2 AND {} FOR UPDATE",
-                self.inner.t("leases"),
-                crate::lease::held_condition()
-            ))
-            .bind(self.scope_id)
-            .bind("dream")
-            .bind(signed(change.fence.0))
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db("check the Dream lease"))?;
-            if held.is_none() {
-                return Err(lease_lost(change.fence, None));
-            }
-            fault(tx).await?;
-            let (latest, _) = self.lock_head(tx).await?;
-            for file in &change.files {
-                fault(tx).await?;
-                let path = file.file.path();
-                match (&file.file, &file.text) {
-                    (MemoryFile::Skill(_), None) => {
-                        self.delete_path(tx, &path, file.expected).await?;
+                    .map_err(db("check the Dream lease"))?;
+                    if held.is_none() {
+                        return Err(lease_lost(change.fence, None));
                     }
-                    (_, text) => {
-                        self.write_path(tx, &path, text.as_deref().unwrap_or(""), file.expected)
-                            .await?;
+                    fault(tx).await?;
+                    let (latest, _) = self.lock_head(tx).await?;
+                    for file in &change.files {
+                        fault(tx).await?;
+                        let path = file.file.path();
+                        match (&file.file, &file.text) {
+                            (MemoryFile::Skill(_), None) => {
+                                self.delete_path(tx, &path, file.expected).await?;
+                            }
+                            (_, text) => {
+                                self.write_path(
+                                    tx,
+                                    &path,
+                                    text.as_deref().unwrap_or(""),
+                                    file.expected,
+                                )
+                                .await?;
+                            }
+                        }
                     }
-                }
-            }
-            fault(tx).await?;
-            let version = match &change.version {
-                Some(record) => {
-                    self.commit_version(tx, &record.message, &record.files, change.time)
-                        .await?
-                }
-                None => None,
-            };
-            fault(tx).await?;
-            if let Some(cursor) = change.cursor {
-                crate::query(&format!(
-                    "UPDATE {} SET dream_cursor = $2 WHERE scope_id = $1",
-                    self.inner.t("journal_heads")
-                ))
-                .bind(self.scope_id)
-                .bind(signed(cursor.min(latest)))
-                .execute(&mut *tx)
+                    fault(tx).await?;
+                    let version = match &change.version {
+                        Some(record) => {
+                            self.commit_version(tx, &record.message, &record.files, change.time)
+                                .await?
+                        }
+                        None => None,
+                    };
+                    fault(tx).await?;
+                    if let Some(cursor) = change.cursor {
+                        crate::query(&format!(
+                            "UPDATE {} SET dream_cursor = $2 WHERE scope_id = $1",
+                            self.inner.t("journal_heads")
+                        ))
+                        .bind(self.scope_id)
+                        .bind(signed(cursor.min(latest)))
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db("move Dream's cursor"))?;
+                    }
+                    fault(tx).await?;
+                    Ok(version)
+                })
                 .await
-                .map_err(db("move Dream's cursor"))?;
-            }
-            fault(tx).await?;
-            Ok(version)
-        })
-        .await
+            })
+            .await
     }
 
     async fn recover(&self, _fence: memory_store::Fence) -> Result<Recovery, MemoryError> {
-        // A commit is one transaction: there is never a half-applied change to finish.
-        Ok(Recovery::Nothing)
+        self.inner
+            .deadline("recover", async {
+                // A commit is one transaction: there is never a half-applied change to finish.
+                Ok(Recovery::Nothing)
+            })
+            .await
     }
 }

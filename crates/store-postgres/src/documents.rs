@@ -149,7 +149,11 @@ impl PgScope {
 #[async_trait]
 impl MemoryDocuments for PgScope {
     async fn read(&self, document: Document) -> Result<Option<DocumentText>, MemoryError> {
-        self.read_path(&mut *self.conn().await?, document.path())
+        self.inner
+            .deadline("read", async {
+                self.read_path(&mut *self.conn().await?, document.path())
+                    .await
+            })
             .await
     }
 
@@ -159,11 +163,16 @@ impl MemoryDocuments for PgScope {
         text: &str,
         expected: Expected,
     ) -> Result<DocVersion, MemoryError> {
-        self.write_path(&mut *self.conn().await?, document.path(), text, expected)
+        self.inner
+            .deadline("write", async {
+                self.write_path(&mut *self.conn().await?, document.path(), text, expected)
+                    .await
+            })
             .await
     }
 
     async fn skills(&self) -> Result<SkillSet, MemoryError> {
+        self.inner.deadline("skills", async {
         let rows = crate::query(&format!(
             "SELECT path, content, version FROM {} WHERE scope_id = $1 AND path LIKE 'skills/%/SKILL.md'",
             self.inner.t("documents")
@@ -192,11 +201,16 @@ impl MemoryDocuments for PgScope {
         }
         set.skills.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(set)
+        }).await
     }
 
     async fn read_skill(&self, name: &str) -> Result<Option<DocumentText>, MemoryError> {
-        validate_skill_name(name)?;
-        self.read_path(&mut *self.conn().await?, &skill_path(name))
+        self.inner
+            .deadline("read_skill", async {
+                validate_skill_name(name)?;
+                self.read_path(&mut *self.conn().await?, &skill_path(name))
+                    .await
+            })
             .await
     }
 
@@ -206,46 +220,63 @@ impl MemoryDocuments for PgScope {
         text: &str,
         expected: Expected,
     ) -> Result<DocVersion, MemoryError> {
-        validate_skill_name(name)?;
-        self.write_path(&mut *self.conn().await?, &skill_path(name), text, expected)
+        self.inner
+            .deadline("write_skill", async {
+                validate_skill_name(name)?;
+                self.write_path(&mut *self.conn().await?, &skill_path(name), text, expected)
+                    .await
+            })
             .await
     }
 
     async fn delete_skill(&self, name: &str, expected: Expected) -> Result<bool, MemoryError> {
-        validate_skill_name(name)?;
-        self.delete_path(&mut *self.conn().await?, &skill_path(name), expected)
+        self.inner
+            .deadline("delete_skill", async {
+                validate_skill_name(name)?;
+                self.delete_path(&mut *self.conn().await?, &skill_path(name), expected)
+                    .await
+            })
             .await
     }
 
     async fn read_aux(&self, file: AuxFile) -> Result<Option<String>, MemoryError> {
-        let row = crate::query(&format!(
-            "SELECT content FROM {} WHERE scope_id = $1 AND name = $2",
-            self.inner.t("aux_files")
-        ))
-        .bind(self.scope_id)
-        .bind(file.path())
-        .fetch_optional(&self.inner.pool)
-        .await
-        .map_err(db("read a Dream record"))?;
-        Ok(row.map(|row| decode(row.get(0))))
+        self.inner
+            .deadline("read_aux", async {
+                let row = crate::query(&format!(
+                    "SELECT content FROM {} WHERE scope_id = $1 AND name = $2",
+                    self.inner.t("aux_files")
+                ))
+                .bind(self.scope_id)
+                .bind(file.path())
+                .fetch_optional(&self.inner.pool)
+                .await
+                .map_err(db("read a Dream record"))?;
+                Ok(row.map(|row| decode(row.get(0))))
+            })
+            .await
     }
 
     async fn write_aux(&self, file: AuxFile, text: &str) -> Result<(), MemoryError> {
-        crate::query(&format!(
-            "INSERT INTO {} (scope_id, name, content) VALUES ($1, $2, $3) \
+        self.inner
+            .deadline("write_aux", async {
+                crate::query(&format!(
+                    "INSERT INTO {} (scope_id, name, content) VALUES ($1, $2, $3) \
              ON CONFLICT (scope_id, name) DO UPDATE SET content = EXCLUDED.content",
-            self.inner.t("aux_files")
-        ))
-        .bind(self.scope_id)
-        .bind(file.path())
-        .bind(encode(text))
-        .execute(&self.inner.pool)
-        .await
-        .map_err(db("write a Dream record"))?;
-        Ok(())
+                    self.inner.t("aux_files")
+                ))
+                .bind(self.scope_id)
+                .bind(file.path())
+                .bind(encode(text))
+                .execute(&self.inner.pool)
+                .await
+                .map_err(db("write a Dream record"))?;
+                Ok(())
+            })
+            .await
     }
 
     async fn stamp(&self) -> Result<Option<DocumentsStamp>, MemoryError> {
+        self.inner.deadline("stamp", async {
         // The paths and versions (text hashes) of every document and skill, hashed: one
         // small read instead of reading them all.
         let digest: String = crate::query_scalar(&format!(
@@ -262,6 +293,7 @@ impl MemoryDocuments for PgScope {
             .and_then(|hex| u64::from_str_radix(hex, 16).ok())
             .ok_or_else(|| MemoryError::backend(format!("an unreadable stamp {digest:?}")))?;
         Ok(Some(DocumentsStamp(stamp)))
+        }).await
     }
 
     fn capabilities(&self) -> DocumentCapabilities {

@@ -246,9 +246,13 @@ impl PgScope {
 #[async_trait]
 impl HistoryJournal for PgScope {
     async fn append(&self, entries: &[NewEntry<'_>]) -> Result<Vec<u64>, MemoryError> {
-        self.append_entries(&self.inner.pool, entries)
+        self.inner
+            .deadline("append", async {
+                self.append_entries(&self.inner.pool, entries)
+                    .await
+                    .map_err(db("append to the journal"))
+            })
             .await
-            .map_err(db("append to the journal"))
     }
 
     async fn read_since(
@@ -256,6 +260,7 @@ impl HistoryJournal for PgScope {
         cursor: u64,
         limit: Option<usize>,
     ) -> Result<Vec<JournalEntry>, MemoryError> {
+        self.inner.deadline("read_since", async {
         let sql = format!(
             "SELECT {ENTRY_COLUMNS} FROM {} WHERE scope_id = $1 AND cursor > $2 ORDER BY cursor LIMIT $3",
             self.inner.t("journal")
@@ -268,9 +273,11 @@ impl HistoryJournal for PgScope {
             .await
             .map_err(db("read the journal"))?;
         Ok(rows.iter().map(entry).collect())
+        }).await
     }
 
     async fn read_last(&self, count: usize) -> Result<Vec<JournalEntry>, MemoryError> {
+        self.inner.deadline("read_last", async {
         let sql = format!(
             "SELECT {ENTRY_COLUMNS} FROM {} WHERE scope_id = $1 ORDER BY cursor DESC LIMIT $2",
             self.inner.t("journal")
@@ -284,17 +291,23 @@ impl HistoryJournal for PgScope {
         let mut entries: Vec<JournalEntry> = rows.iter().map(entry).collect();
         entries.reverse();
         Ok(entries)
+        }).await
     }
 
     async fn latest_cursor(&self) -> Result<u64, MemoryError> {
-        Ok(self.head().await?.0)
+        self.inner
+            .deadline("latest_cursor", async { Ok(self.head().await?.0) })
+            .await
     }
 
     async fn dream_cursor(&self) -> Result<u64, MemoryError> {
-        Ok(self.head().await?.1)
+        self.inner
+            .deadline("dream_cursor", async { Ok(self.head().await?.1) })
+            .await
     }
 
     async fn set_dream_cursor(&self, cursor: u64) -> Result<(), MemoryError> {
+        self.inner.deadline("set_dream_cursor", async {
         let sql = format!(
             "UPDATE {} SET dream_cursor = $2 WHERE scope_id = $1 AND latest >= $2 RETURNING latest",
             self.inner.t("journal_heads")
@@ -312,9 +325,11 @@ impl HistoryJournal for PgScope {
                 latest: self.head().await?.0,
             }),
         }
+        }).await
     }
 
     async fn compact(&self, max_entries: usize) -> Result<Compaction, MemoryError> {
+        self.inner.deadline("compact", async {
         // nanobot-ai's rule (memory_store::compaction_start): the oldest beyond the bound,
         // never an entry Dream has not read.
         let journal = self.inner.t("journal");
@@ -340,6 +355,7 @@ impl HistoryJournal for PgScope {
             dropped,
             kept: before - dropped,
         })
+        }).await
     }
 
     fn capabilities(&self) -> JournalCapabilities {

@@ -260,94 +260,114 @@ impl PgScope {
 #[async_trait]
 impl MemoryLease for PgScope {
     async fn try_acquire(&self, holder: &str, ttl: Duration) -> Result<Option<Lease>, MemoryError> {
-        let claim = claim(&self.inner, self.scope_id, DREAM, holder, ttl)
+        self.inner
+            .deadline("try_acquire", async {
+                let claim = claim(&self.inner, self.scope_id, DREAM, holder, ttl)
+                    .await
+                    .map_err(db("claim the Dream lease"))?;
+                Ok(claim.map(|claim| {
+                    let releaser = Releaser {
+                        inner: self.inner.clone(),
+                        scope_id: self.scope_id,
+                        job: DREAM.to_owned(),
+                        fence: claim.fence,
+                        renewal: None,
+                        done: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+                    };
+                    Lease::new(
+                        claim.fence,
+                        holder,
+                        ttl,
+                        Some(claim.expires_at),
+                        Some(Box::new(releaser)),
+                    )
+                }))
+            })
             .await
-            .map_err(db("claim the Dream lease"))?;
-        Ok(claim.map(|claim| {
-            let releaser = Releaser {
-                inner: self.inner.clone(),
-                scope_id: self.scope_id,
-                job: DREAM.to_owned(),
-                fence: claim.fence,
-                renewal: None,
-                done: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            };
-            Lease::new(
-                claim.fence,
-                holder,
-                ttl,
-                Some(claim.expires_at),
-                Some(Box::new(releaser)),
-            )
-        }))
     }
 
     async fn renew(&self, lease: &mut Lease) -> Result<(), MemoryError> {
-        if released_here(&self.inner, self.scope_id, DREAM) == Some(lease.fence) {
-            return Err(lease_lost(lease.fence, None));
-        }
-        match renew(&self.inner, self.scope_id, DREAM, lease.fence, lease.ttl)
+        self.inner
+            .deadline("renew", async {
+                if released_here(&self.inner, self.scope_id, DREAM) == Some(lease.fence) {
+                    return Err(lease_lost(lease.fence, None));
+                }
+                match renew(&self.inner, self.scope_id, DREAM, lease.fence, lease.ttl)
+                    .await
+                    .map_err(db("renew the Dream lease"))?
+                {
+                    Some(expires) => {
+                        lease.expires_at = Some(expires);
+                        Ok(())
+                    }
+                    None => Err(lease_lost(lease.fence, self.current_fence().await?)),
+                }
+            })
             .await
-            .map_err(db("renew the Dream lease"))?
-        {
-            Some(expires) => {
-                lease.expires_at = Some(expires);
-                Ok(())
-            }
-            None => Err(lease_lost(lease.fence, self.current_fence().await?)),
-        }
     }
 
     async fn check(&self, fence: Fence) -> Result<(), MemoryError> {
-        if released_here(&self.inner, self.scope_id, DREAM) == Some(fence) {
-            return Err(lease_lost(fence, None));
-        }
-        let sql = format!(
-            "SELECT 1 FROM {} l WHERE l.scope_id = $1 AND l.job = $2 AND {}",
-            self.inner.t("leases"),
-            held_condition()
-        );
-        let held = crate::query(&sql)
-            .bind(self.scope_id)
-            .bind(DREAM)
-            .bind(i64::try_from(fence.0).unwrap_or(i64::MAX))
-            .fetch_optional(&self.inner.pool)
+        self.inner
+            .deadline("check", async {
+                if released_here(&self.inner, self.scope_id, DREAM) == Some(fence) {
+                    return Err(lease_lost(fence, None));
+                }
+                let sql = format!(
+                    "SELECT 1 FROM {} l WHERE l.scope_id = $1 AND l.job = $2 AND {}",
+                    self.inner.t("leases"),
+                    held_condition()
+                );
+                let held = crate::query(&sql)
+                    .bind(self.scope_id)
+                    .bind(DREAM)
+                    .bind(i64::try_from(fence.0).unwrap_or(i64::MAX))
+                    .fetch_optional(&self.inner.pool)
+                    .await
+                    .map_err(db("check the Dream lease"))?;
+                match held {
+                    Some(_) => Ok(()),
+                    None => Err(lease_lost(fence, self.current_fence().await?)),
+                }
+            })
             .await
-            .map_err(db("check the Dream lease"))?;
-        match held {
-            Some(_) => Ok(()),
-            None => Err(lease_lost(fence, self.current_fence().await?)),
-        }
     }
 
     async fn release(&self, lease: Lease) -> Result<(), MemoryError> {
-        release(&self.inner, self.scope_id, DREAM, lease.fence)
+        self.inner
+            .deadline("release", async {
+                release(&self.inner, self.scope_id, DREAM, lease.fence)
+                    .await
+                    .map_err(db("release the Dream lease"))?;
+                drop(lease);
+                Ok(())
+            })
             .await
-            .map_err(db("release the Dream lease"))?;
-        drop(lease);
-        Ok(())
     }
 
     async fn holder(&self) -> Result<Option<LeaseHolder>, MemoryError> {
-        let sql = format!(
-            "SELECT holder, fence, expires_at FROM {} WHERE scope_id = $1 AND job = $2 \
+        self.inner
+            .deadline("holder", async {
+                let sql = format!(
+                    "SELECT holder, fence, expires_at FROM {} WHERE scope_id = $1 AND job = $2 \
              AND holder IS NOT NULL AND expires_at > now()",
-            self.inner.t("leases")
-        );
-        let row = crate::query(&sql)
-            .bind(self.scope_id)
-            .bind(DREAM)
-            .fetch_optional(&self.inner.pool)
-            .await
-            .map_err(db("read the Dream lease"))?;
-        let released = released_here(&self.inner, self.scope_id, DREAM);
-        Ok(row
-            .map(|row| LeaseHolder {
-                holder: row.get(0),
-                fence: Fence(u64::try_from(row.get::<i64, _>(1)).unwrap_or(0)),
-                expires_at: Some(row.get(2)),
+                    self.inner.t("leases")
+                );
+                let row = crate::query(&sql)
+                    .bind(self.scope_id)
+                    .bind(DREAM)
+                    .fetch_optional(&self.inner.pool)
+                    .await
+                    .map_err(db("read the Dream lease"))?;
+                let released = released_here(&self.inner, self.scope_id, DREAM);
+                Ok(row
+                    .map(|row| LeaseHolder {
+                        holder: row.get(0),
+                        fence: Fence(u64::try_from(row.get::<i64, _>(1)).unwrap_or(0)),
+                        expires_at: Some(row.get(2)),
+                    })
+                    .filter(|h| Some(h.fence) != released))
             })
-            .filter(|h| Some(h.fence) != released))
+            .await
     }
 
     fn capabilities(&self) -> LeaseCapabilities {

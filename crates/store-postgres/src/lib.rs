@@ -7,6 +7,8 @@ mod journal;
 mod lease;
 mod links;
 mod migrate;
+#[cfg(feature = "test-util")]
+pub mod proxy;
 mod schema;
 mod sessions;
 #[cfg(feature = "test-util")]
@@ -37,6 +39,12 @@ pub struct PgOptions {
     pub acquire_timeout: Duration,
     /// The longest any statement may run (`statement_timeout`); 0 for none.
     pub statement_timeout: Duration,
+    /// The longest a whole store call may wait, on this side: the server's
+    /// `statement_timeout` cannot fire when the network stalls (a blackhole, a half-open
+    /// connection), so every call also has this deadline. When it passes, the call fails
+    /// with a retryable error; a write may or may not have committed, as when a connection
+    /// drops. `None`: one and a half times `statement_timeout` (45 s by default).
+    pub call_timeout: Option<Duration>,
     /// How long a turn lock lasts unless renewed. It is renewed every third of this while
     /// its turn runs, however long the model takes, so this only bounds how long an
     /// instance that crashed mid-turn keeps the session busy for the others.
@@ -66,6 +74,19 @@ pub enum Durability {
     Always,
 }
 
+impl PgOptions {
+    /// [`PgOptions::call_timeout`], or one and a half times the statement timeout (45 s
+    /// when there is none).
+    pub fn effective_call_timeout(&self) -> Duration {
+        self.call_timeout
+            .unwrap_or(if self.statement_timeout.is_zero() {
+                Duration::from_secs(45)
+            } else {
+                self.statement_timeout.mul_f64(1.5)
+            })
+    }
+}
+
 impl Default for PgOptions {
     fn default() -> Self {
         PgOptions {
@@ -73,6 +94,7 @@ impl Default for PgOptions {
             max_connections: 8,
             acquire_timeout: Duration::from_secs(10),
             statement_timeout: Duration::from_secs(30),
+            call_timeout: None,
             turn_ttl: Duration::from_secs(30),
             durability: Durability::default(),
         }
@@ -88,6 +110,8 @@ pub(crate) struct Inner {
     pub(crate) durability: Durability,
     pub(crate) schema: Schema,
     pub(crate) turn_ttl: Duration,
+    /// Every store call's deadline on this side ([`PgOptions::call_timeout`]).
+    pub(crate) call_timeout: Duration,
     /// Leases this process dropped whose release may not have reached the database yet:
     /// (scope, job) to fence. Only this process ever held those fences, so it may take such
     /// a lease over at once; another process waits for the release.
@@ -105,6 +129,49 @@ impl Inner {
     /// `name` qualified with the schema (`"nanobot".sessions`).
     pub(crate) fn t(&self, name: &str) -> String {
         format!("{}.{name}", self.schema.quoted())
+    }
+
+    /// Runs a store call under its deadline ([`PgOptions::call_timeout`]); past it, the
+    /// call's work is dropped (a transaction under way is rolled back by the server when its
+    /// connection goes) and a retryable error says so.
+    pub(crate) async fn deadline<T, E: TimedOut>(
+        &self,
+        call: &str,
+        work: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        match tokio::time::timeout(self.call_timeout, work).await {
+            Ok(result) => result,
+            Err(_) => Err(E::timed_out(call, self.call_timeout)),
+        }
+    }
+}
+
+/// The error of a store call that outlived its deadline.
+pub(crate) trait TimedOut {
+    fn timed_out(call: &str, after: Duration) -> Self;
+}
+
+fn stalled(call: &str, after: Duration) -> (String, std::io::Error) {
+    (
+        format!(
+            "the database did not answer ({call}) within {} ms: the network or the server is stalled; the call may or may not have taken effect",
+            after.as_millis()
+        ),
+        std::io::Error::from(std::io::ErrorKind::TimedOut),
+    )
+}
+
+impl TimedOut for session_store::SessionError {
+    fn timed_out(call: &str, after: Duration) -> Self {
+        let (message, source) = stalled(call, after);
+        session_store::SessionError::backend_caused_by(message, true, source)
+    }
+}
+
+impl TimedOut for memory_store::MemoryError {
+    fn timed_out(call: &str, after: Duration) -> Self {
+        let (message, source) = stalled(call, after);
+        memory_store::MemoryError::backend_caused_by(message, true, source)
     }
 }
 
@@ -156,7 +223,15 @@ impl PgStore {
             .connect_with(connect)
             .await
             .map_err(StoreError::db("connect to the database"))?;
-        Self::open(pool, schema, options.turn_ttl, options.durability).await
+        let call_timeout = options.effective_call_timeout();
+        Self::open(
+            pool,
+            schema,
+            options.turn_ttl,
+            options.durability,
+            call_timeout,
+        )
+        .await
     }
 
     /// A store over a caller's pool, in `schema` (created when missing, migrated), with
@@ -175,7 +250,9 @@ impl PgStore {
         durability: Durability,
     ) -> Result<PgStore, StoreError> {
         let schema = Schema::new(schema)?;
-        Self::open(pool, schema, PgOptions::default().turn_ttl, durability).await
+        let defaults = PgOptions::default();
+        let call_timeout = defaults.effective_call_timeout();
+        Self::open(pool, schema, defaults.turn_ttl, durability, call_timeout).await
     }
 
     async fn open(
@@ -183,6 +260,7 @@ impl PgStore {
         schema: Schema,
         turn_ttl: Duration,
         durability: Durability,
+        call_timeout: Duration,
     ) -> Result<PgStore, StoreError> {
         migrate(&pool, &schema).await?;
         let relaxed = match durability {
@@ -204,6 +282,7 @@ impl PgStore {
                 durability,
                 schema,
                 turn_ttl,
+                call_timeout,
                 released: std::sync::Mutex::new(std::collections::HashMap::new()),
                 fault: None,
                 cleanup: None,

@@ -282,30 +282,34 @@ impl PgScope {
 #[async_trait]
 impl SessionStore for PgScope {
     async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, SessionError> {
-        loop {
-            let Some(mut row) = self.session_row(key).await? else {
-                return Ok(None);
-            };
-            let Some(messages) = self
-                .messages(row.id, row.revision, 0, row.next_seq, &mut row.repairs)
-                .await?
-            else {
-                continue; // replaced meanwhile: read the new version
-            };
-            if row.meta.last_consolidated > messages.len() {
-                row.repairs.push(Repair::PointerReset {
-                    found: row.meta.last_consolidated.to_string(),
-                });
-                row.meta.last_consolidated = 0;
-            }
-            let mut session = Session::from_parts(key.clone(), messages, row.meta);
-            session.mark_persisted();
-            return Ok(Some(Loaded {
-                session,
-                revision: row.revision,
-                repairs: row.repairs,
-            }));
-        }
+        self.inner
+            .deadline("load", async {
+                loop {
+                    let Some(mut row) = self.session_row(key).await? else {
+                        return Ok(None);
+                    };
+                    let Some(messages) = self
+                        .messages(row.id, row.revision, 0, row.next_seq, &mut row.repairs)
+                        .await?
+                    else {
+                        continue; // replaced meanwhile: read the new version
+                    };
+                    if row.meta.last_consolidated > messages.len() {
+                        row.repairs.push(Repair::PointerReset {
+                            found: row.meta.last_consolidated.to_string(),
+                        });
+                        row.meta.last_consolidated = 0;
+                    }
+                    let mut session = Session::from_parts(key.clone(), messages, row.meta);
+                    session.mark_persisted();
+                    return Ok(Some(Loaded {
+                        session,
+                        revision: row.revision,
+                        repairs: row.repairs,
+                    }));
+                }
+            })
+            .await
     }
 
     async fn append(
@@ -314,6 +318,7 @@ impl SessionStore for PgScope {
         expected: Option<Revision>,
         append: Append<'_>,
     ) -> Result<Revision, SessionError> {
+        self.inner.deadline("append", async {
         let Some(expected) = expected else {
             let meta = append
                 .meta
@@ -393,6 +398,7 @@ impl SessionStore for PgScope {
                 "the append was refused for no reason the store can tell",
             )),
         }
+        }).await
     }
 
     async fn rewrite(
@@ -400,6 +406,7 @@ impl SessionStore for PgScope {
         session: &Session,
         expected: Option<Revision>,
     ) -> Result<Revision, SessionError> {
+        self.inner.deadline("rewrite", async {
         let key = session.key();
         let Some(expected) = expected else {
             return self.create(key, session.messages(), session.meta()).await;
@@ -477,150 +484,173 @@ impl SessionStore for PgScope {
                 ))
             }
         }
+        }).await
     }
 
     async fn list(&self) -> Result<Vec<SessionInfo>, SessionError> {
-        let sql = format!(
-            "SELECT session_key, created_at, updated_at, next_seq, title, \
+        self.inner
+            .deadline("list", async {
+                let sql = format!(
+                    "SELECT session_key, created_at, updated_at, next_seq, title, \
                COALESCE(preview_user, preview_other, '') FROM {} WHERE scope_id = $1",
-            self.inner.t("sessions")
-        );
-        let rows = crate::query(&sql)
-            .bind(self.scope_id)
-            .fetch_all(&self.inner.pool)
+                    self.inner.t("sessions")
+                );
+                let rows = crate::query(&sql)
+                    .bind(self.scope_id)
+                    .fetch_all(&self.inner.pool)
+                    .await
+                    .map_err(db("list the sessions"))?;
+                let mut infos = Vec::with_capacity(rows.len());
+                for row in rows {
+                    let Ok(key) = SessionKey::new(row.get::<&str, _>(0)) else {
+                        continue;
+                    };
+                    infos.push(SessionInfo {
+                        key,
+                        created_at: row.get(1),
+                        updated_at: row.get(2),
+                        message_count: count(row.get(3)),
+                        title: row.get::<Option<String>, _>(4).map(decode),
+                        preview: decode(row.get(5)),
+                    });
+                }
+                sort_listing(&mut infos);
+                Ok(infos)
+            })
             .await
-            .map_err(db("list the sessions"))?;
-        let mut infos = Vec::with_capacity(rows.len());
-        for row in rows {
-            let Ok(key) = SessionKey::new(row.get::<&str, _>(0)) else {
-                continue;
-            };
-            infos.push(SessionInfo {
-                key,
-                created_at: row.get(1),
-                updated_at: row.get(2),
-                message_count: count(row.get(3)),
-                title: row.get::<Option<String>, _>(4).map(decode),
-                preview: decode(row.get(5)),
-            });
-        }
-        sort_listing(&mut infos);
-        Ok(infos)
     }
 
     async fn delete(&self, key: &SessionKey) -> Result<bool, SessionError> {
-        let deleted = crate::query(&format!(
-            "DELETE FROM {} WHERE scope_id = $1 AND session_key = $2",
-            self.inner.t("sessions")
-        ))
-        .bind(self.scope_id)
-        .bind(key.as_str())
-        .execute(&self.inner.pool)
-        .await
-        .map_err(db("delete a session"))?;
-        Ok(deleted.rows_affected() > 0)
+        self.inner
+            .deadline("delete", async {
+                let deleted = crate::query(&format!(
+                    "DELETE FROM {} WHERE scope_id = $1 AND session_key = $2",
+                    self.inner.t("sessions")
+                ))
+                .bind(self.scope_id)
+                .bind(key.as_str())
+                .execute(&self.inner.pool)
+                .await
+                .map_err(db("delete a session"))?;
+                Ok(deleted.rows_affected() > 0)
+            })
+            .await
     }
 
     async fn open_for_replay(&self, key: &SessionKey) -> Result<Option<ReplayView>, SessionError> {
-        let sql = format!(
-            "SELECT {columns}, ( \
+        self.inner
+            .deadline("open_for_replay", async {
+                let sql = format!(
+                    "SELECT {columns}, ( \
                SELECT max(m.seq) FROM {messages} m WHERE m.session_id = s.session_id \
                  AND m.role = 'user' AND m.seq <= LEAST(s.pointer, GREATEST(s.next_seq - $3, 0))) \
              FROM {sessions} s WHERE s.scope_id = $1 AND s.session_key = $2",
-            columns = SESSION_COLUMNS
-                .split(", ")
-                .map(|c| format!("s.{c}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            messages = self.inner.t("messages"),
-            sessions = self.inner.t("sessions"),
-        );
-        loop {
-            let Some(row) = crate::query(&sql)
-                .bind(self.scope_id)
-                .bind(key.as_str())
-                .bind(MIN_REPLAY_MESSAGES as i64)
-                .fetch_optional(&self.inner.pool)
-                .await
-                .map_err(db("open a session for replay"))?
-            else {
-                return Ok(None);
-            };
-            let user: Option<i64> = row.get(9);
-            let mut session = session_row(&row);
-            let tail_start = user.map_or(0, |u| (u - 1).max(0));
-            let Some(tail) = self
-                .messages(
-                    session.id,
-                    session.revision,
-                    tail_start,
-                    session.next_seq,
-                    &mut session.repairs,
-                )
-                .await?
-            else {
-                continue;
-            };
-            let message_count = count(session.next_seq);
-            if session.meta.last_consolidated > message_count {
-                session.meta.last_consolidated = 0;
-            }
-            return Ok(Some(ReplayView {
-                key: key.clone(),
-                meta: session.meta,
-                message_count,
-                tail_start: count(tail_start),
-                tail,
-                revision: session.revision,
-            }));
-        }
+                    columns = SESSION_COLUMNS
+                        .split(", ")
+                        .map(|c| format!("s.{c}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    messages = self.inner.t("messages"),
+                    sessions = self.inner.t("sessions"),
+                );
+                loop {
+                    let Some(row) = crate::query(&sql)
+                        .bind(self.scope_id)
+                        .bind(key.as_str())
+                        .bind(MIN_REPLAY_MESSAGES as i64)
+                        .fetch_optional(&self.inner.pool)
+                        .await
+                        .map_err(db("open a session for replay"))?
+                    else {
+                        return Ok(None);
+                    };
+                    let user: Option<i64> = row.get(9);
+                    let mut session = session_row(&row);
+                    let tail_start = user.map_or(0, |u| (u - 1).max(0));
+                    let Some(tail) = self
+                        .messages(
+                            session.id,
+                            session.revision,
+                            tail_start,
+                            session.next_seq,
+                            &mut session.repairs,
+                        )
+                        .await?
+                    else {
+                        continue;
+                    };
+                    let message_count = count(session.next_seq);
+                    if session.meta.last_consolidated > message_count {
+                        session.meta.last_consolidated = 0;
+                    }
+                    return Ok(Some(ReplayView {
+                        key: key.clone(),
+                        meta: session.meta,
+                        message_count,
+                        tail_start: count(tail_start),
+                        tail,
+                        revision: session.revision,
+                    }));
+                }
+            })
+            .await
     }
 
     async fn flush(&self, key: &SessionKey, expected: Revision) -> Result<Revision, SessionError> {
-        if self.inner.durability == crate::Durability::TurnEnd {
-            // A write committed synchronously: the write-ahead log is flushed up to its
-            // commit, so every append before it (committed without waiting) is durable
-            // too. It changes nothing (the revision stays), and checks the revision.
-            let sql = format!(
-                "UPDATE {} SET revision = revision \
+        self.inner
+            .deadline("flush", async {
+                if self.inner.durability == crate::Durability::TurnEnd {
+                    // A write committed synchronously: the write-ahead log is flushed up to its
+                    // commit, so every append before it (committed without waiting) is durable
+                    // too. It changes nothing (the revision stays), and checks the revision.
+                    let sql = format!(
+                        "UPDATE {} SET revision = revision \
                  WHERE scope_id = $1 AND session_key = $2 AND epoch = $3 AND revision = $4",
-                self.inner.t("sessions")
-            );
-            let done = crate::query(&sql)
-                .bind(self.scope_id)
-                .bind(key.as_str())
-                .bind(signed(expected.epoch))
-                .bind(signed(expected.offset))
-                .execute(&self.inner.pool)
-                .await
-                .map_err(db("make a session durable"))?;
-            if done.rows_affected() == 1 {
-                return Ok(expected);
-            }
-        }
-        // Appends were durable when they returned (or need not be); a stale caller still
-        // learns it is stale.
-        let found = self.found(key).await?;
-        SessionError::check_revision(key, Some(expected), found)?;
-        Ok(expected)
+                        self.inner.t("sessions")
+                    );
+                    let done = crate::query(&sql)
+                        .bind(self.scope_id)
+                        .bind(key.as_str())
+                        .bind(signed(expected.epoch))
+                        .bind(signed(expected.offset))
+                        .execute(&self.inner.pool)
+                        .await
+                        .map_err(db("make a session durable"))?;
+                    if done.rows_affected() == 1 {
+                        return Ok(expected);
+                    }
+                }
+                // Appends were durable when they returned (or need not be); a stale caller still
+                // learns it is stale.
+                let found = self.found(key).await?;
+                SessionError::check_revision(key, Some(expected), found)?;
+                Ok(expected)
+            })
+            .await
     }
 
     async fn try_lock_turn(&self, key: &SessionKey) -> Result<Option<TurnLock>, SessionError> {
-        self.lock_turn(key).await
+        self.inner
+            .deadline("try_lock_turn", async { self.lock_turn(key).await })
+            .await
     }
 
     async fn current_revision(&self, key: &SessionKey) -> Result<Option<Revision>, SessionError> {
-        let sql = format!(
-            "SELECT epoch, revision FROM {} WHERE scope_id = $1 AND session_key = $2",
-            self.inner.t("sessions")
-        );
-        let row = crate::query(&sql)
-            .bind(self.scope_id)
-            .bind(key.as_str())
-            .fetch_optional(&self.inner.pool)
+        self.inner
+            .deadline("current_revision", async {
+                let sql = format!(
+                    "SELECT epoch, revision FROM {} WHERE scope_id = $1 AND session_key = $2",
+                    self.inner.t("sessions")
+                );
+                let row = crate::query(&sql)
+                    .bind(self.scope_id)
+                    .bind(key.as_str())
+                    .fetch_optional(&self.inner.pool)
+                    .await
+                    .map_err(db("read a session's revision"))?;
+                Ok(row.map(|row| revision_of(row.get(0), row.get(1))))
+            })
             .await
-            .map_err(db("read a session's revision"))?;
-        Ok(row.map(|row| revision_of(row.get(0), row.get(1))))
     }
 
     fn capabilities(&self) -> SessionCapabilities {

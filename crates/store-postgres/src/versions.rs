@@ -117,15 +117,20 @@ impl MemoryVersions for PgScope {
         files: &Snapshot,
         time: DateTime<Utc>,
     ) -> Result<Option<Version>, MemoryError> {
-        crate::transaction(&self.inner.pool, db("record a version"), async |tx| {
-            self.lock_head(tx).await?;
-            let version = self.commit_version(tx, message, files, time).await?;
-            Ok(version)
-        })
-        .await
+        self.inner
+            .deadline("commit", async {
+                crate::transaction(&self.inner.pool, db("record a version"), async |tx| {
+                    self.lock_head(tx).await?;
+                    let version = self.commit_version(tx, message, files, time).await?;
+                    Ok(version)
+                })
+                .await
+            })
+            .await
     }
 
     async fn log(&self, limit: usize) -> Result<Vec<Version>, MemoryError> {
+        self.inner.deadline("log", async {
         let rows = crate::query(&format!(
             "SELECT id, parent, message, time FROM {} WHERE scope_id = $1 ORDER BY seq DESC LIMIT $2",
             self.inner.t("versions")
@@ -136,9 +141,11 @@ impl MemoryVersions for PgScope {
         .await
         .map_err(db("read the version log"))?;
         Ok(rows.iter().map(version).collect())
+        }).await
     }
 
     async fn resolve(&self, id: &str) -> Result<Version, MemoryError> {
+        self.inner.deadline("resolve", async {
         let wanted = id.trim().to_ascii_lowercase();
         if wanted.len() < MIN_ID_PREFIX || !wanted.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(MemoryError::UnknownVersion { id: id.to_owned() });
@@ -158,23 +165,30 @@ impl MemoryVersions for PgScope {
             .into_iter()
             .find(|v| v.id == full)
             .ok_or_else(|| MemoryError::UnknownVersion { id: id.to_owned() })
+        }).await
     }
 
     async fn files_at(&self, id: &str) -> Result<Snapshot, MemoryError> {
-        let row = crate::query(&format!(
-            "SELECT files FROM {} WHERE scope_id = $1 AND id = $2",
-            self.inner.t("versions")
-        ))
-        .bind(self.scope_id)
-        .bind(id)
-        .fetch_optional(&self.inner.pool)
-        .await
-        .map_err(db("read a version's files"))?;
-        let Some(row) = row else {
-            return Err(MemoryError::UnknownVersion { id: id.to_owned() });
-        };
-        serde_json::from_str(row.get::<&str, _>(0)).map_err(|e| {
-            MemoryError::backend(format!("version {id} holds files that cannot be read: {e}"))
-        })
+        self.inner
+            .deadline("files_at", async {
+                let row = crate::query(&format!(
+                    "SELECT files FROM {} WHERE scope_id = $1 AND id = $2",
+                    self.inner.t("versions")
+                ))
+                .bind(self.scope_id)
+                .bind(id)
+                .fetch_optional(&self.inner.pool)
+                .await
+                .map_err(db("read a version's files"))?;
+                let Some(row) = row else {
+                    return Err(MemoryError::UnknownVersion { id: id.to_owned() });
+                };
+                serde_json::from_str(row.get::<&str, _>(0)).map_err(|e| {
+                    MemoryError::backend(format!(
+                        "version {id} holds files that cannot be read: {e}"
+                    ))
+                })
+            })
+            .await
     }
 }

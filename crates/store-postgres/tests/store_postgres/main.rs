@@ -7,5 +7,6 @@ mod children;
 mod conformance;
 mod durability;
 mod migrations;
+mod network;
 mod races;
 mod support;
