@@ -23,7 +23,9 @@ impl SessionArchive for PgScope {
     ) -> Result<ArchiveCommitted, MemoryError> {
         self.inner.deadline("commit_archive", async {
         let key = commit.session;
-        crate::transaction(&self.inner.pool, db("begin an archive"), async |tx| {
+        let attempts = std::sync::atomic::AtomicU32::new(0);
+        crate::retrying(|| crate::transaction(&self.inner.pool, db("begin an archive"), async |tx| {
+            crate::forced_point(&self.inner, tx, "archive", &attempts).await.map_err(db("begin an archive"))?;
             // The session, locked: its revision must be the one the archive was made from.
             let row = crate::query(&format!(
                 "SELECT {SESSION_COLUMNS} FROM {} WHERE scope_id = $1 AND session_key = $2 FOR UPDATE",
@@ -98,7 +100,7 @@ impl SessionArchive for PgScope {
                 revision,
                 reused,
             })
-        })
+        }))
         .await
         }).await
     }
@@ -152,18 +154,23 @@ impl MemoryCommit for PgScope {
     async fn commit(&self, change: &MemoryChange) -> Result<Option<Version>, MemoryError> {
         self.inner
             .deadline("commit", async {
-                crate::transaction(&self.inner.pool, db("begin a memory commit"), async |tx| {
-                    let mut step = 0;
-                    let mut fault = async |tx: &mut sqlx::PgConnection| {
-                        step += 1;
-                        crate::fault_point(&self.inner, tx, "memory commit", step - 1)
+                let attempts = std::sync::atomic::AtomicU32::new(0);
+                crate::retrying(|| {
+                    crate::transaction(&self.inner.pool, db("begin a memory commit"), async |tx| {
+                        crate::forced_point(&self.inner, tx, "memory commit", &attempts)
                             .await
-                            .map_err(db("commit a memory change"))
-                    };
-                    fault(tx).await?;
-                    // The fence, checked and its row locked until the commit: a holder that lost the
-                    // lease writes nothing.
-                    let held = crate::query(&format!(
+                            .map_err(db("begin a memory commit"))?;
+                        let mut step = 0;
+                        let mut fault = async |tx: &mut sqlx::PgConnection| {
+                            step += 1;
+                            crate::fault_point(&self.inner, tx, "memory commit", step - 1)
+                                .await
+                                .map_err(db("commit a memory change"))
+                        };
+                        fault(tx).await?;
+                        // The fence, checked and its row locked until the commit: a holder that lost the
+                        // lease writes nothing.
+                        let held = crate::query(&format!(
                         "SELECT 1 FROM {} l WHERE l.scope_id = $1 AND l.job = $2 AND {} FOR UPDATE",
                         self.inner.t("leases"),
                         crate::lease::held_condition()
@@ -174,51 +181,52 @@ impl MemoryCommit for PgScope {
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(db("check the Dream lease"))?;
-                    if held.is_none() {
-                        return Err(lease_lost(change.fence, None));
-                    }
-                    fault(tx).await?;
-                    let (latest, _) = self.lock_head(tx).await?;
-                    for file in &change.files {
+                        if held.is_none() {
+                            return Err(lease_lost(change.fence, None));
+                        }
                         fault(tx).await?;
-                        let path = file.file.path();
-                        match (&file.file, &file.text) {
-                            (MemoryFile::Skill(_), None) => {
-                                self.delete_path(tx, &path, file.expected).await?;
-                            }
-                            (_, text) => {
-                                self.write_path(
-                                    tx,
-                                    &path,
-                                    text.as_deref().unwrap_or(""),
-                                    file.expected,
-                                )
-                                .await?;
+                        let (latest, _) = self.lock_head(tx).await?;
+                        for file in &change.files {
+                            fault(tx).await?;
+                            let path = file.file.path();
+                            match (&file.file, &file.text) {
+                                (MemoryFile::Skill(_), None) => {
+                                    self.delete_path(tx, &path, file.expected).await?;
+                                }
+                                (_, text) => {
+                                    self.write_path(
+                                        tx,
+                                        &path,
+                                        text.as_deref().unwrap_or(""),
+                                        file.expected,
+                                    )
+                                    .await?;
+                                }
                             }
                         }
-                    }
-                    fault(tx).await?;
-                    let version = match &change.version {
-                        Some(record) => {
-                            self.commit_version(tx, &record.message, &record.files, change.time)
-                                .await?
+                        fault(tx).await?;
+                        let version = match &change.version {
+                            Some(record) => {
+                                self.commit_version(tx, &record.message, &record.files, change.time)
+                                    .await?
+                            }
+                            None => None,
+                        };
+                        fault(tx).await?;
+                        if let Some(cursor) = change.cursor {
+                            crate::query(&format!(
+                                "UPDATE {} SET dream_cursor = $2 WHERE scope_id = $1",
+                                self.inner.t("journal_heads")
+                            ))
+                            .bind(self.scope_id)
+                            .bind(signed(cursor.min(latest)))
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(db("move Dream's cursor"))?;
                         }
-                        None => None,
-                    };
-                    fault(tx).await?;
-                    if let Some(cursor) = change.cursor {
-                        crate::query(&format!(
-                            "UPDATE {} SET dream_cursor = $2 WHERE scope_id = $1",
-                            self.inner.t("journal_heads")
-                        ))
-                        .bind(self.scope_id)
-                        .bind(signed(cursor.min(latest)))
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db("move Dream's cursor"))?;
-                    }
-                    fault(tx).await?;
-                    Ok(version)
+                        fault(tx).await?;
+                        Ok(version)
+                    })
                 })
                 .await
             })

@@ -132,9 +132,37 @@ pub fn is_transient(error: &sqlx::Error) -> bool {
     }
 }
 
-/// A database error as the memory ports report it.
+/// Whether `error` (or an error it was caused by) is the database refusing a transaction
+/// because of a rival one: a serialization failure (40001) or a deadlock (40P01).
+pub(crate) fn is_refused_for_a_rival(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut at = Some(error);
+    while let Some(e) = at {
+        if let Some(sqlx::Error::Database(db)) = e.downcast_ref::<sqlx::Error>()
+            && matches!(db.code().as_deref(), Some("40001" | "40P01"))
+        {
+            return true;
+        }
+        at = e.source();
+    }
+    false
+}
+
+fn is_unique_violation(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.code().as_deref() == Some("23505"))
+}
+
+/// A database error as the memory ports report it. A unique violation (23505) means a rival
+/// wrote the same record first: a [`MemoryError::Conflict`], to read again and redo.
 pub(crate) fn memory(action: &str) -> impl Fn(sqlx::Error) -> MemoryError + '_ {
     move |error| {
+        if is_unique_violation(&error) {
+            return MemoryError::Conflict {
+                what: format!(
+                    "could not {action}: another writer stored the same record first ({})",
+                    describe(&error)
+                ),
+            };
+        }
         let retryable = is_transient(&error);
         MemoryError::backend_caused_by(
             format!("could not {action}: {}", describe(&error)),
@@ -144,10 +172,12 @@ pub(crate) fn memory(action: &str) -> impl Fn(sqlx::Error) -> MemoryError + '_ {
     }
 }
 
-/// A database error as the session port reports it.
+/// A database error as the session port reports it. A unique violation (23505) means a
+/// rival wrote first; the session port's compare-and-set turns the next try into a
+/// `Conflict`, so it counts as retryable.
 pub(crate) fn session(action: &str) -> impl Fn(sqlx::Error) -> SessionError + '_ {
     move |error| {
-        let retryable = is_transient(&error);
+        let retryable = is_transient(&error) || is_unique_violation(&error);
         SessionError::backend_caused_by(
             format!("could not {action}: {}", describe(&error)),
             retryable,

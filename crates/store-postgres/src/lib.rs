@@ -120,6 +120,8 @@ pub(crate) struct Inner {
     /// Where a test kills the connection: asked before each statement of a commit with the
     /// operation and the statement's number (feature `test-util`).
     pub(crate) fault: Option<FaultHook>,
+    /// Errors a test forces at the start of a port call's transaction (feature `test-util`).
+    pub(crate) forced: Option<ForcedErrors>,
     /// Dropped with the last handle on the store (a test's schema); held for its `Drop`.
     #[allow(dead_code)]
     pub(crate) cleanup: Option<Box<dyn std::any::Any + Send + Sync>>,
@@ -285,6 +287,7 @@ impl PgStore {
                 call_timeout,
                 released: std::sync::Mutex::new(std::collections::HashMap::new()),
                 fault: None,
+                forced: None,
                 cleanup: None,
             }),
         })
@@ -522,6 +525,68 @@ pub(crate) async fn transaction<T, E>(
         }
     }
 }
+
+/// How many times a transaction that met a serialization failure (SQLSTATE 40001) or a
+/// deadlock (40P01) is run in all before its error is returned (retryable).
+pub const TRANSACTION_ATTEMPTS: u32 = 3;
+
+/// Runs a port call's transaction (`run` makes one run of it: [`transaction`]) again when
+/// the database refused it for a serialization failure or a deadlock: at most
+/// [`TRANSACTION_ATTEMPTS`] runs in all, after a short random pause (5 to 25 ms times the
+/// attempt), so two rivals do not collide again in step. Any other error returns at once.
+pub(crate) async fn retrying<T, E, F>(mut run: impl FnMut() -> F) -> Result<T, E>
+where
+    F: std::future::Future<Output = Result<T, E>>,
+    E: std::error::Error + 'static,
+{
+    let mut attempt = 1u32;
+    loop {
+        match run().await {
+            Err(error)
+                if attempt < TRANSACTION_ATTEMPTS && error::is_refused_for_a_rival(&error) =>
+            {
+                let spread = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.subsec_nanos());
+                let pause = 5 + u64::from(spread % 21);
+                tokio::time::sleep(Duration::from_millis(pause * u64::from(attempt))).await;
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Where a test may force an error at the start of a port call's transaction: asks the
+/// [`ForcedErrors`] hook with the operation and the attempt (counted in `attempts`) and
+/// raises the SQLSTATE it names, as the database would (feature `test-util`; a no-op
+/// otherwise).
+pub(crate) async fn forced_point(
+    inner: &Inner,
+    conn: &mut sqlx::PgConnection,
+    operation: &str,
+    attempts: &std::sync::atomic::AtomicU32,
+) -> Result<(), sqlx::Error> {
+    let attempt = attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    if let Some(code) = inner
+        .forced
+        .as_ref()
+        .and_then(|hook| hook(operation, attempt))
+    {
+        let code: String = code.chars().filter(char::is_ascii_alphanumeric).collect();
+        query(&format!(
+            "DO $$ BEGIN RAISE EXCEPTION 'forced by a test' USING ERRCODE = '{code}'; END $$"
+        ))
+        .execute(conn)
+        .await?;
+    }
+    Ok(())
+}
+
+/// Asked at the start of each run of a port call's transaction with its operation
+/// (`"archive"`, `"memory commit"`, `"version commit"`, `"rewrite"`) and the attempt (from
+/// 1): a SQLSTATE to raise there, as the database would (feature `test-util`).
+pub type ForcedErrors = Arc<dyn Fn(&str, u32) -> Option<&'static str> + Send + Sync>;
 
 /// Asked before each statement of a commit (`"memory commit"`, `"archive"`) with its
 /// number: `true` kills the connection there, as a crash or a network fault would.

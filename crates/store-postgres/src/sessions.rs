@@ -418,7 +418,10 @@ impl SessionStore for PgScope {
         )?;
         let columns = MetaColumns::of(session.meta());
         let rows = Rows::of(session.messages());
-        let written = crate::transaction(&self.inner.pool, db("rewrite a session"), async |tx| {            let sql = format!(
+        let attempts = std::sync::atomic::AtomicU32::new(0);
+        let written = crate::retrying(|| crate::transaction(&self.inner.pool, db("rewrite a session"), async |tx| {
+            crate::forced_point(&self.inner, tx, "rewrite", &attempts).await.map_err(db("rewrite a session"))?;
+            let sql = format!(
                 "UPDATE {sessions} SET epoch = nextval('{epochs}'), revision = 1, next_seq = $5, pointer = $6, \
                    created_at = $7, updated_at = $8, metadata = $9, provider_state = $10, title = $11, \
                    preview_user = (SELECT t FROM unnest($12::text[]) WITH ORDINALITY x(t, i) WHERE t IS NOT NULL AND i <= $14 ORDER BY i LIMIT 1), \
@@ -471,7 +474,7 @@ impl SessionStore for PgScope {
             .await
             .map_err(db("rewrite a session's messages"))?;
             Ok(Some(revision))
-        })
+        }))
         .await?;
         match written {
             Some(revision) => Ok(revision),

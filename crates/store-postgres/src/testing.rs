@@ -102,6 +102,23 @@ impl TestSchema {
         }
     }
 
+    /// [`TestSchema::store`] whose port transactions ask `forced` at each start which
+    /// SQLSTATE to raise there.
+    pub async fn store_with_forced_errors(self, forced: crate::ForcedErrors) -> PgStore {
+        let store = self.open().await;
+        let inner = Arc::into_inner(store.inner).expect("a fresh store has one handle");
+        PgStore {
+            inner: Arc::new(Inner {
+                forced: Some(forced),
+                cleanup: Some(Box::new(DropSchema {
+                    url: self.url,
+                    schema: self.name,
+                })),
+                ..inner
+            }),
+        }
+    }
+
     async fn open(&self) -> PgStore {
         // Once per test process: drop what killed runs of earlier hours left behind.
         static SWEPT: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();

@@ -119,10 +119,16 @@ impl MemoryVersions for PgScope {
     ) -> Result<Option<Version>, MemoryError> {
         self.inner
             .deadline("commit", async {
-                crate::transaction(&self.inner.pool, db("record a version"), async |tx| {
-                    self.lock_head(tx).await?;
-                    let version = self.commit_version(tx, message, files, time).await?;
-                    Ok(version)
+                let attempts = std::sync::atomic::AtomicU32::new(0);
+                crate::retrying(|| {
+                    crate::transaction(&self.inner.pool, db("record a version"), async |tx| {
+                        crate::forced_point(&self.inner, tx, "version commit", &attempts)
+                            .await
+                            .map_err(db("record a version"))?;
+                        self.lock_head(tx).await?;
+                        let version = self.commit_version(tx, message, files, time).await?;
+                        Ok(version)
+                    })
                 })
                 .await
             })

@@ -9,4 +9,5 @@ mod durability;
 mod migrations;
 mod network;
 mod races;
+mod refusals;
 mod support;
