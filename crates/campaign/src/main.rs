@@ -7,6 +7,7 @@
 mod kill;
 mod model;
 mod pg;
+mod pg_net;
 mod pg_restart;
 mod power;
 mod racing;
@@ -50,6 +51,8 @@ pub(crate) struct Plan {
     /// PostgreSQL chaos: turns at least, and for at least this long.
     pub(crate) pg_turns: u64,
     pub(crate) pg_time: Duration,
+    /// Network faults under the PostgreSQL store: for this long.
+    pub(crate) pg_net_time: Duration,
     /// Server crashes (immediate stops and starts) of the local PostgreSQL.
     pub(crate) pg_restarts: u64,
     /// Where the campaign works (a fresh directory under it per family).
@@ -74,6 +77,7 @@ impl Plan {
             replay: None,
             pg_turns: 1_000,
             pg_time: Duration::ZERO,
+            pg_net_time: Duration::from_secs(16),
             pg_restarts: 10,
             scratch,
         }
@@ -98,6 +102,7 @@ impl Plan {
             replay: None,
             pg_turns: 1_000,
             pg_time: budget.mul_f64(0.2).max(Duration::from_secs(600)),
+            pg_net_time: budget.mul_f64(0.05).max(Duration::from_secs(180)),
             pg_restarts: 10,
             scratch,
         }
@@ -105,7 +110,7 @@ impl Plan {
 }
 
 /// In the order they run; the server crash last, since it takes the server down.
-const FAMILIES: [&str; 8] = [
+const FAMILIES: [&str; 9] = [
     "kill_loop",
     "racing",
     "power_loss",
@@ -113,6 +118,7 @@ const FAMILIES: [&str; 8] = [
     "model_based",
     "simulation",
     "postgres_chaos",
+    "postgres_network",
     "postgres_restart",
 ];
 
@@ -260,6 +266,7 @@ fn run(args: &[String]) -> Result<bool, String> {
             "model_based" => model::run(&plan),
             "simulation" => sim::run(&plan),
             "postgres_chaos" => pg::run(&plan),
+            "postgres_network" => pg_net::run(&plan),
             _ => pg_restart::run(&plan),
         };
         let seconds = family_started.elapsed().as_secs_f64();
