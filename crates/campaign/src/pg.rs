@@ -86,12 +86,21 @@ pub(crate) async fn reopen_fresh(url: &str, scope: &PgScope) -> Result<PgScope, 
 }
 
 pub(crate) fn run(plan: &Plan) -> Family {
+    run_against_the_database(async |url: String, family: &mut Family| {
+        chaos(plan, &url, family).await
+    })
+}
+
+/// A PostgreSQL family: `body` on two threads against the test database, its error a
+/// failed run; without the database, the family says it skipped.
+pub(crate) fn run_against_the_database(
+    body: impl AsyncFnOnce(String, &mut Family) -> Result<(), String>,
+) -> Family {
     let mut family = Family::default();
     let Some(url) = database_url(&mut family) else {
         return family;
     };
-    let result =
-        crate::two_threads().and_then(|runtime| runtime.block_on(chaos(plan, &url, &mut family)));
+    let result = crate::two_threads().and_then(|runtime| runtime.block_on(body(url, &mut family)));
     if let Err(problem) = result {
         family.zero("failed_runs", 1);
         family.fail(problem);

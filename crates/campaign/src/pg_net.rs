@@ -18,7 +18,7 @@ use store_postgres::proxy::{FaultProxy, NetFault};
 use store_postgres::{Durability, PgOptions, PgScope, PgStore};
 
 use crate::Plan;
-use crate::pg::{database_url, drop_schema, reopen_fresh};
+use crate::pg::{drop_schema, reopen_fresh, run_against_the_database};
 use crate::report::{Family, percentiles_ms};
 use crate::rng::Rng;
 
@@ -27,17 +27,9 @@ const WORKERS: u64 = 2;
 const TIMEOUT: Duration = Duration::from_secs(1);
 
 pub(crate) fn run(plan: &Plan) -> Family {
-    let mut family = Family::default();
-    let Some(url) = database_url(&mut family) else {
-        return family;
-    };
-    let result =
-        crate::two_threads().and_then(|runtime| runtime.block_on(network(plan, &url, &mut family)));
-    if let Err(problem) = result {
-        family.zero("failed_runs", 1);
-        family.fail(problem);
-    }
-    family
+    run_against_the_database(async |url: String, family: &mut Family| {
+        network(plan, &url, family).await
+    })
 }
 
 #[derive(Debug, Default)]

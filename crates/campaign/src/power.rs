@@ -7,7 +7,7 @@
 //! acknowledged before the last flush (entries and documents as their own promises say),
 //! at `none` only a suffix may be missing; never damage at any level.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use fs_support::crash::Recorder;
@@ -17,7 +17,7 @@ use session_store::BrokenRule;
 use crate::Plan;
 use crate::report::Family;
 use crate::rng::Rng;
-use crate::workload::{self, Ack, Level};
+use crate::workload::{self, Ack, Level, fresh_dir};
 
 /// Steps of one workload: a few hundred file operations.
 const STEPS: u64 = 60;
@@ -74,13 +74,6 @@ struct Totals {
     violations: u64,
     untracked: u64,
     failed_runs: u64,
-}
-
-fn fresh_dir(path: &Path) -> Result<PathBuf, String> {
-    let _ = std::fs::remove_dir_all(path);
-    std::fs::create_dir_all(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    // The stores see canonical paths; so must the recorder.
-    std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn one_workload(

@@ -6,14 +6,14 @@
 //! undamaged (the process did not crash, so every level promises everything).
 
 use std::panic::AssertUnwindSafe;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use fs_support::observe::{self, Fault, FaultPlan};
 
 use crate::Plan;
 use crate::report::Family;
-use crate::workload::{self, Level};
+use crate::workload::{self, Level, fresh_dir};
 
 /// Steps of the swept workload (each of its operations is failed in turn).
 const STEPS: u64 = 30;
@@ -80,12 +80,6 @@ struct Totals {
     panics: u64,
     violations: u64,
     failed_runs: u64,
-}
-
-fn fresh_dir(path: &Path) -> Result<PathBuf, String> {
-    let _ = std::fs::remove_dir_all(path);
-    std::fs::create_dir_all(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// How many watched operations the workload does, opening the stores included.

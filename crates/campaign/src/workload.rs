@@ -113,6 +113,14 @@ fn document_version(text: &str) -> Option<u64> {
     (text == document_text(version)).then_some(version)
 }
 
+/// An empty directory at `path` (what was there is removed), as its canonical path: the
+/// stores see canonical paths, and so must the observers watching them.
+pub(crate) fn fresh_dir(path: &Path) -> Result<std::path::PathBuf, String> {
+    let _ = std::fs::remove_dir_all(path);
+    std::fs::create_dir_all(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 fn key() -> Result<SessionKey, String> {
     SessionKey::new(KEY).map_err(|e| e.to_string())
 }
