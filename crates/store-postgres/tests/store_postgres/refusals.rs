@@ -4,8 +4,8 @@
 //! is retried, at most `TRANSACTION_ATTEMPTS` runs in all, then returned as retryable; a
 //! unique violation is a `Conflict` at once; nothing is half written.
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use memory_scope::{ScopeKey, Subject};
