@@ -4,11 +4,12 @@
 //! erasing a user is one directory removal. Links live in `scopes/links.jsonl`.
 
 use std::fs;
-use std::io::{ErrorKind, Read, Write};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use fs_support::io::{self as fsio, Open};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ScopeError;
@@ -95,7 +96,7 @@ impl ScopeDirs {
             }
             return Ok(root);
         }
-        fs::create_dir_all(&root).map_err(|e| ScopeError::io("create", &root, e))?;
+        fs_support::create_dir_durable(&root)?;
         let text = serde_json::to_vec_pretty(&ScopeRecord {
             scope: scope.clone(),
             created_at: Utc::now(),
@@ -175,15 +176,15 @@ impl ScopeDirs {
             root.file_name()
                 .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
         ));
-        fs::rename(&root, &aside).map_err(|e| ScopeError::io("move aside", &root, e))?;
-        fs::remove_dir_all(&aside).map_err(|e| ScopeError::io("remove", &aside, e))?;
+        fsio::rename(&root, &aside).map_err(|e| ScopeError::io("move aside", &root, e))?;
+        fsio::remove_dir_all(&aside).map_err(|e| ScopeError::io("remove", &aside, e))?;
         fs_support::sync_dir(&self.scopes_dir())?;
         Ok(true)
     }
 }
 
 fn read_record(path: &Path) -> Result<ScopeRecord, ScopeError> {
-    let text = fs::read(path).map_err(|e| ScopeError::io("read", path, e))?;
+    let text = fsio::read(path).map_err(|e| ScopeError::io("read", path, e))?;
     serde_json::from_slice(&text).map_err(|e| ScopeError::Corrupt {
         what: path.display().to_string(),
         reason: e.to_string(),
@@ -217,12 +218,8 @@ impl FileLinks {
 
     fn locked(&self) -> Result<fs::File, ScopeError> {
         let dir = self.lock.parent().unwrap_or(Path::new("."));
-        fs::create_dir_all(dir).map_err(|e| ScopeError::io("create", dir, e))?;
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&self.lock)
+        fs_support::create_dir_durable(dir)?;
+        let file = fsio::open(&self.lock, Open::WRITE_OR_CREATE)
             .map_err(|e| ScopeError::io("open", &self.lock, e))?;
         file.lock()
             .map_err(|e| ScopeError::io("lock", &self.lock, e))?;
@@ -231,15 +228,11 @@ impl FileLinks {
 
     /// The bytes of the file, and the records of its complete lines.
     fn read(&self) -> Result<(Vec<u8>, Vec<LinkRecord>), ScopeError> {
-        let mut bytes = Vec::new();
-        match fs::File::open(&self.path) {
-            Ok(mut file) => {
-                file.read_to_end(&mut bytes)
-                    .map_err(|e| ScopeError::io("read", &self.path, e))?;
-            }
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok((bytes, Vec::new())),
+        let bytes = match fsio::read(&self.path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok((Vec::new(), Vec::new())),
             Err(e) => return Err(ScopeError::io("read", &self.path, e)),
-        }
+        };
         let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         let mut records = Vec::new();
         for (number, line) in bytes[..complete].split(|&b| b == b'\n').enumerate() {
@@ -267,11 +260,9 @@ impl FileLinks {
             &Utc::now().to_rfc3339(),
             &[("a torn last line".into(), bytes[complete..].to_vec())],
         )?;
-        let file = fs::OpenOptions::new()
-            .write(true)
-            .open(&self.path)
+        let file = fsio::open(&self.path, Open::READ_WRITE)
             .map_err(|e| ScopeError::io("open", &self.path, e))?;
-        file.set_len(complete as u64)
+        fsio::set_len(&file, &self.path, complete as u64)
             .map_err(|e| ScopeError::io("truncate", &self.path, e))?;
         Ok(())
     }
@@ -293,15 +284,16 @@ impl LinkTable for FileLinks {
             reason: e.to_string(),
         })?;
         line.push(b'\n');
-        let mut file = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
+        let existed = self.path.exists();
+        let mut file = fsio::open(&self.path, Open::APPEND_OR_CREATE)
             .map_err(|e| ScopeError::io("open", &self.path, e))?;
-        file.write_all(&line)
+        fsio::append(&mut file, &self.path, &line)
             .map_err(|e| ScopeError::io("append to", &self.path, e))?;
-        file.sync_all()
-            .map_err(|e| ScopeError::io("sync", &self.path, e))?;
+        fsio::sync_all(&file, &self.path).map_err(|e| ScopeError::io("sync", &self.path, e))?;
+        if !existed {
+            // The file's name must survive a power loss as its synced record does.
+            fs_support::sync_dir(self.path.parent().unwrap_or(Path::new(".")))?;
+        }
         Ok(())
     }
 

@@ -235,3 +235,77 @@ async fn concurrent_link_changes_are_all_kept() {
     assert_eq!(links.records().await.unwrap().len(), 15);
     std::fs::remove_dir_all(&workspace).unwrap();
 }
+
+/// The link table under the crash-filesystem double and the fault plan of `fs_support`:
+/// every acknowledged link survives a power loss at any point, and every failed operation
+/// of an append is an error that loses no acknowledged link.
+#[tokio::test]
+async fn acknowledged_links_survive_power_loss_and_failing_operations() {
+    use fs_support::crash::Recorder;
+    use fs_support::observe::{self, Fault, FaultPlan};
+    use std::sync::Arc;
+
+    async fn five_links(workspace: &std::path::Path, ack: &dyn Fn(u64)) -> Result<(), String> {
+        let links = FileLinks::new(workspace);
+        for n in 0..5u64 {
+            links
+                .append(record(
+                    &format!("discord:{n}"),
+                    "telegram:1",
+                    LinkAction::Link,
+                ))
+                .await
+                .map_err(|e| e.to_string())?;
+            ack(n + 1);
+        }
+        Ok(())
+    }
+
+    let root = std::fs::canonicalize(temp("links-power")).unwrap();
+    let recorder = Arc::new(Recorder::start(&root).unwrap());
+    {
+        let _watching = observe::watch(&root, recorder.clone());
+        five_links(&root, &|n| recorder.mark(n)).await.unwrap();
+    }
+    let trace = recorder.trace();
+    assert_eq!(trace.untracked(), 0);
+    for point in 0..=trace.operations() {
+        for seed in 0..8 {
+            let after = root.with_extension(format!("after-{point}-{seed}"));
+            trace.crash_state(point, seed).materialize(&after).unwrap();
+            let acknowledged = trace.marks_before(point).last().copied().unwrap_or(0);
+            let found = FileLinks::new(&after).records().await.unwrap().len() as u64;
+            assert!(
+                found >= acknowledged,
+                "point {point} seed {seed}: {found} of {acknowledged}"
+            );
+            std::fs::remove_dir_all(&after).unwrap();
+        }
+    }
+    let counter = Arc::new(FaultPlan::counting());
+    let counting = std::fs::canonicalize(temp("links-count")).unwrap();
+    {
+        let _watching = observe::watch(&counting, counter.clone());
+        five_links(&counting, &|_| {}).await.unwrap();
+    }
+    for n in 0..counter.seen() {
+        for fault in Fault::ALL {
+            let dir = std::fs::canonicalize(temp("links-fault")).unwrap();
+            let plan = Arc::new(FaultPlan::failing(n, fault));
+            let acknowledged = std::sync::atomic::AtomicU64::new(0);
+            {
+                let _watching = observe::watch(&dir, plan.clone());
+                let _ = five_links(&dir, &|n| {
+                    acknowledged.store(n, std::sync::atomic::Ordering::SeqCst)
+                })
+                .await;
+            }
+            assert!(plan.fired().is_some());
+            let found = FileLinks::new(&dir).records().await.unwrap().len() as u64;
+            assert!(found >= acknowledged.into_inner(), "{:?}", plan.fired());
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+    std::fs::remove_dir_all(&counting).unwrap();
+}
