@@ -129,7 +129,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
 
     let budget = match options.long {
         Some(seconds) => FuzzBudget::Long {
-            seconds_per_target: (seconds / 3 / fuzz::TARGETS.len() as u64).max(60),
+            // Two targets at a time: a third of the budget for the fuzz family.
+            seconds_per_target: (seconds * 2 / 3 / fuzz::TARGETS.len() as u64).max(60),
             runs: 10_000_000,
         },
         None => FuzzBudget::Seconds(15),
@@ -155,7 +156,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
                 "seconds": fuzz_started.elapsed().as_secs(),
                 "figures": {
                     "targets": targets.iter().map(|t| (t.name.to_owned(), t.to_json())).collect::<serde_json::Map<_, _>>(),
-                    "sanitizer": "address",
+                    "sanitizer": budget.sanitizer(),
                 },
                 "must_be_zero": {"crashes": crashes, "targets_below_10m_executions": below_target},
                 "failures": targets.iter().filter(|t| t.crashes > 0).map(|t| format!("{}: a crash input is in fuzz/artifacts/{}/", t.name, t.name)).collect::<Vec<_>>(),

@@ -1,5 +1,6 @@
 //! `cargo xtask fuzz [--seconds N]`: every cargo-fuzz target in `fuzz/` run for N seconds
-//! (default 60) from its committed corpus, with the address sanitizer. The campaign
+//! (default 60) from its committed corpus, with the address sanitizer (the campaign's long
+//! run builds them without one, for speed, and runs two at a time). The campaign
 //! (`cargo xtask campaign`) runs them too, as its fuzz family, and reports each target's
 //! executions, speed, corpus and coverage. New inputs go to a scratch corpus, so the
 //! committed one changes only when a regression is added to it; every committed input is
@@ -102,7 +103,12 @@ fn has_cargo_fuzz() -> bool {
 
 /// `cargo xtask fuzz`: every target for `seconds`, failing at the first crash.
 pub(crate) fn run(root: &Path, seconds: u64) -> Result<bool, String> {
-    match run_all(root, FuzzBudget::Seconds(seconds))? {
+    run_budget(root, FuzzBudget::Seconds(seconds))
+}
+
+/// Every target within `budget`; an error names a target that crashed.
+pub(crate) fn run_budget(root: &Path, budget: FuzzBudget) -> Result<bool, String> {
+    match run_all(root, budget)? {
         None => Ok(false),
         Some(stats) => match stats.iter().find(|t| t.crashes > 0) {
             Some(crashed) => Err(format!(
@@ -116,6 +122,28 @@ pub(crate) fn run(root: &Path, seconds: u64) -> Result<bool, String> {
 
 /// Runs every target; `Ok(None)` when cargo-fuzz is missing outside CI. A crash is counted,
 /// not returned as an error, so every target runs and the report has them all.
+impl FuzzBudget {
+    /// The sanitizer the targets are built with: the address sanitizer for a short run
+    /// (it also watches the unsafe code of dependencies); none for the long run, which needs
+    /// 10 million executions per target and runs five to six times faster without it (our
+    /// own code has no `unsafe`).
+    pub(crate) fn sanitizer(self) -> &'static str {
+        match self {
+            FuzzBudget::Seconds(_) => "address",
+            FuzzBudget::Long { .. } => "none",
+        }
+    }
+
+    /// How many targets run at once: one for a short run (CI's other steps are done, but
+    /// its figures stay comparable), two for the long run (both cores).
+    fn parallel(self) -> usize {
+        match self {
+            FuzzBudget::Seconds(_) => 1,
+            FuzzBudget::Long { .. } => 2,
+        }
+    }
+}
+
 pub(crate) fn run_all(root: &Path, budget: FuzzBudget) -> Result<Option<Vec<TargetStats>>, String> {
     if !has_cargo_fuzz() {
         if std::env::var("CI").is_ok_and(|v| v == "true") {
@@ -130,23 +158,31 @@ pub(crate) fn run_all(root: &Path, budget: FuzzBudget) -> Result<Option<Vec<Targ
         return Ok(None);
     }
     let fuzz_dir = root.join("fuzz");
-    // Sanitizer builds must not share the main target directory's artefacts.
+    let sanitizer = budget.sanitizer();
+    // One target directory per sanitizer, so neither build undoes the other.
+    let suffix = if sanitizer == "address" {
+        "-fuzz".to_owned()
+    } else {
+        format!("-fuzz-{sanitizer}")
+    };
     let target_dir = std::env::var("CARGO_TARGET_DIR")
-        .map(|d| format!("{d}-fuzz"))
-        .unwrap_or_else(|_| fuzz_dir.join("target").display().to_string());
+        .map(|d| format!("{d}{suffix}"))
+        .unwrap_or_else(|_| {
+            fuzz_dir
+                .join(format!("target{suffix}"))
+                .display()
+                .to_string()
+        });
     let scratch = std::env::temp_dir().join(format!("nanobot-fuzz-{}", std::process::id()));
     let result = (|| {
-        // One build of every target first, so the clock below measures fuzzing only.
         crate::status(
             Command::new(crate::cargo())
-                .args(["fuzz", "build", "-O", "--sanitizer", "address"])
+                .args(["fuzz", "build", "-O", "--sanitizer", sanitizer])
                 .env("RUSTC_BOOTSTRAP", "1")
                 .env("CARGO_TARGET_DIR", &target_dir)
                 .current_dir(&fuzz_dir),
             "building the fuzz targets",
         )?;
-        // The file readers' targets write a file per input: in memory when the machine has
-        // a tmpfs, which is several times faster than a disk.
         let shm = Path::new("/dev/shm");
         let temp = if shm.is_dir() {
             shm.to_path_buf()
@@ -154,84 +190,123 @@ pub(crate) fn run_all(root: &Path, budget: FuzzBudget) -> Result<Option<Vec<Targ
             std::env::temp_dir()
         };
         let mut all = Vec::new();
-        for (target, what) in TARGETS {
-            let work = scratch.join(target);
-            std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
-            let corpus = fuzz_dir.join("corpus").join(target);
-            std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
-            let mut limits = vec![
-                "-rss_limit_mb=2048".to_owned(),
-                "-print_final_stats=1".to_owned(),
-            ];
-            match budget {
-                FuzzBudget::Seconds(seconds) => {
-                    println!("fuzzing {target} ({what}) for {seconds} s");
-                    limits.push(format!("-max_total_time={seconds}"));
-                }
-                FuzzBudget::Long {
-                    seconds_per_target,
-                    runs,
-                } => {
-                    println!(
-                        "fuzzing {target} ({what}) for {runs} executions or {seconds_per_target} s"
-                    );
-                    limits.push(format!("-max_total_time={seconds_per_target}"));
-                    limits.push(format!("-runs={runs}"));
-                }
-            }
-            let started = std::time::Instant::now();
-            let output = Command::new(crate::cargo())
-                .args(["fuzz", "run", "-O", "--sanitizer", "address", target])
-                .arg(&work)
-                .arg(&corpus)
-                .arg("--")
-                .args(&limits)
-                .env("RUSTC_BOOTSTRAP", "1")
-                .env("CARGO_TARGET_DIR", &target_dir)
-                .env("TMPDIR", &temp)
-                .current_dir(&fuzz_dir)
-                .output()
-                .map_err(|e| format!("could not run cargo fuzz: {e}"))?;
-            let text = String::from_utf8_lossy(&output.stderr);
-            let mut stats = TargetStats {
-                name: target,
-                seconds: started.elapsed().as_secs(),
-                ..TargetStats::default()
-            };
-            stats.read(&text);
-            if !output.status.success() {
-                stats.crashes = 1;
-                // The panic or the sanitizer's report, and the input that caused it.
-                let why: Vec<&str> = text
-                    .lines()
-                    .filter(|l| {
-                        l.contains("panicked at")
-                            || l.contains("ERROR: AddressSanitizer")
-                            || l.contains("deadly signal")
-                            || l.contains("Test unit written to")
-                            || l.contains("artifact_prefix")
+        for group in TARGETS.chunks(budget.parallel()) {
+            let runs: Vec<Result<TargetStats, String>> = std::thread::scope(|threads| {
+                let handles: Vec<_> = group
+                    .iter()
+                    .map(|&(target, what)| {
+                        let (scratch, fuzz_dir, target_dir, temp) =
+                            (&scratch, &fuzz_dir, &target_dir, &temp);
+                        threads.spawn(move || {
+                            one_target(
+                                target, what, budget, sanitizer, scratch, fuzz_dir, target_dir,
+                                temp,
+                            )
+                        })
                     })
                     .collect();
-                let panic_message: Vec<&str> = text
-                    .lines()
-                    .skip_while(|l| !l.contains("panicked at"))
-                    .take(4)
-                    .collect();
-                println!(
-                    "fuzz target {target} FAILED ({}):\n{}\n{}",
-                    output.status,
-                    why.join("\n"),
-                    panic_message.join("\n")
-                );
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| Err("a fuzz thread panicked".into()))
+                    })
+                    .collect()
+            });
+            for run in runs {
+                all.push(run?);
             }
-            println!(
-                "  {target}: {} executions ({}/s), corpus {}, coverage {}, crashes {}",
-                stats.executions, stats.per_second, stats.corpus, stats.coverage, stats.crashes
-            );
-            all.push(stats);
         }
         Ok(Some(all))
     })();
     let _ = std::fs::remove_dir_all(&scratch);
     result
+}
+
+/// Runs one target from its committed corpus within the budget and reads its figures.
+#[allow(clippy::too_many_arguments)]
+fn one_target(
+    target: &'static str,
+    what: &str,
+    budget: FuzzBudget,
+    sanitizer: &str,
+    scratch: &Path,
+    fuzz_dir: &Path,
+    target_dir: &str,
+    temp: &Path,
+) -> Result<TargetStats, String> {
+    let work = scratch.join(target);
+    std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
+    let corpus = fuzz_dir.join("corpus").join(target);
+    std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
+    let mut limits = vec![
+        "-rss_limit_mb=2048".to_owned(),
+        "-print_final_stats=1".to_owned(),
+    ];
+    match budget {
+        FuzzBudget::Seconds(seconds) => {
+            println!("fuzzing {target} ({what}) for {seconds} s");
+            limits.push(format!("-max_total_time={seconds}"));
+        }
+        FuzzBudget::Long {
+            seconds_per_target,
+            runs,
+        } => {
+            println!(
+                "fuzzing {target} ({what}) for {runs} executions or {seconds_per_target} s, sanitizer {sanitizer}"
+            );
+            limits.push(format!("-max_total_time={seconds_per_target}"));
+            limits.push(format!("-runs={runs}"));
+        }
+    }
+    let started = std::time::Instant::now();
+    let output = Command::new(crate::cargo())
+        .args(["fuzz", "run", "-O", "--sanitizer", sanitizer, target])
+        .arg(&work)
+        .arg(&corpus)
+        .arg("--")
+        .args(&limits)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env("CARGO_TARGET_DIR", target_dir)
+        .env("TMPDIR", temp)
+        .current_dir(fuzz_dir)
+        .output()
+        .map_err(|e| format!("could not run cargo fuzz: {e}"))?;
+    let text = String::from_utf8_lossy(&output.stderr);
+    let mut stats = TargetStats {
+        name: target,
+        seconds: started.elapsed().as_secs(),
+        ..TargetStats::default()
+    };
+    stats.read(&text);
+    if !output.status.success() {
+        stats.crashes = 1;
+        // The panic or the sanitizer's report, and the input that caused it.
+        let why: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                l.contains("panicked at")
+                    || l.contains("ERROR: AddressSanitizer")
+                    || l.contains("deadly signal")
+                    || l.contains("Test unit written to")
+                    || l.contains("artifact_prefix")
+            })
+            .collect();
+        let panic_message: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.contains("panicked at"))
+            .take(4)
+            .collect();
+        println!(
+            "fuzz target {target} FAILED ({}):\n{}\n{}",
+            output.status,
+            why.join("\n"),
+            panic_message.join("\n")
+        );
+    }
+    println!(
+        "  {target}: {} executions ({}/s), corpus {}, coverage {}, crashes {}",
+        stats.executions, stats.per_second, stats.corpus, stats.coverage, stats.crashes
+    );
+    Ok(stats)
 }

@@ -39,8 +39,22 @@ fn main() -> ExitCode {
                 .parse()
                 .map_err(|_| format!("--seconds {n:?} is not a number"))
                 .and_then(|n| fuzz::run(&root, n).map(|_| ())),
+            // As the long campaign fuzzes: no sanitizer, two targets at a time, N executions.
+            Some([flag, n]) if flag == "--runs" => n
+                .parse()
+                .map_err(|_| format!("--runs {n:?} is not a number"))
+                .and_then(|runs| {
+                    fuzz::run_budget(
+                        &root,
+                        fuzz::FuzzBudget::Long {
+                            seconds_per_target: 86_400,
+                            runs,
+                        },
+                    )
+                })
+                .map(|_| ()),
             Some([]) | None => fuzz::run(&root, 60).map(|_| ()),
-            _ => Err("usage: cargo xtask fuzz [--seconds N]".into()),
+            _ => Err("usage: cargo xtask fuzz [--seconds N | --runs N]".into()),
         },
         _ => {
             eprintln!(
