@@ -515,6 +515,11 @@ impl<'a> Flow<'a> {
                     }
                     let key = match self.value()? {
                         Value::String(key) => key,
+                        // PyYAML refuses a collection as a key ("found unhashable key"), and
+                        // so does this reader: the value stays text. Writing the collection
+                        // out as the key instead escaped the quotes of the level below at
+                        // every level, 2^depth bytes (found by fuzzing: out of memory).
+                        Value::Array(_) | Value::Object(_) => return None,
                         other => other.to_string(),
                     };
                     self.skip_space();

@@ -196,6 +196,31 @@ fn front_matter_nesting_is_bounded() {
     assert_eq!(fields["metadata"]["nanobot"]["requires"]["bins"][0], "git");
 }
 
+/// A fuzz finding (the long campaign, seed 20261203, 663,754th execution): a flow mapping
+/// whose keys are themselves mappings wrote each key out as JSON, escaping the quotes of the
+/// level below at every level: 2^depth bytes, out of memory at a few dozen levels (the input
+/// is in the fuzz corpus). PyYAML refuses a collection as a key ("found unhashable key"); the
+/// value now stays text.
+#[test]
+fn collections_as_flow_mapping_keys_leave_the_value_as_text() {
+    let nested = format!(
+        "---\nname: x\nmeta: {}1: 2{}\n---\nbody",
+        "{".repeat(20),
+        "}".repeat(20)
+    );
+    let (fields, body) = parse_front_matter(&nested);
+    assert_eq!(body, "body");
+    assert!(fields["meta"].is_string(), "{:?}", fields["meta"]);
+    for text in ["{[a, b]: 1}", "{{a: 1}: 2}", "{x: {[y]: 1}}"] {
+        let (fields, _) = parse_front_matter(&format!("---\nmeta: {text}\n---\n"));
+        assert_eq!(fields["meta"], text);
+    }
+    // Scalar keys are read as before.
+    let (fields, _) = parse_front_matter("---\nmeta: {a: 1, 2: b}\n---\n");
+    assert_eq!(fields["meta"]["a"], 1);
+    assert_eq!(fields["meta"]["2"], "b");
+}
+
 /// Every input of the `front_matter` fuzz corpus (`fuzz/corpus/`) reads without a panic.
 #[test]
 fn the_fuzz_corpus_replays() {
