@@ -1,0 +1,450 @@
+//! The search conformance suite every `MemoryIndex` backend runs, over the labelled corpus
+//! in `tests/fixtures/search` (300 journal entries, 3 memory files, 50 sessions, 60
+//! queries). [`run`] fails with a message naming the check and the query.
+//!
+//! What it holds a backend to:
+//! - lexical recall@5 at least 0.95 on exact tokens and 0.9 on Chinese queries (paraphrase
+//!   recall is reported, not required: that is the vector lane's job);
+//! - the same hits for the same request, every time;
+//! - zero hits from another scope's index;
+//! - a write is searchable when `replace` returns, and gone when a removal returns;
+//! - the request's sources, time bound and limit are kept; bad requests are refused;
+//! - snippets of at most 400 characters, one hit per source.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use llm_port::tokens::Cl100kBase;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::chunk::{
+    Chunk, Chunking, SourceKind, journal_chunk, memory_chunks, parse_timestamp, session_chunk,
+};
+use crate::port::{GroupUpdate, Hit, IndexError, MAX_SNIPPET_CHARS, MemoryIndex, SearchRequest};
+
+/// The three kinds of labelled query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueryKind {
+    /// Ids, error codes, names: words that occur once in the corpus.
+    Exact,
+    /// The answer in other words: nothing lexical to find.
+    Paraphrase,
+    /// Chinese, two to four characters.
+    Cjk,
+}
+
+/// A query and the sources that answer it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LabelledQuery {
+    /// `exact-01` and so on.
+    pub id: String,
+    /// Which kind.
+    pub kind: QueryKind,
+    /// The query text.
+    pub query: String,
+    /// Sources any of which answers it.
+    pub relevant: Vec<String>,
+}
+
+/// The corpus, cut into chunks as a backend would index it.
+#[derive(Debug, Clone)]
+pub struct Fixture {
+    /// Every chunk, by group.
+    pub updates: Vec<GroupUpdate>,
+    /// The 60 labelled queries.
+    pub queries: Vec<LabelledQuery>,
+}
+
+impl Fixture {
+    /// Where the corpus is in this repository.
+    pub fn default_dir() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/search")
+    }
+
+    /// Reads the corpus in `dir`.
+    pub fn load(dir: &Path) -> Result<Fixture, String> {
+        let read = |path: PathBuf| {
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+        };
+        let workspace = dir.join("workspace");
+        let mut chunks: Vec<Chunk> = Vec::new();
+        let history = read(workspace.join("memory/history.jsonl"))?;
+        for (number, line) in history.lines().enumerate() {
+            let entry: Value = serde_json::from_str(line)
+                .map_err(|e| format!("history.jsonl line {}: {e}", number + 1))?;
+            let cursor = entry["cursor"]
+                .as_u64()
+                .ok_or_else(|| format!("history.jsonl line {}: no cursor", number + 1))?;
+            chunks.push(journal_chunk(
+                cursor,
+                entry["timestamp"].as_str().unwrap_or_default(),
+                entry["content"].as_str().unwrap_or_default(),
+            ));
+        }
+        let counter = Cl100kBase::new();
+        for (name, path) in [
+            ("MEMORY.md", workspace.join("memory/MEMORY.md")),
+            ("USER.md", workspace.join("USER.md")),
+            ("SOUL.md", workspace.join("SOUL.md")),
+        ] {
+            let text = read(path)?;
+            chunks.extend(memory_chunks(
+                name,
+                &text,
+                parse_timestamp("2026-11-30 00:00"),
+                &counter,
+                Chunking::default(),
+            ));
+        }
+        let mut session_files: Vec<PathBuf> = std::fs::read_dir(dir.join("sessions"))
+            .map_err(|e| format!("{}: {e}", dir.join("sessions").display()))?
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| path.extension().is_some_and(|ext| ext == "jsonl"))
+            .collect();
+        session_files.sort();
+        for path in session_files {
+            let text = read(path.clone())?;
+            let mut lines = text.lines();
+            let meta: Value = serde_json::from_str(lines.next().unwrap_or_default())
+                .map_err(|e| format!("{}: metadata: {e}", path.display()))?;
+            let key = meta["key"]
+                .as_str()
+                .ok_or_else(|| format!("{}: no key", path.display()))?
+                .to_owned();
+            for (seq, line) in lines.enumerate() {
+                let message: Value = serde_json::from_str(line)
+                    .map_err(|e| format!("{}: message {seq}: {e}", path.display()))?;
+                chunks.extend(session_chunk(
+                    &key,
+                    seq,
+                    message["role"].as_str().unwrap_or_default(),
+                    message["content"].as_str().unwrap_or_default(),
+                    message["timestamp"].as_str(),
+                ));
+            }
+        }
+        let queries: Vec<LabelledQuery> = serde_json::from_str(&read(dir.join("queries.json"))?)
+            .map_err(|e| format!("queries.json: {e}"))?;
+        Ok(Fixture {
+            updates: GroupUpdate::from_chunks(chunks),
+            queries,
+        })
+    }
+}
+
+/// Recall@k of one kind of query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KindRecall {
+    /// Queries of this kind.
+    pub queries: usize,
+    /// Of them, those with a relevant source in the top k.
+    pub found: usize,
+    /// The ids of the others.
+    pub missed: Vec<String>,
+}
+
+impl KindRecall {
+    /// found / queries.
+    pub fn recall(&self) -> f64 {
+        self.found as f64 / self.queries.max(1) as f64
+    }
+}
+
+/// Recall@k of `queries` against `index`, per kind.
+pub async fn recall(
+    index: &dyn MemoryIndex,
+    queries: &[LabelledQuery],
+    k: usize,
+) -> Result<BTreeMap<QueryKind, KindRecall>, IndexError> {
+    let mut out: BTreeMap<QueryKind, KindRecall> = BTreeMap::new();
+    for query in queries {
+        let hits = index
+            .search(&SearchRequest::new(&query.query).limit(k))
+            .await?;
+        let entry = out.entry(query.kind).or_insert(KindRecall {
+            queries: 0,
+            found: 0,
+            missed: Vec::new(),
+        });
+        entry.queries += 1;
+        if hits.iter().any(|hit| query.relevant.contains(&hit.source)) {
+            entry.found += 1;
+        } else {
+            entry.missed.push(query.id.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// What a suite run measured.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Recall@5 per kind of query.
+    pub recall: BTreeMap<QueryKind, KindRecall>,
+    /// Chunks the fixture made.
+    pub chunks: usize,
+}
+
+/// Runs every check against indexes from `open`, which must return a new, empty index for
+/// each scope name it is given (`"a"`, `"b"`, ...) and the same index for the same name.
+pub async fn run<F, Fut>(open: F) -> Result<Report, String>
+where
+    F: Fn(&'static str) -> Fut,
+    Fut: Future<Output = Arc<dyn MemoryIndex>>,
+{
+    let fixture = Fixture::load(&Fixture::default_dir())?;
+    let fail = |check: &str, e: IndexError| format!("{check}: {e}");
+    let a = open("a").await;
+    a.replace(fixture.updates.clone())
+        .await
+        .map_err(|e| fail("loading the fixture", e))?;
+    let chunks: usize = fixture.updates.iter().map(|u| u.chunks.len()).sum();
+    let stats = a.stats().await.map_err(|e| fail("stats", e))?;
+    if stats.chunks != chunks {
+        return Err(format!(
+            "stats: {} chunks after loading {chunks}",
+            stats.chunks
+        ));
+    }
+
+    // Recall.
+    let recall = recall(a.as_ref(), &fixture.queries, 5)
+        .await
+        .map_err(|e| fail("recall", e))?;
+    for (kind, floor) in [(QueryKind::Exact, 0.95), (QueryKind::Cjk, 0.9)] {
+        let got = recall.get(&kind).map_or(0.0, KindRecall::recall);
+        if got < floor {
+            return Err(format!(
+                "recall@5 of {kind:?} queries is {got:.2}, below {floor}: missed {:?}",
+                recall.get(&kind).map(|r| &r.missed)
+            ));
+        }
+    }
+
+    // The same hits every time, one per source, snippets within bounds.
+    for query in &fixture.queries {
+        let request = SearchRequest::new(&query.query).limit(10);
+        let first = a.search(&request).await.map_err(|e| fail(&query.id, e))?;
+        let second = a.search(&request).await.map_err(|e| fail(&query.id, e))?;
+        if first != second {
+            return Err(format!("{}: two searches gave different hits", query.id));
+        }
+        check_hits(&query.id, &first)?;
+    }
+
+    // Isolation: scope b holds its own few chunks; nothing crosses either way.
+    let b = open("b").await;
+    let planted = [
+        "Scope b only: the vault code is ZEBRA-7731.",
+        "Scope b only: 秘密的会议在周四。",
+        "Scope b only: INC-20931 is a different incident here, about the printer.",
+    ];
+    b.replace(
+        planted
+            .iter()
+            .enumerate()
+            .map(|(i, text)| GroupUpdate {
+                group: format!("history#{}", 9001 + i),
+                chunks: vec![journal_chunk(9001 + i as u64, "2026-11-01 10:00", text)],
+            })
+            .collect(),
+    )
+    .await
+    .map_err(|e| fail("loading scope b", e))?;
+    for query in ["ZEBRA-7731", "秘密", "会议", "vault code"] {
+        let hits = a
+            .search(&SearchRequest::new(query).limit(10))
+            .await
+            .map_err(|e| fail("isolation", e))?;
+        if let Some(hit) = hits.iter().find(|hit| hit.snippet.contains("Scope b only")) {
+            return Err(format!(
+                "isolation: scope a found scope b's {} for {query:?}",
+                hit.source
+            ));
+        }
+    }
+    for query in &fixture.queries {
+        let hits = b
+            .search(&SearchRequest::new(&query.query).limit(10))
+            .await
+            .map_err(|e| fail("isolation", e))?;
+        if let Some(hit) = hits
+            .iter()
+            .find(|hit| !hit.snippet.contains("Scope b only"))
+        {
+            return Err(format!(
+                "isolation: scope b found scope a's {} for {}",
+                hit.source, query.id
+            ));
+        }
+    }
+
+    // Freshness: searchable when replace returns, gone when the removal returns.
+    let fresh = journal_chunk(
+        301,
+        "2026-11-30 12:00",
+        "The courier code for the new locker is KOALA-5150.",
+    );
+    a.replace(vec![GroupUpdate {
+        group: fresh.group.clone(),
+        chunks: vec![fresh],
+    }])
+    .await
+    .map_err(|e| fail("freshness", e))?;
+    let found = a
+        .search(&SearchRequest::new("KOALA-5150"))
+        .await
+        .map_err(|e| fail("freshness", e))?;
+    if found.first().map(|hit| hit.source.as_str()) != Some("history#301") {
+        return Err(format!(
+            "freshness: a new entry is not the first hit: {found:?}"
+        ));
+    }
+    a.replace(vec![GroupUpdate::remove("history#301")])
+        .await
+        .map_err(|e| fail("freshness", e))?;
+    if !a
+        .search(&SearchRequest::new("KOALA-5150"))
+        .await
+        .map_err(|e| fail("freshness", e))?
+        .is_empty()
+    {
+        return Err("freshness: a removed entry is still found".into());
+    }
+
+    // A memory file replaced as a whole: its old sections are gone.
+    let counter = Cl100kBase::new();
+    let rewritten = memory_chunks(
+        "MEMORY.md",
+        "# Long-term memory\n\n## Travel\n\n- The Zanzibar trip was cancelled.\n",
+        parse_timestamp("2026-12-01 09:00"),
+        &counter,
+        Chunking::default(),
+    );
+    a.replace(vec![GroupUpdate {
+        group: "MEMORY.md".into(),
+        chunks: rewritten,
+    }])
+    .await
+    .map_err(|e| fail("replacing a file", e))?;
+    let hits = a
+        .search(&SearchRequest::new("EMP-55018"))
+        .await
+        .map_err(|e| fail("replacing a file", e))?;
+    if hits.iter().any(|hit| hit.source.starts_with("MEMORY.md#")) {
+        return Err("replacing a file: a section of the old MEMORY.md is still found".into());
+    }
+    let hits = a
+        .search(&SearchRequest::new("Zanzibar cancelled"))
+        .await
+        .map_err(|e| fail("replacing a file", e))?;
+    if hits.first().map(|hit| hit.source.as_str()) != Some("MEMORY.md#Travel") {
+        return Err(format!(
+            "replacing a file: the new section is not the first hit: {hits:?}"
+        ));
+    }
+
+    // A cleared session: every message of it is gone, other sessions stay.
+    let target = fixture
+        .queries
+        .iter()
+        .find(|q| q.relevant.iter().any(|s| s.starts_with("session:")))
+        .ok_or("the fixture has no session query")?;
+    let source = &target.relevant[0];
+    let key = source
+        .trim_start_matches("session:")
+        .rsplit_once('#')
+        .map(|(key, _)| key)
+        .unwrap_or_default();
+    a.remove_prefix(&format!("session:{key}#"))
+        .await
+        .map_err(|e| fail("clearing a session", e))?;
+    let hits = a
+        .search(&SearchRequest::new(&target.query).limit(10))
+        .await
+        .map_err(|e| fail("clearing a session", e))?;
+    if hits.iter().any(|hit| hit.source == *source) {
+        return Err(format!(
+            "clearing a session: {source} is still found after its session was removed"
+        ));
+    }
+    let other = fixture
+        .queries
+        .iter()
+        .find(|q| {
+            q.kind == QueryKind::Exact
+                && q.relevant.iter().any(|s| {
+                    s.starts_with("session:") && !s.starts_with(&format!("session:{key}#"))
+                })
+        })
+        .ok_or("the fixture has one session query only")?;
+    let hits = a
+        .search(&SearchRequest::new(&other.query))
+        .await
+        .map_err(|e| fail("clearing a session", e))?;
+    if !hits.iter().any(|hit| other.relevant.contains(&hit.source)) {
+        return Err(format!(
+            "clearing a session removed another session's message ({})",
+            other.id
+        ));
+    }
+
+    // The request's bounds.
+    let only_history = a
+        .search(
+            &SearchRequest::new("user")
+                .limit(10)
+                .sources([SourceKind::History]),
+        )
+        .await
+        .map_err(|e| fail("sources", e))?;
+    if only_history.is_empty() || only_history.iter().any(|h| h.kind != SourceKind::History) {
+        return Err(format!(
+            "sources: asked for history only, got {only_history:?}"
+        ));
+    }
+    let since = parse_timestamp("2026-10-01 00:00").ok_or("a timestamp")?;
+    let recent = a
+        .search(&SearchRequest::new("user").limit(10).since(since))
+        .await
+        .map_err(|e| fail("since", e))?;
+    if recent.is_empty() || recent.iter().any(|h| h.at.is_none_or(|at| at < since)) {
+        return Err(format!(
+            "since: asked for hits after {since}, got {recent:?}"
+        ));
+    }
+    for (label, request) in [
+        ("limit 0", SearchRequest::new("user").limit(0)),
+        ("limit 11", SearchRequest::new("user").limit(11)),
+        ("no words", SearchRequest::new("?! -- …")),
+        ("no sources", SearchRequest::new("user").sources([])),
+    ] {
+        match a.search(&request).await {
+            Err(IndexError::InvalidRequest { .. }) => {}
+            other => return Err(format!("{label}: not refused as invalid: {other:?}")),
+        }
+    }
+    Ok(Report { recall, chunks })
+}
+
+fn check_hits(id: &str, hits: &[Hit]) -> Result<(), String> {
+    for (i, hit) in hits.iter().enumerate() {
+        if hit.snippet.chars().count() > MAX_SNIPPET_CHARS {
+            return Err(format!(
+                "{id}: a snippet of {} characters",
+                hit.snippet.chars().count()
+            ));
+        }
+        if hits[..i].iter().any(|other| other.source == hit.source) {
+            return Err(format!("{id}: {} returned twice", hit.source));
+        }
+        if i > 0 && hits[i - 1].score < hit.score {
+            return Err(format!("{id}: hits not best first"));
+        }
+    }
+    Ok(())
+}
