@@ -28,15 +28,12 @@ async fn the_in_memory_index_passes_the_conformance_suite() {
     };
     assert!(report.chunks > 500, "{} chunks", report.chunks);
     for (kind, recall) in &report.recall {
-        #[allow(clippy::print_stderr)]
-        {
-            eprintln!(
-                "{} chunks, recall@5 {kind:?}: {:.2} (missed {:?})",
-                report.chunks,
-                recall.recall(),
-                recall.missed
-            );
-        }
+        eprintln!(
+            "{} chunks, recall@5 {kind:?}: {:.2} (missed {:?})",
+            report.chunks,
+            recall.recall(),
+            recall.missed
+        );
     }
     // Lexical search cannot find what shares no word with the query; the vector lane will.
     let paraphrase = report.recall[&QueryKind::Paraphrase].recall();

@@ -1,0 +1,253 @@
+//! The SQLite side index: the search conformance suite, rebuilds, damage and two writers.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use bench_workload::testing::TempDir;
+use index_sqlite::{INDEX_FILE, SqliteIndex};
+use memory_index::conformance::{self, Fixture, QueryKind};
+use memory_index::{GroupUpdate, Hit, MemoryIndex, SearchRequest, journal_chunk};
+
+/// The indexes opened so far, by scope name, with the directory each lives in.
+type Scopes = Arc<Mutex<Vec<(&'static str, SqliteIndex)>>>;
+
+#[tokio::test]
+async fn the_sqlite_index_passes_the_conformance_suite() {
+    let dir = TempDir::new("index-sqlite-conformance");
+    let root = dir.path().to_owned();
+    let scopes: Scopes = Arc::default();
+    let report = conformance::run(|name| {
+        let scopes = scopes.clone();
+        let root = root.clone();
+        async move {
+            let mut scopes = scopes.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((_, index)) = scopes.iter().find(|(n, _)| *n == name) {
+                return Arc::new(index.clone()) as Arc<dyn MemoryIndex>;
+            }
+            let index = SqliteIndex::open_in(&root.join(name)).expect("open");
+            scopes.push((name, index.clone()));
+            Arc::new(index) as Arc<dyn MemoryIndex>
+        }
+    })
+    .await;
+    let report = match report {
+        Ok(report) => report,
+        Err(message) => panic!("{message}"),
+    };
+    for (kind, recall) in &report.recall {
+        eprintln!(
+            "sqlite: {} chunks, recall@5 {kind:?}: {:.2} (missed {:?})",
+            report.chunks,
+            recall.recall(),
+            recall.missed
+        );
+    }
+    assert!(report.recall[&QueryKind::Paraphrase].recall() < 0.5);
+}
+
+async fn load(index: &SqliteIndex, fixture: &Fixture) {
+    index
+        .replace(fixture.updates.clone())
+        .await
+        .expect("load the fixture");
+}
+
+async fn top_fives(index: &SqliteIndex, fixture: &Fixture) -> Vec<Vec<Hit>> {
+    let mut all = Vec::new();
+    for query in &fixture.queries {
+        all.push(
+            index
+                .search(&SearchRequest::new(&query.query))
+                .await
+                .expect("search"),
+        );
+    }
+    all
+}
+
+/// Acceptance 4: deleting the side index and indexing again gives the same top 5.
+#[tokio::test]
+async fn a_deleted_index_rebuilt_gives_the_same_top_five_for_every_query() {
+    let fixture = Fixture::load(&Fixture::default_dir()).expect("fixture");
+    let dir = TempDir::new("index-sqlite-rebuild");
+    let index = SqliteIndex::open_in(dir.path()).expect("open");
+    load(&index, &fixture).await;
+    let before = top_fives(&index, &fixture).await;
+    drop(index);
+    std::fs::remove_dir_all(dir.path().join(".nanobot-rs")).expect("delete the index");
+    let index = SqliteIndex::open_in(dir.path()).expect("reopen");
+    assert_eq!(index.stats().await.expect("stats").chunks, 0);
+    load(&index, &fixture).await;
+    assert_eq!(top_fives(&index, &fixture).await, before);
+    assert!(index.repairs().is_empty(), "a missing index is not damage");
+}
+
+async fn one_entry(index: &SqliteIndex) {
+    index
+        .replace(GroupUpdate::from_chunks(vec![journal_chunk(
+            1,
+            "2026-01-01 10:00",
+            "The locker code is KOALA-5150.",
+        )]))
+        .await
+        .expect("replace");
+}
+
+/// A file that is not a database is started again and reported, never an error.
+#[tokio::test]
+async fn a_file_that_is_not_a_database_is_rebuilt_and_reported() {
+    let dir = TempDir::new("index-sqlite-garbage");
+    let path = dir.path().join(INDEX_FILE);
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(
+        &path,
+        b"this is not a database at all, just text".repeat(200),
+    )
+    .expect("write");
+    let index = SqliteIndex::open(&path).expect("open never fails on damage");
+    let repairs = index.repairs();
+    assert_eq!(repairs.len(), 1, "{repairs:?}");
+    assert_eq!(repairs[0].path, path);
+    one_entry(&index).await;
+    let hits = index
+        .search(&SearchRequest::new("koala-5150"))
+        .await
+        .expect("search");
+    assert_eq!(hits.len(), 1);
+}
+
+/// Pages overwritten with garbage (a bad disk, a copy cut short): found by the checks on
+/// open, started again and reported.
+#[tokio::test]
+async fn damaged_pages_are_found_on_open() {
+    let fixture = Fixture::load(&Fixture::default_dir()).expect("fixture");
+    let dir = TempDir::new("index-sqlite-pages");
+    let path = dir.path().join(INDEX_FILE);
+    {
+        let index = SqliteIndex::open(&path).expect("open");
+        load(&index, &fixture).await;
+    }
+    let other = rusqlite::Connection::open(&path).expect("open");
+    other
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .expect("checkpoint");
+    drop(other);
+    let mut bytes = std::fs::read(&path).expect("read");
+    assert!(bytes.len() > 16_384, "{} bytes", bytes.len());
+    // Keep the header (page 1's first 100 bytes); scribble over everything after page 2.
+    for (i, byte) in bytes.iter_mut().enumerate().skip(8192) {
+        *byte = (i * 31 % 251) as u8;
+    }
+    std::fs::write(&path, &bytes).expect("write");
+    let index = SqliteIndex::open(&path).expect("open never fails on damage");
+    assert_eq!(index.repairs().len(), 1, "{:?}", index.repairs());
+    assert_eq!(index.stats().await.expect("stats").chunks, 0);
+    load(&index, &fixture).await;
+    let hits = index
+        .search(&SearchRequest::new("QX7R2P"))
+        .await
+        .expect("search");
+    assert_eq!(hits[0].source, "MEMORY.md#Travel");
+}
+
+/// An index written by another version of the schema is rebuilt, not misread.
+#[tokio::test]
+async fn another_schema_version_is_rebuilt() {
+    let dir = TempDir::new("index-sqlite-version");
+    let path = dir.path().join(INDEX_FILE);
+    {
+        let index = SqliteIndex::open(&path).expect("open");
+        one_entry(&index).await;
+    }
+    set_user_version(&path, 99);
+    let index = SqliteIndex::open(&path).expect("open");
+    let repairs = index.repairs();
+    assert_eq!(repairs.len(), 1);
+    assert!(repairs[0].reason.contains("99"), "{}", repairs[0].reason);
+    assert_eq!(index.stats().await.expect("stats").chunks, 0);
+}
+
+fn set_user_version(path: &Path, version: i64) {
+    let connection = rusqlite::Connection::open(path).expect("open");
+    connection
+        .pragma_update(None, "user_version", version)
+        .expect("user_version");
+}
+
+/// Damage that appears while the index is open (pages overwritten under it) is found by
+/// the next call, mended, and that call still answers.
+#[tokio::test]
+async fn damage_found_in_the_middle_of_a_call_is_mended() {
+    let fixture = Fixture::load(&Fixture::default_dir()).expect("fixture");
+    let dir = TempDir::new("index-sqlite-live");
+    let path = dir.path().join(INDEX_FILE);
+    let index = SqliteIndex::open(&path).expect("open");
+    load(&index, &fixture).await;
+    // Another connection moves everything into the main file, so the open one must read
+    // it from there; then the pages after the first two are overwritten in place.
+    let other = rusqlite::Connection::open(&path).expect("open");
+    other
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .expect("checkpoint");
+    drop(other);
+    let mut bytes = std::fs::read(&path).expect("read");
+    for (i, byte) in bytes.iter_mut().enumerate().skip(8192) {
+        *byte = (i * 31 % 251) as u8;
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, &bytes))
+        .expect("overwrite in place");
+    let hits = index
+        .search(&SearchRequest::new("QX7R2P"))
+        .await
+        .expect("a damaged index is never an error");
+    assert!(
+        hits.is_empty(),
+        "the rebuilt index is empty until fed: {hits:?}"
+    );
+    assert_eq!(index.repairs().len(), 1, "{:?}", index.repairs());
+    load(&index, &fixture).await;
+    let hits = index
+        .search(&SearchRequest::new("QX7R2P"))
+        .await
+        .expect("search");
+    assert_eq!(hits[0].source, "MEMORY.md#Travel");
+}
+
+/// Two handles on one file (as two processes would have) writing at once lose nothing.
+#[tokio::test]
+async fn two_writers_on_one_index_lose_nothing() {
+    let dir = TempDir::new("index-sqlite-writers");
+    let first = SqliteIndex::open_in(dir.path()).expect("open");
+    let second = SqliteIndex::open_in(dir.path()).expect("open");
+    let write = |index: SqliteIndex, base: u64| async move {
+        for i in 0..200 {
+            let cursor = base + i;
+            index
+                .replace(GroupUpdate::from_chunks(vec![journal_chunk(
+                    cursor,
+                    "2026-01-01 10:00",
+                    &format!("entry {cursor} token{cursor}x"),
+                )]))
+                .await
+                .expect("replace");
+        }
+    };
+    let (a, b) = tokio::join!(
+        tokio::spawn(write(first.clone(), 1)),
+        tokio::spawn(write(second.clone(), 1001))
+    );
+    a.expect("first writer");
+    b.expect("second writer");
+    assert_eq!(first.stats().await.expect("stats").chunks, 400);
+    for cursor in [1u64, 200, 1001, 1200] {
+        let hits = second
+            .search(&SearchRequest::new(format!("token{cursor}x")))
+            .await
+            .expect("search");
+        assert_eq!(hits[0].source, format!("history#{cursor}"));
+    }
+}
