@@ -189,8 +189,8 @@ pub struct Report {
     pub chunks: usize,
 }
 
-/// Runs every check against indexes from `open`, which must return a new, empty index for
-/// each scope name it is given (`"a"`, `"b"`, ...) and the same index for the same name.
+/// Runs every check against indexes from `open`, which is called once per scope (`"a"`,
+/// `"b"`) and must return a new, empty index each time.
 pub async fn run<F, Fut>(open: F) -> Result<Report, String>
 where
     F: Fn(&'static str) -> Fut,

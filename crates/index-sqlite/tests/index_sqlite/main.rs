@@ -2,33 +2,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bench_workload::testing::TempDir;
 use index_sqlite::{INDEX_FILE, SqliteIndex};
 use memory_index::conformance::{self, Fixture, QueryKind};
 use memory_index::{GroupUpdate, Hit, MemoryIndex, SearchRequest, journal_chunk};
 
-/// The indexes opened so far, by scope name, with the directory each lives in.
-type Scopes = Arc<Mutex<Vec<(&'static str, SqliteIndex)>>>;
-
 #[tokio::test]
 async fn the_sqlite_index_passes_the_conformance_suite() {
     let dir = TempDir::new("index-sqlite-conformance");
     let root = dir.path().to_owned();
-    let scopes: Scopes = Arc::default();
-    let report = conformance::run(|name| {
-        let scopes = scopes.clone();
-        let root = root.clone();
-        async move {
-            let mut scopes = scopes.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some((_, index)) = scopes.iter().find(|(n, _)| *n == name) {
-                return Arc::new(index.clone()) as Arc<dyn MemoryIndex>;
-            }
-            let index = SqliteIndex::open_in(&root.join(name)).expect("open");
-            scopes.push((name, index.clone()));
-            Arc::new(index) as Arc<dyn MemoryIndex>
-        }
+    let report = conformance::run(|scope| {
+        let index = SqliteIndex::open_in(&root.join(scope)).expect("open");
+        async move { Arc::new(index) as Arc<dyn MemoryIndex> }
     })
     .await;
     let report = match report {

@@ -1,27 +1,13 @@
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use memory_index::conformance::{self, QueryKind};
 use memory_index::{GroupUpdate, InMemoryIndex, MemoryIndex, SearchRequest, journal_chunk};
 
-/// The indexes opened so far, by scope name.
-type Scopes = Arc<Mutex<Vec<(&'static str, Arc<InMemoryIndex>)>>>;
-
 #[tokio::test]
 async fn the_in_memory_index_passes_the_conformance_suite() {
-    let scopes: Scopes = Arc::default();
-    let report = conformance::run(|name| {
-        let scopes = scopes.clone();
-        async move {
-            let mut scopes = scopes.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some((_, index)) = scopes.iter().find(|(n, _)| *n == name) {
-                return index.clone() as Arc<dyn MemoryIndex>;
-            }
-            let index = Arc::new(InMemoryIndex::new());
-            scopes.push((name, index.clone()));
-            index as Arc<dyn MemoryIndex>
-        }
-    })
-    .await;
+    let report =
+        conformance::run(|_scope| async { Arc::new(InMemoryIndex::new()) as Arc<dyn MemoryIndex> })
+            .await;
     let report = match report {
         Ok(report) => report,
         Err(message) => panic!("{message}"),
