@@ -115,18 +115,7 @@ async fn damaged_pages_are_found_on_open() {
         let index = SqliteIndex::open(&path).expect("open");
         load(&index, &fixture).await;
     }
-    let other = rusqlite::Connection::open(&path).expect("open");
-    other
-        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-        .expect("checkpoint");
-    drop(other);
-    let mut bytes = std::fs::read(&path).expect("read");
-    assert!(bytes.len() > 16_384, "{} bytes", bytes.len());
-    // Keep the header (page 1's first 100 bytes); scribble over everything after page 2.
-    for (i, byte) in bytes.iter_mut().enumerate().skip(8192) {
-        *byte = (i * 31 % 251) as u8;
-    }
-    std::fs::write(&path, &bytes).expect("write");
+    scribble_after_the_second_page(&path);
     let index = SqliteIndex::open(&path).expect("open never fails on damage");
     assert_eq!(index.repairs().len(), 1, "{:?}", index.repairs());
     assert_eq!(index.stats().await.expect("stats").chunks, 0);
@@ -155,6 +144,26 @@ async fn another_schema_version_is_rebuilt() {
     assert_eq!(index.stats().await.expect("stats").chunks, 0);
 }
 
+/// Moves everything into the main file through another connection (so an open one must
+/// read it from there), then overwrites every byte after the second page in place.
+fn scribble_after_the_second_page(path: &Path) {
+    let other = rusqlite::Connection::open(path).expect("open");
+    other
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .expect("checkpoint");
+    drop(other);
+    let mut bytes = std::fs::read(path).expect("read");
+    assert!(bytes.len() > 16_384, "{} bytes", bytes.len());
+    for (i, byte) in bytes.iter_mut().enumerate().skip(8192) {
+        *byte = (i * 31 % 251) as u8;
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, &bytes))
+        .expect("overwrite in place");
+}
+
 fn set_user_version(path: &Path, version: i64) {
     let connection = rusqlite::Connection::open(path).expect("open");
     connection
@@ -171,22 +180,7 @@ async fn damage_found_in_the_middle_of_a_call_is_mended() {
     let path = dir.path().join(INDEX_FILE);
     let index = SqliteIndex::open(&path).expect("open");
     load(&index, &fixture).await;
-    // Another connection moves everything into the main file, so the open one must read
-    // it from there; then the pages after the first two are overwritten in place.
-    let other = rusqlite::Connection::open(&path).expect("open");
-    other
-        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-        .expect("checkpoint");
-    drop(other);
-    let mut bytes = std::fs::read(&path).expect("read");
-    for (i, byte) in bytes.iter_mut().enumerate().skip(8192) {
-        *byte = (i * 31 % 251) as u8;
-    }
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .and_then(|mut file| std::io::Write::write_all(&mut file, &bytes))
-        .expect("overwrite in place");
+    scribble_after_the_second_page(&path);
     let hits = index
         .search(&SearchRequest::new("QX7R2P"))
         .await
