@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -39,6 +40,7 @@ const SCHEMA: &str = "
     CREATE INDEX chunks_by_group ON chunks (grp);
     CREATE VIRTUAL TABLE chunk_terms USING fts5 (terms, tokenize = 'unicode61 remove_diacritics 0');
     CREATE VIRTUAL TABLE chunk_vocab USING fts5vocab (chunk_terms, 'row');
+    CREATE TABLE marks (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 ";
 
 /// Something the index found wrong with its file and mended by starting again.
@@ -190,6 +192,33 @@ impl MemoryIndex for SqliteIndex {
                     })
                 },
             )
+        })
+        .await
+    }
+
+    async fn marks(&self) -> Result<BTreeMap<String, String>, IndexError> {
+        self.with_connection("reading marks", |connection| {
+            let mut statement = connection.prepare("SELECT name, value FROM marks")?;
+            let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn set_marks(&self, marks: Vec<(String, Option<String>)>) -> Result<(), IndexError> {
+        self.with_connection("setting marks", move |connection| {
+            let transaction = connection.transaction()?;
+            for (name, value) in &marks {
+                match value {
+                    Some(value) => transaction.execute(
+                        "INSERT INTO marks (name, value) VALUES (?1, ?2)
+                         ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                        params![name, value],
+                    )?,
+                    None => transaction.execute("DELETE FROM marks WHERE name = ?1", [name])?,
+                };
+            }
+            transaction.commit()
         })
         .await
     }

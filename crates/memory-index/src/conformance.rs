@@ -9,6 +9,7 @@
 //! - zero hits from another scope's index;
 //! - a write is searchable when `replace` returns, and gone when a removal returns;
 //! - the request's sources, time bound and limit are kept; bad requests are refused;
+//! - marks are kept per scope, changed and removed;
 //! - snippets of at most 400 characters, one hit per source.
 
 use std::collections::BTreeMap;
@@ -391,6 +392,27 @@ where
             "clearing a session removed another session's message ({})",
             other.id
         ));
+    }
+
+    // Marks: set, read back, changed, removed; each scope has its own.
+    a.set_marks(vec![
+        ("journal".into(), Some("300".into())),
+        ("session:telegram:1000".into(), Some("1.4:9".into())),
+    ])
+    .await
+    .map_err(|e| fail("marks", e))?;
+    a.set_marks(vec![
+        ("journal".into(), Some("301".into())),
+        ("session:telegram:1000".into(), None),
+    ])
+    .await
+    .map_err(|e| fail("marks", e))?;
+    let marks = a.marks().await.map_err(|e| fail("marks", e))?;
+    if marks.len() != 1 || marks.get("journal").map(String::as_str) != Some("301") {
+        return Err(format!("marks: expected only journal = 301, got {marks:?}"));
+    }
+    if !b.marks().await.map_err(|e| fail("marks", e))?.is_empty() {
+        return Err("marks: scope b sees scope a's marks".into());
     }
 
     // The request's bounds.

@@ -39,6 +39,7 @@ struct State {
     /// Sum of every stored chunk's token count (for the average length).
     total_tokens: usize,
     chunks: usize,
+    marks: BTreeMap<String, String>,
 }
 
 #[derive(Debug)]
@@ -244,5 +245,20 @@ impl MemoryIndex for InMemoryIndex {
             chunks: state.chunks,
             groups: state.groups.len(),
         })
+    }
+
+    async fn marks(&self) -> Result<BTreeMap<String, String>, IndexError> {
+        Ok(self.state().marks.clone())
+    }
+
+    async fn set_marks(&self, marks: Vec<(String, Option<String>)>) -> Result<(), IndexError> {
+        let mut state = self.state();
+        for (name, value) in marks {
+            match value {
+                Some(value) => state.marks.insert(name, value),
+                None => state.marks.remove(&name),
+            };
+        }
+        Ok(())
     }
 }

@@ -1,7 +1,7 @@
 //! The port: one `MemoryIndex` per scope, so a search can only ever see the scope it was
 //! opened for (no filter to forget).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use async_trait::async_trait;
@@ -164,6 +164,14 @@ pub trait MemoryIndex: Send + Sync {
 
     /// What the index holds.
     async fn stats(&self) -> Result<IndexStats, IndexError>;
+
+    /// The index's records of what it has indexed (a journal cursor, a document's hash, a
+    /// session's revision), so an indexing pass starts where the last one stopped.
+    async fn marks(&self) -> Result<BTreeMap<String, String>, IndexError>;
+
+    /// Sets marks (`None` removes one). An indexing pass sets them after the chunks they
+    /// describe: a crash in between makes the next pass redo work, never skip it.
+    async fn set_marks(&self, marks: Vec<(String, Option<String>)>) -> Result<(), IndexError>;
 }
 
 /// What went wrong with an index.

@@ -135,13 +135,23 @@ async fn another_schema_version_is_rebuilt() {
     {
         let index = SqliteIndex::open(&path).expect("open");
         one_entry(&index).await;
+        index
+            .set_marks(vec![("journal".into(), Some("1".into()))])
+            .await
+            .expect("marks");
     }
+    // Marks are kept across a reopen...
+    let index = SqliteIndex::open(&path).expect("open");
+    assert_eq!(index.marks().await.expect("marks")["journal"], "1");
+    drop(index);
     set_user_version(&path, 99);
     let index = SqliteIndex::open(&path).expect("open");
     let repairs = index.repairs();
     assert_eq!(repairs.len(), 1);
     assert!(repairs[0].reason.contains("99"), "{}", repairs[0].reason);
     assert_eq!(index.stats().await.expect("stats").chunks, 0);
+    // ...and gone with a rebuild, so the next indexing pass starts from the beginning.
+    assert!(index.marks().await.expect("marks").is_empty());
 }
 
 /// Moves everything into the main file through another connection (so an open one must
