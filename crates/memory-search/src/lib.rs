@@ -1,5 +1,9 @@
 #![doc = include_str!("../README.md")]
 
+mod indexer;
+
+pub use indexer::{IndexPass, Indexer, IndexingError, SessionFilter};
+
 use std::sync::Arc;
 
 use chrono::{NaiveDate, NaiveDateTime};

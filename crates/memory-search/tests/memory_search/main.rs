@@ -1,6 +1,8 @@
 //! The search_memory tool: arguments, the untrusted envelope, the budget, failures.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod indexing;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -1,0 +1,239 @@
+//! The indexing pass over in-memory stores: what changed is indexed, nothing twice, and a
+//! rebuilt index is fed again.
+
+use std::sync::Arc;
+
+use llm_port::SystemClock;
+use llm_port::tokens::Cl100kBase;
+use memory_index::{InMemoryIndex, MemoryIndex, SearchRequest};
+use memory_search::{IndexPass, Indexer};
+use memory_store::{
+    Document, Expected, HistoryJournal, MemoryDocumentStore, MemoryDocuments, MemoryJournal,
+    NewEntry,
+};
+use session_store::{Append, MemorySessionStore, SessionKey, SessionStore, StoredMessage};
+
+struct Stores {
+    index: Arc<InMemoryIndex>,
+    journal: Arc<MemoryJournal>,
+    documents: Arc<MemoryDocumentStore>,
+    sessions: Arc<MemorySessionStore>,
+}
+
+impl Stores {
+    fn new() -> Self {
+        Stores {
+            index: Arc::new(InMemoryIndex::new()),
+            journal: Arc::new(MemoryJournal::new(Arc::new(SystemClock))),
+            documents: Arc::new(MemoryDocumentStore::new()),
+            sessions: Arc::new(MemorySessionStore::new()),
+        }
+    }
+
+    fn indexer(&self, index: Arc<dyn MemoryIndex>) -> Indexer {
+        Indexer::new(
+            index,
+            self.journal.clone(),
+            self.documents.clone(),
+            Arc::new(Cl100kBase::new()),
+        )
+        .with_sessions(
+            self.sessions.clone(),
+            Arc::new(|key: &SessionKey| key.as_str().starts_with("telegram:")),
+        )
+    }
+
+    async fn sources(&self, query: &str) -> Vec<String> {
+        self.index
+            .search(&SearchRequest::new(query).limit(10))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|hit| hit.source)
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn a_pass_indexes_what_changed_and_nothing_twice() {
+    let stores = Stores::new();
+    let indexer = stores.indexer(stores.index.clone());
+    stores
+        .journal
+        .append(&[
+            NewEntry::text("Booking reference QX7R2P for Zanzibar."),
+            NewEntry::text("用户喜欢喝茶。"),
+        ])
+        .await
+        .unwrap();
+    stores
+        .documents
+        .write(
+            Document::Memory,
+            "# Memory\n\n## Work\n\n- Employee id EMP-55018.\n",
+            Expected::Any,
+        )
+        .await
+        .unwrap();
+    let key = SessionKey::new("telegram:42").unwrap();
+    let hello = [
+        StoredMessage::user("My order is A7-99213-K."),
+        StoredMessage::assistant("Noted."),
+        StoredMessage::tool_result("call_1", "web_search", "A7-99213-K tool output"),
+    ];
+    let revision = stores
+        .sessions
+        .append(
+            &key,
+            None,
+            Append {
+                messages: &hello,
+                meta: None,
+            },
+        )
+        .await
+        .unwrap();
+    // Another scope's session is not indexed here.
+    let other = SessionKey::new("discord:7").unwrap();
+    stores
+        .sessions
+        .append(
+            &other,
+            None,
+            Append {
+                messages: &[StoredMessage::user("A7-99213-K elsewhere")],
+                meta: None,
+            },
+        )
+        .await
+        .unwrap();
+
+    let pass = indexer.sync().await.unwrap();
+    assert_eq!(pass.entries, 2);
+    assert_eq!(pass.documents, 1, "the one memory file that exists");
+    assert_eq!(
+        (pass.sessions, pass.messages),
+        (1, 2),
+        "tool results are not indexed"
+    );
+    assert_eq!(stores.sources("QX7R2P").await, ["history#1"]);
+    assert_eq!(stores.sources("喝茶").await, ["history#2"]);
+    assert_eq!(stores.sources("EMP-55018").await, ["MEMORY.md#Work"]);
+    assert_eq!(
+        stores.sources("A7-99213-K").await,
+        ["session:telegram:42#0"]
+    );
+
+    // Nothing changed: nothing to do.
+    assert_eq!(indexer.sync().await.unwrap(), IndexPass::default());
+
+    // An append and a new message: only they are indexed.
+    stores
+        .journal
+        .append(&[NewEntry::text("Third entry KOALA-5150.")])
+        .await
+        .unwrap();
+    stores
+        .sessions
+        .append(
+            &key,
+            Some(revision),
+            Append {
+                messages: &[StoredMessage::user("Gate code ZEBRA-7731.")],
+                meta: None,
+            },
+        )
+        .await
+        .unwrap();
+    let pass = indexer.sync().await.unwrap();
+    assert_eq!(
+        (pass.entries, pass.documents, pass.sessions, pass.messages),
+        (1, 0, 1, 1)
+    );
+    assert_eq!(
+        stores.sources("ZEBRA-7731").await,
+        ["session:telegram:42#3"]
+    );
+    assert_eq!(stores.sources("KOALA-5150").await, ["history#3"]);
+
+    // A memory file rewritten: its old sections are gone.
+    let current = stores
+        .documents
+        .read(Document::Memory)
+        .await
+        .unwrap()
+        .unwrap();
+    stores
+        .documents
+        .write(
+            Document::Memory,
+            "# Memory\n\n## Travel\n\n- Flight LX1612.\n",
+            Expected::Version(current.version),
+        )
+        .await
+        .unwrap();
+    assert_eq!(indexer.sync().await.unwrap().documents, 1);
+    assert!(stores.sources("EMP-55018").await.is_empty());
+    assert_eq!(stores.sources("LX1612").await, ["MEMORY.md#Travel"]);
+
+    // A session deleted: its messages are gone.
+    stores.sessions.delete(&key).await.unwrap();
+    assert_eq!(indexer.sync().await.unwrap().sessions, 1);
+    assert!(stores.sources("A7-99213-K").await.is_empty());
+    assert!(stores.sources("ZEBRA-7731").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_rewritten_session_is_indexed_again_from_its_start() {
+    let stores = Stores::new();
+    let indexer = stores.indexer(stores.index.clone());
+    let key = SessionKey::new("telegram:42").unwrap();
+    let revision = stores
+        .sessions
+        .append(
+            &key,
+            None,
+            Append {
+                messages: &[
+                    StoredMessage::user("old words VIOLIN-1"),
+                    StoredMessage::assistant("ok"),
+                ],
+                meta: None,
+            },
+        )
+        .await
+        .unwrap();
+    indexer.sync().await.unwrap();
+    let mut session = stores.sessions.load(&key).await.unwrap().unwrap().session;
+    let now = chrono::Local::now().naive_local();
+    session.replace_messages(vec![StoredMessage::user("new words CELLO-2")], now);
+    stores
+        .sessions
+        .rewrite(&session, Some(revision))
+        .await
+        .unwrap();
+    let pass = indexer.sync().await.unwrap();
+    assert_eq!((pass.sessions, pass.messages), (1, 1));
+    assert!(stores.sources("VIOLIN-1").await.is_empty());
+    assert_eq!(stores.sources("CELLO-2").await, ["session:telegram:42#0"]);
+}
+
+#[tokio::test]
+async fn a_fresh_index_is_fed_everything_again() {
+    let stores = Stores::new();
+    stores
+        .journal
+        .append(&[NewEntry::text("Entry KOALA-5150.")])
+        .await
+        .unwrap();
+    stores.indexer(stores.index.clone()).sync().await.unwrap();
+    // The index was deleted or rebuilt after damage: an empty one, with no marks.
+    let fresh = Arc::new(InMemoryIndex::new());
+    let pass = stores.indexer(fresh.clone()).sync().await.unwrap();
+    assert_eq!(pass.entries, 1);
+    let hits = fresh
+        .search(&SearchRequest::new("KOALA-5150"))
+        .await
+        .unwrap();
+    assert_eq!(hits[0].source, "history#1");
+}
