@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use memory_index::{
-    COMMON_TERM_SHARE, GroupUpdate, Hit, IndexError, IndexStats, MemoryIndex, QueryTerm,
-    SearchRequest, SourceKind, check_updates, normalize, query_terms, snippet,
+    GroupUpdate, Hit, IndexError, IndexStats, MemoryIndex, QueryTerm, SearchRequest, SourceKind,
+    check_updates, normalize, query_terms, snippet, terms_to_search,
 };
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
@@ -253,22 +253,11 @@ fn search(connection: &Connection, request: &SearchRequest) -> rusqlite::Result<
         };
         counted.push((term, documents));
     }
-    // As InMemoryIndex: very common terms are left out, unless every term is.
-    let share = |documents: i64| documents as f64 / total as f64;
-    let mut kept: Vec<&QueryTerm> = counted
-        .iter()
-        .filter(|(_, documents)| *documents > 0 && share(*documents) <= COMMON_TERM_SHARE)
-        .map(|(term, _)| *term)
+    let documents: Vec<usize> = counted.iter().map(|(_, count)| *count as usize).collect();
+    let kept: Vec<&QueryTerm> = terms_to_search(&documents, total as usize)
+        .into_iter()
+        .map(|i| counted[i].0)
         .collect();
-    if kept.is_empty() {
-        kept.extend(
-            counted
-                .iter()
-                .filter(|(_, documents)| *documents > 0)
-                .min_by_key(|(_, documents)| *documents)
-                .map(|(term, _)| *term),
-        );
-    }
     if kept.is_empty() {
         return Ok(Vec::new());
     }

@@ -66,7 +66,13 @@ pub fn history_source(cursor: u64) -> String {
 
 /// The source name of message `seq` (0-based, every role counted) of session `key`.
 pub fn session_source(key: &str, seq: usize) -> String {
-    format!("session:{key}#{seq}")
+    format!("{}{seq}", session_prefix(key))
+}
+
+/// What the sources of every message of session `key` start with (`session:telegram:42#`):
+/// remove it to forget the session.
+pub fn session_prefix(key: &str) -> String {
+    format!("session:{key}#")
 }
 
 /// The group a source belongs to: a memory file's sections are replaced together when the

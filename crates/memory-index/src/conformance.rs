@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use crate::chunk::{
     Chunk, Chunking, SourceKind, journal_chunk, memory_chunks, parse_timestamp, session_chunk,
+    session_prefix,
 };
 use crate::port::{GroupUpdate, Hit, IndexError, MAX_SNIPPET_CHARS, MemoryIndex, SearchRequest};
 
@@ -361,7 +362,7 @@ where
         .rsplit_once('#')
         .map(|(key, _)| key)
         .unwrap_or_default();
-    a.remove_prefix(&format!("session:{key}#"))
+    a.remove_prefix(&session_prefix(key))
         .await
         .map_err(|e| fail("clearing a session", e))?;
     let hits = a
@@ -378,9 +379,9 @@ where
         .iter()
         .find(|q| {
             q.kind == QueryKind::Exact
-                && q.relevant.iter().any(|s| {
-                    s.starts_with("session:") && !s.starts_with(&format!("session:{key}#"))
-                })
+                && q.relevant
+                    .iter()
+                    .any(|s| s.starts_with("session:") && !s.starts_with(&session_prefix(key)))
         })
         .ok_or("the fixture has one session query only")?;
     let hits = a

@@ -10,12 +10,12 @@ mod snippet;
 
 pub use chunk::{
     Chunk, Chunking, SourceKind, group_of, history_source, journal_chunk, memory_chunks,
-    parse_timestamp, session_chunk, session_source,
+    parse_timestamp, session_chunk, session_prefix, session_source,
 };
 pub use memory::InMemoryIndex;
 pub use normalize::{MAX_TOKEN_CHARS, QueryTerm, is_cjk, normalize, query_terms, tokens};
 pub use port::{
     COMMON_TERM_SHARE, DEFAULT_LIMIT, GroupUpdate, Hit, IndexError, IndexStats, MAX_LIMIT,
-    MAX_SNIPPET_CHARS, MemoryIndex, SearchRequest, check_updates,
+    MAX_SNIPPET_CHARS, MemoryIndex, SearchRequest, check_updates, terms_to_search,
 };
 pub use snippet::snippet;

@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use crate::chunk::Chunk;
 use crate::normalize::{QueryTerm, query_terms, tokens};
 use crate::port::{
-    COMMON_TERM_SHARE, GroupUpdate, Hit, IndexError, IndexStats, MemoryIndex, SearchRequest,
-    check_updates,
+    GroupUpdate, Hit, IndexError, IndexStats, MemoryIndex, SearchRequest, check_updates,
+    terms_to_search,
 };
 use crate::snippet::snippet;
 
@@ -133,24 +133,13 @@ impl State {
                 }
             })
             .collect();
-        let share = |postings: &Vec<&HashMap<usize, u32>>| {
-            let chunks: usize = postings.iter().map(|p| p.len()).sum();
-            chunks as f64 / self.chunks.max(1) as f64
-        };
-        let rare: Vec<Vec<&HashMap<usize, u32>>> = expanded
+        let documents: Vec<usize> = expanded
             .iter()
-            .filter(|postings| share(postings) <= COMMON_TERM_SHARE)
-            .cloned()
+            .map(|postings| postings.iter().map(|p| p.len()).sum())
             .collect();
-        if !rare.is_empty() {
-            return rare;
-        }
-        // Every term is common: search by the rarest of them rather than by nothing.
-        expanded
+        terms_to_search(&documents, self.chunks)
             .into_iter()
-            .filter(|postings| !postings.is_empty())
-            .min_by(|a, b| share(a).total_cmp(&share(b)))
-            .into_iter()
+            .map(|i| expanded[i].clone())
             .collect()
     }
 }

@@ -233,6 +233,25 @@ impl std::error::Error for IndexError {
     }
 }
 
+/// Which query terms a backend searches by, given how many chunks hold each term
+/// (`documents`, in query order) out of `total`: those held by at most
+/// [`COMMON_TERM_SHARE`] of the chunks, or, when every term is that common, the rarest one
+/// rather than none. Terms no chunk holds are left out. Returns their positions, in order.
+pub fn terms_to_search(documents: &[usize], total: usize) -> Vec<usize> {
+    let share = |count: usize| count as f64 / total.max(1) as f64;
+    let rare: Vec<usize> = (0..documents.len())
+        .filter(|&i| documents[i] > 0 && share(documents[i]) <= COMMON_TERM_SHARE)
+        .collect();
+    if !rare.is_empty() {
+        return rare;
+    }
+    (0..documents.len())
+        .filter(|&i| documents[i] > 0)
+        .min_by_key(|&i| documents[i])
+        .into_iter()
+        .collect()
+}
+
 /// Checks that every chunk of every update belongs to the update's group.
 pub fn check_updates(updates: &[GroupUpdate]) -> Result<(), IndexError> {
     for update in updates {

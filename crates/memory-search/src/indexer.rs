@@ -8,7 +8,7 @@ use std::sync::Arc;
 use llm_port::tokens::TokenCounter;
 use memory_index::{
     Chunking, GroupUpdate, IndexError, MemoryIndex, journal_chunk, memory_chunks, session_chunk,
-    session_source,
+    session_prefix,
 };
 use memory_store::{Document, HistoryJournal, MemoryDocuments, MemoryError};
 use serde_json::Value;
@@ -190,9 +190,7 @@ impl Indexer {
                     mark.count
                 }
                 _ => {
-                    self.index
-                        .remove_prefix(&format!("{}#", session_prefix(&key)))
-                        .await?;
+                    self.index.remove_prefix(&session_prefix(&key)).await?;
                     0
                 }
             };
@@ -233,20 +231,12 @@ impl Indexer {
             if !SessionKey::new(key).is_ok_and(|key| filter(&key)) {
                 continue;
             }
-            self.index
-                .remove_prefix(&format!("{}#", session_prefix(key)))
-                .await?;
+            self.index.remove_prefix(&session_prefix(key)).await?;
             self.index.set_marks(vec![(name.clone(), None)]).await?;
             pass.sessions += 1;
         }
         Ok(())
     }
-}
-
-/// `session:<key>` (the sources of a session's messages are this, `#`, and the position).
-fn session_prefix(key: &str) -> String {
-    let source = session_source(key, 0);
-    source.trim_end_matches("#0").to_owned()
 }
 
 /// A session's mark: the revision indexed and how many messages it had then.

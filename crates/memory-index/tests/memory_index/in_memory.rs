@@ -52,6 +52,19 @@ async fn a_common_word_does_not_drown_a_rare_one() {
         .await
         .expect("search");
     assert_eq!(hits[0].source, "history#51");
+    // A word no chunk holds does not count as rare: the common one is searched instead of
+    // nothing (every backend follows this rule: `terms_to_search`).
+    let hits = index
+        .search(&SearchRequest::new("user zzzunknown"))
+        .await
+        .expect("search");
+    assert_eq!(hits.len(), 5);
+    assert_eq!(memory_index::terms_to_search(&[0, 40, 3], 51), [2]);
+    assert_eq!(memory_index::terms_to_search(&[0, 40, 30], 51), [2]);
+    assert_eq!(
+        memory_index::terms_to_search(&[0, 0], 51),
+        Vec::<usize>::new()
+    );
     // Only common words: the rarest of them still finds something.
     let hits = index
         .search(&SearchRequest::new("the user"))

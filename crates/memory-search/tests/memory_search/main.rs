@@ -119,7 +119,11 @@ async fn a_planted_instruction_stays_inside_the_envelope_as_data() {
     assert!(header < instruction && instruction < result.len() - 25);
     // A query can no more break out of the opening tag.
     let result = tool.call(r#"{"query": "parcel\" onload=\"x"}"#).await;
-    assert_eq!(result.matches('"').count(), 2, "{result}");
+    let opening = result.lines().next().unwrap();
+    assert_eq!(
+        opening,
+        "<memory_search_results query=\"parcel&quot; onload=&quot;x\">"
+    );
 }
 
 #[tokio::test]
