@@ -299,6 +299,19 @@ impl FileJournal {
         entries: &[NewEntry<'_>],
     ) -> Result<Vec<u64>, MemoryError> {
         let timestamp = stamp(self.clock.as_ref());
+        // A cursor file or line damaged into a number near u64::MAX would make the next
+        // cursors wrap to 0 and be handed out again (found by fuzzing): refuse instead.
+        if state.latest.checked_add(entries.len() as u64).is_none() {
+            return Err(MemoryError::InvalidFile {
+                path: self.dir.clone(),
+                reason: format!(
+                    "the journal's cursors are used up (the latest is {}): a cursor in \
+                     `.cursor`, `.dream_cursor` or history.jsonl this high is damaged; set it \
+                     back to the highest cursor history.jsonl really holds",
+                    state.latest
+                ),
+            });
+        }
         let mut out = String::new();
         let mut written = Vec::with_capacity(entries.len());
         for (i, entry) in entries.iter().enumerate() {

@@ -4,7 +4,9 @@
 use std::fs;
 use std::sync::Arc;
 
-use memory_store::{FileJournal, HistoryJournal, HistoryJournalExt, JournalRepair, NewEntry};
+use memory_store::{
+    FileJournal, HistoryJournal, HistoryJournalExt, JournalRepair, MemoryError, NewEntry,
+};
 
 use crate::support::TempDir;
 use serde_json::{Value, json};
@@ -521,14 +523,68 @@ async fn the_fuzz_corpora_replay() {
             "{}: Dream at {dream}, latest {latest}",
             input.display()
         );
-        let next = journal.append_one(NewEntry::text("c")).await.unwrap();
-        assert!(next > latest, "{}", input.display());
+        match journal.append_one(NewEntry::text("c")).await {
+            Ok(next) => assert!(next > latest, "{}", input.display()),
+            // Only the end of the cursor space refuses an append.
+            Err(MemoryError::InvalidFile { .. }) => {
+                assert_eq!(latest, u64::MAX, "{}", input.display());
+            }
+            Err(other) => panic!("{}: {other}", input.display()),
+        }
     }
 }
 
 /// Found by the `cursor_files` fuzz target: a Dream cursor past everything in the history
 /// (a history restored from an older copy) made the next entries take numbers Dream had
 /// already passed, so it would never have read them. New entries now start after it.
+/// A fuzz finding (the long campaign, `cursor_files`, 77,230th execution): a `.cursor`
+/// holding u64::MAX made the next cursor wrap to 0, a cursor handed out again (and a
+/// debug build panic on the overflow). Now the append is refused with a clear error,
+/// nothing is written, and the journal still reads; the input is in the fuzz corpus.
+#[tokio::test]
+async fn a_cursor_file_at_the_end_of_the_cursor_space_refuses_appends_instead_of_wrapping() {
+    let ws = TempDir::new("cursor-at-max");
+    let memory = ws.path().join("memory");
+    fs::create_dir_all(&memory).unwrap();
+    fs::write(
+        memory.join("history.jsonl"),
+        "{\"cursor\": 7, \"timestamp\": \"2026-01-01 00:00\", \"content\": \"b\"}\n",
+    )
+    .unwrap();
+    fs::write(memory.join(".cursor"), (u64::MAX - 1).to_string()).unwrap();
+    let journal = FileJournal::open(ws.path()).unwrap();
+    // The last cursor there is can still be given out, once.
+    assert_eq!(
+        journal.append_one(NewEntry::text("last")).await.unwrap(),
+        u64::MAX
+    );
+    let before = fs::read(memory.join("history.jsonl")).unwrap();
+    match journal.append_one(NewEntry::text("one too many")).await {
+        Err(MemoryError::InvalidFile { reason, .. }) => {
+            assert!(reason.contains("used up"), "{reason}");
+        }
+        other => panic!("expected the append to be refused, got {other:?}"),
+    }
+    assert_eq!(fs::read(memory.join("history.jsonl")).unwrap(), before);
+    let cursors: Vec<u64> = journal
+        .read_since(0, None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.cursor)
+        .collect();
+    assert_eq!(cursors, [7, u64::MAX]);
+    // A batch that would cross the end is refused whole, from a fresh open too.
+    fs::write(memory.join(".cursor"), (u64::MAX - 1).to_string()).unwrap();
+    let journal = FileJournal::open(ws.path()).unwrap();
+    assert!(
+        journal
+            .append(&[NewEntry::text("a"), NewEntry::text("b")])
+            .await
+            .is_err()
+    );
+}
+
 #[tokio::test]
 async fn entries_after_a_history_cut_back_below_dreams_cursor_are_read_by_dream() {
     let ws = TempDir::new("dream-past-history");
