@@ -119,12 +119,7 @@ async fn damaged_pages_are_found_on_open() {
     let index = SqliteIndex::open(&path).expect("open never fails on damage");
     assert_eq!(index.repairs().len(), 1, "{:?}", index.repairs());
     assert_eq!(index.stats().await.expect("stats").chunks, 0);
-    load(&index, &fixture).await;
-    let hits = index
-        .search(&SearchRequest::new("QX7R2P"))
-        .await
-        .expect("search");
-    assert_eq!(hits[0].source, "MEMORY.md#Travel");
+    fed_again_finds_the_fixture(&index, &fixture).await;
 }
 
 /// An index written by another version of the schema is rebuilt, not misread.
@@ -152,6 +147,16 @@ async fn another_schema_version_is_rebuilt() {
     assert_eq!(index.stats().await.expect("stats").chunks, 0);
     // ...and gone with a rebuild, so the next indexing pass starts from the beginning.
     assert!(index.marks().await.expect("marks").is_empty());
+}
+
+/// Feeds a rebuilt index the fixture again and finds an answer in it.
+async fn fed_again_finds_the_fixture(index: &SqliteIndex, fixture: &Fixture) {
+    load(index, fixture).await;
+    let hits = index
+        .search(&SearchRequest::new("QX7R2P"))
+        .await
+        .expect("search");
+    assert_eq!(hits[0].source, "MEMORY.md#Travel");
 }
 
 /// Moves everything into the main file through another connection (so an open one must
@@ -200,12 +205,7 @@ async fn damage_found_in_the_middle_of_a_call_is_mended() {
         "the rebuilt index is empty until fed: {hits:?}"
     );
     assert_eq!(index.repairs().len(), 1, "{:?}", index.repairs());
-    load(&index, &fixture).await;
-    let hits = index
-        .search(&SearchRequest::new("QX7R2P"))
-        .await
-        .expect("search");
-    assert_eq!(hits[0].source, "MEMORY.md#Travel");
+    fed_again_finds_the_fixture(&index, &fixture).await;
 }
 
 /// Two handles on one file (as two processes would have) writing at once lose nothing.

@@ -11,7 +11,9 @@ use memory_store::{
     Document, Expected, HistoryJournal, MemoryDocumentStore, MemoryDocuments, MemoryJournal,
     NewEntry,
 };
-use session_store::{Append, MemorySessionStore, SessionKey, SessionStore, StoredMessage};
+use session_store::{
+    Append, MemorySessionStore, Revision, SessionKey, SessionStore, StoredMessage,
+};
 
 struct Stores {
     index: Arc<InMemoryIndex>,
@@ -41,6 +43,26 @@ impl Stores {
             self.sessions.clone(),
             Arc::new(|key: &SessionKey| key.as_str().starts_with("telegram:")),
         )
+    }
+
+    /// Appends `messages` to session `key` at `revision` (`None` creates it).
+    async fn append(
+        &self,
+        key: &SessionKey,
+        revision: Option<Revision>,
+        messages: &[StoredMessage],
+    ) -> Revision {
+        self.sessions
+            .append(
+                key,
+                revision,
+                Append {
+                    messages,
+                    meta: None,
+                },
+            )
+            .await
+            .unwrap()
     }
 
     async fn sources(&self, query: &str) -> Vec<String> {
@@ -81,32 +103,12 @@ async fn a_pass_indexes_what_changed_and_nothing_twice() {
         StoredMessage::assistant("Noted."),
         StoredMessage::tool_result("call_1", "web_search", "A7-99213-K tool output"),
     ];
-    let revision = stores
-        .sessions
-        .append(
-            &key,
-            None,
-            Append {
-                messages: &hello,
-                meta: None,
-            },
-        )
-        .await
-        .unwrap();
+    let revision = stores.append(&key, None, &hello).await;
     // Another scope's session is not indexed here.
     let other = SessionKey::new("discord:7").unwrap();
     stores
-        .sessions
-        .append(
-            &other,
-            None,
-            Append {
-                messages: &[StoredMessage::user("A7-99213-K elsewhere")],
-                meta: None,
-            },
-        )
-        .await
-        .unwrap();
+        .append(&other, None, &[StoredMessage::user("A7-99213-K elsewhere")])
+        .await;
 
     let pass = indexer.sync().await.unwrap();
     assert_eq!(pass.entries, 2);
@@ -134,17 +136,12 @@ async fn a_pass_indexes_what_changed_and_nothing_twice() {
         .await
         .unwrap();
     stores
-        .sessions
         .append(
             &key,
             Some(revision),
-            Append {
-                messages: &[StoredMessage::user("Gate code ZEBRA-7731.")],
-                meta: None,
-            },
+            &[StoredMessage::user("Gate code ZEBRA-7731.")],
         )
-        .await
-        .unwrap();
+        .await;
     let pass = indexer.sync().await.unwrap();
     assert_eq!(
         (pass.entries, pass.documents, pass.sessions, pass.messages),
@@ -189,20 +186,15 @@ async fn a_rewritten_session_is_indexed_again_from_its_start() {
     let indexer = stores.indexer(stores.index.clone());
     let key = SessionKey::new("telegram:42").unwrap();
     let revision = stores
-        .sessions
         .append(
             &key,
             None,
-            Append {
-                messages: &[
-                    StoredMessage::user("old words VIOLIN-1"),
-                    StoredMessage::assistant("ok"),
-                ],
-                meta: None,
-            },
+            &[
+                StoredMessage::user("old words VIOLIN-1"),
+                StoredMessage::assistant("ok"),
+            ],
         )
-        .await
-        .unwrap();
+        .await;
     indexer.sync().await.unwrap();
     let mut session = stores.sessions.load(&key).await.unwrap().unwrap().session;
     let now = chrono::Local::now().naive_local();
