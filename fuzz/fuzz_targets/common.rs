@@ -13,6 +13,7 @@ pub fn scratch(label: &str, cell: &'static OnceLock<PathBuf>) -> &'static Path {
     })
 }
 
+#[allow(dead_code)] // The configuration target has nothing async.
 pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     let mut future = std::pin::pin!(future);
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
