@@ -17,8 +17,9 @@ use memory_store::{
 };
 use serde_json::{Value, json};
 use session_store::{
-    HistoryOptions, LAST_SUMMARY_KEY, MAX_WRITE_ATTEMPTS, Session, SessionHandle, SessionKey,
-    SessionManager, get_history, get_history_counted, python_isoformat,
+    HistoryOptions, LAST_SUMMARY_KEY, MAX_WRITE_ATTEMPTS, RECALLED_FIELD, Replayed, Session,
+    SessionHandle, SessionKey, SessionManager, StoredMessage, get_history, get_history_counted,
+    python_isoformat,
 };
 
 use crate::config::ConsolidationConfig;
@@ -31,6 +32,10 @@ pub const NOTHING: &str = "(nothing)";
 
 /// What the probe request carries as its current message when a session's prompt is sized.
 pub const PROBE_MESSAGE: &str = "[token-probe]";
+
+/// What the archiving model reads instead of a tool result that recalled stored memory.
+pub const RECALLED_PLACEHOLDER: &str =
+    "[memory recalled by a search; it is already stored, do not summarise it again]";
 
 /// Sizes a request in tokens.
 pub trait PromptEstimator: Send + Sync {
@@ -874,6 +879,37 @@ impl Consolidator {
         }))
     }
 
+    /// `history` with the content of every tool result that recalled memory (marked with
+    /// [`RECALLED_FIELD`] among `messages`) replaced by [`RECALLED_PLACEHOLDER`]: the model
+    /// summarising the conversation sees that a search happened, not the recalled text, so
+    /// nothing recalled is archived a second time.
+    fn hide_recalled(history: Vec<Replayed>, messages: &[StoredMessage]) -> Vec<Replayed> {
+        let recalled: std::collections::HashSet<&str> = messages
+            .iter()
+            .filter(|m| m.flag(RECALLED_FIELD))
+            .filter_map(|m| m.get("tool_call_id").and_then(Value::as_str))
+            .collect();
+        if recalled.is_empty() {
+            return history;
+        }
+        history
+            .into_iter()
+            .map(|row| {
+                let is_recalled = row.get("role").and_then(Value::as_str) == Some("tool")
+                    && row
+                        .get("tool_call_id")
+                        .and_then(Value::as_str)
+                        .is_some_and(|id| recalled.contains(id));
+                if !is_recalled {
+                    return row;
+                }
+                let mut hidden = (*row).clone();
+                hidden.insert("content".into(), Value::String(RECALLED_PLACEHOLDER.into()));
+                Arc::new(hidden)
+            })
+            .collect()
+    }
+
     /// The archive request for messages `[start, end)`, or why it cannot be made.
     fn build_request(
         &self,
@@ -907,6 +943,7 @@ impl Consolidator {
             {
                 return Err(RawReason::NotReplayable);
             }
+            let history = Self::hide_recalled(history, &messages[..end.min(messages.len())]);
             let instruction = archive_instruction(archived.len());
             if history_tokens > budget
                 || !self.frame_fits(session, &instruction, budget - history_tokens)

@@ -13,7 +13,7 @@ pub use autocompact::{AutoCompact, Compacted, DEFAULT_IDLE_TTL, TurnGuard};
 pub use config::ConsolidationConfig;
 pub use consolidator::{
     ArchiveRecord, Archived, ConsolidationReport, Consolidator, CountingEstimator, NOTHING,
-    PROBE_MESSAGE, PromptEstimator, RawReason,
+    PROBE_MESSAGE, PromptEstimator, RECALLED_PLACEHOLDER, RawReason,
 };
 pub use error::ConsolidationError;
 pub use prompt::{

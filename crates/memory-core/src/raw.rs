@@ -4,16 +4,20 @@
 //! without reaching the journal.
 
 use serde_json::Value;
-use session_store::{StoredMessage, public_copy};
+use session_store::{RECALLED_FIELD, StoredMessage, public_copy};
 
 /// One line (or block) per message: `[<timestamp, 16 chars>] <ROLE>[ [tools: a, b]]:
 /// <content>`. Messages without content are left out (an assistant turn that only calls
-/// tools: its results follow); model-only runtime context is not dumped.
+/// tools: its results follow); model-only runtime context is not dumped, and neither is
+/// memory a search recalled ([`RECALLED_FIELD`]): it is already stored where it came from.
 pub fn format_messages(messages: &[StoredMessage]) -> Vec<String> {
     messages.iter().filter_map(format_message).collect()
 }
 
 fn format_message(message: &StoredMessage) -> Option<String> {
+    if message.flag(RECALLED_FIELD) {
+        return None;
+    }
     let message = public_copy(message);
     let role = message
         .role()

@@ -3,6 +3,7 @@
 mod chunk;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod lazy;
 mod memory;
 mod normalize;
 mod port;
@@ -12,6 +13,7 @@ pub use chunk::{
     Chunk, Chunking, SourceKind, group_of, history_source, journal_chunk, memory_chunks,
     parse_timestamp, session_chunk, session_prefix, session_source,
 };
+pub use lazy::{IndexOpener, LazyIndex};
 pub use memory::InMemoryIndex;
 pub use normalize::{MAX_TOKEN_CHARS, QueryTerm, is_cjk, normalize, query_terms, tokens};
 pub use port::{

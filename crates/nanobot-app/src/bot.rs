@@ -11,8 +11,10 @@ use async_trait::async_trait;
 use chrono::Offset;
 use context_builder::{BuilderConfig, ContextBuilder, Host};
 use dream::DreamSchedule;
+use index_sqlite::SqliteIndex;
 use llm_port::{Cl100kBase, Clock, LlmClient, TextSink, TokenCounter};
 use memory_core::ConsolidationConfig;
+use memory_index::{LazyIndex, MemoryIndex};
 use memory_scope::{
     ChatType, FileLinks, IdentityResolver, Inbound, LinkTable, ModeResolver, NoMemoryReason,
     Resolution, ScopeDirs, ScopeKey, Subject,
@@ -21,7 +23,9 @@ use memory_store::{
     FileDocuments, FileJournal, FileLease, GitVersions, MemoryDocuments, MemoryVersions,
     ScopedDocuments,
 };
-use nanobot_turn::{Agent, AgentSettings, MemoryBackend, ScopeMemory, ScopeStores, TurnError};
+use nanobot_turn::{
+    Agent, AgentSettings, MemoryBackend, ScopeMemory, ScopeStores, SearchMemory, TurnError,
+};
 use prompt_inputs::{PromptFiles, PromptLoader};
 use session_store::{Durability, FileSessionStore, FileStoreOptions, SessionKey, SessionManager};
 
@@ -246,6 +250,22 @@ impl FileBackend {
         let versions: Result<Arc<dyn MemoryVersions>, String> = GitVersions::open(&root)
             .map(|g| Arc::new(g) as Arc<dyn MemoryVersions>)
             .map_err(|e| e.to_string());
+        // The search index: a derived SQLite file in the scope directory, opened when the
+        // scope's memory is first searched (nanobot-ai never reads it).
+        let index_dir = root.clone();
+        let index = LazyIndex::new(Box::new(move || {
+            let index = SqliteIndex::open_in(&index_dir)?;
+            // Derived data: a damaged file was set aside and is fed again by the next
+            // indexing pass; the user hears of it, nothing fails.
+            for repair in index.repairs() {
+                tracing::warn!(
+                    path = %repair.path.display(),
+                    "the search index was rebuilt: {}",
+                    repair.reason
+                );
+            }
+            Ok(Arc::new(index) as Arc<dyn MemoryIndex>)
+        }));
         Ok(ScopeStores::stepwise(
             sessions,
             journal,
@@ -253,7 +273,8 @@ impl FileBackend {
             prompt_files,
             versions,
             Arc::new(FileLease::open(&root)?),
-        ))
+        )
+        .with_index(Arc::new(index)))
     }
 }
 
@@ -461,9 +482,10 @@ impl Bot {
                 builder.clone(),
                 backend,
                 clock.clone(),
-                counter,
+                counter.clone(),
             )
-            .with_progress(progress_printer()),
+            .with_progress(progress_printer())
+            .with_tool(Arc::new(SearchMemory::new(counter))),
         );
         let resolver = Arc::new(
             ModeResolver::new(config.isolation, links.clone()).with_bot_ids(config.bot_ids.clone()),

@@ -159,6 +159,28 @@ pub enum MemoryCommand {
         #[arg(default_value_t = 10)]
         count: usize,
     },
+    /// Searches memory as the agent's `search_memory` tool does: history entries, the
+    /// memory files and past sessions, best first.
+    Search {
+        /// What to look for, in any language.
+        query: String,
+        /// Where to look: history, memory or sessions (repeat for several; all when left
+        /// out).
+        #[arg(long = "source", value_name = "SOURCE")]
+        sources: Vec<String>,
+        /// Only what was written on or after this date (YYYY-MM-DD).
+        #[arg(long, value_name = "DATE")]
+        since: Option<String>,
+        /// How many results (1 to 10).
+        #[arg(long, default_value_t = memory_index::DEFAULT_LIMIT)]
+        limit: usize,
+        /// The hits as JSON (one array).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Builds the search index again from the journal, the memory files and the sessions
+    /// (it is derived data; the next search would bring it up to date anyway).
+    Reindex,
     /// The memory versions, or one version's diff.
     Log {
         /// A version id (a unique prefix is enough).
@@ -482,6 +504,29 @@ async fn dispatch(
         Command::Memory(MemoryCommand::History { count }) => {
             let bot = open_in_scope(&cli, load_config(&cli, env)?, &key).await?;
             say(out, &commands::memory_history(&bot, *count).await?);
+            Ok(())
+        }
+        Command::Memory(MemoryCommand::Search {
+            query,
+            sources,
+            since,
+            limit,
+            json,
+        }) => {
+            let bot = open_in_scope(&cli, load_config(&cli, env)?, &key).await?;
+            let search = commands::MemorySearch {
+                query,
+                sources,
+                since: since.as_deref(),
+                limit: *limit,
+                json: *json,
+            };
+            say(out, &commands::memory_search(&bot, &search).await?);
+            Ok(())
+        }
+        Command::Memory(MemoryCommand::Reindex) => {
+            let bot = open_in_scope(&cli, load_config(&cli, env)?, &key).await?;
+            say(out, &commands::memory_reindex(&bot).await?);
             Ok(())
         }
         Command::Memory(MemoryCommand::Log { id }) => {

@@ -2,6 +2,7 @@
 //! subcommands share these functions, which return text (deterministic for snapshots).
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use dream::{Trigger, format};
 use memory_store::{Document, HistoryJournal, MemoryDocumentsExt};
@@ -83,6 +84,7 @@ pub async fn status(bot: &Bot, key: &SessionKey) -> Result<String, AppError> {
         .await?
         .saturating_sub(bot.memory.journal.dream_cursor().await?);
     let _ = writeln!(out, "Journal: {unread} entries not yet read by Dream");
+    let _ = writeln!(out, "{}", bot.agent.tool_status(&bot.memory));
     match &bot.schedule {
         Some(schedule) => {
             let now = bot.clock.now();
@@ -342,6 +344,108 @@ pub async fn memory_show(bot: &Bot) -> Result<String, AppError> {
         }
     );
     Ok(out)
+}
+
+/// What `nanobot memory search` asks.
+#[derive(Debug, Clone)]
+pub struct MemorySearch<'a> {
+    /// The query.
+    pub query: &'a str,
+    /// `history`, `memory`, `sessions` (all when empty).
+    pub sources: &'a [String],
+    /// `YYYY-MM-DD`.
+    pub since: Option<&'a str>,
+    /// 1 to 10.
+    pub limit: usize,
+    /// JSON output.
+    pub json: bool,
+}
+
+/// The scope's search index, or why there is none.
+fn search_index(bot: &Bot) -> Result<Arc<dyn memory_index::MemoryIndex>, AppError> {
+    bot.memory.index.clone().ok_or_else(|| {
+        AppError::NotFound(
+            "this storage keeps no search index yet (PostgreSQL: see docs/SEARCH.md); memory search is available on the files backend"
+                .into(),
+        )
+    })
+}
+
+/// `nanobot memory search QUERY`: brings the index up to date, then searches it.
+pub async fn memory_search(bot: &Bot, search: &MemorySearch<'_>) -> Result<String, AppError> {
+    if !(1..=memory_index::MAX_LIMIT).contains(&search.limit) {
+        return Err(AppError::Usage(format!(
+            "--limit must be 1 to {}, not {}",
+            memory_index::MAX_LIMIT,
+            search.limit
+        )));
+    }
+    let mut arguments = serde_json::json!({"query": search.query, "limit": search.limit});
+    if !search.sources.is_empty() {
+        arguments["sources"] = serde_json::json!(search.sources);
+    }
+    if let Some(since) = search.since {
+        arguments["since"] = serde_json::json!(since);
+    }
+    let request = memory_search::parse_arguments(&arguments.to_string())
+        .map_err(|reason| AppError::Usage(reason.replace("`sources`", "--source")))?;
+    let index = search_index(bot)?;
+    bot.memory
+        .indexer(index.clone(), bot.agent.counter().clone())
+        .sync()
+        .await?;
+    let hits = index.search(&request).await?;
+    if search.json {
+        return Ok(serde_json::to_string_pretty(&hits).unwrap_or_else(|_| "[]".into()));
+    }
+    if hits.is_empty() {
+        return Ok(format!("Nothing in memory matches {:?}.", search.query));
+    }
+    let mut out = String::new();
+    for (n, hit) in hits.iter().enumerate() {
+        let at = hit.at.map_or_else(
+            || "-".to_owned(),
+            |at| at.format("%Y-%m-%d %H:%M").to_string(),
+        );
+        let _ = writeln!(
+            out,
+            "[{}] {} · {at} · score {:.2}\n    {}\n",
+            n + 1,
+            hit.source,
+            hit.score,
+            hit.snippet
+        );
+    }
+    Ok(out.trim_end().to_owned())
+}
+
+/// `nanobot memory reindex`: empties the scope's index and feeds it everything again.
+pub async fn memory_reindex(bot: &Bot) -> Result<String, AppError> {
+    let index = search_index(bot)?;
+    let started = std::time::Instant::now();
+    index.remove_prefix("").await?;
+    let marks: Vec<(String, Option<String>)> = index
+        .marks()
+        .await?
+        .into_keys()
+        .map(|name| (name, None))
+        .collect();
+    index.set_marks(marks).await?;
+    let pass = bot
+        .memory
+        .indexer(index.clone(), bot.agent.counter().clone())
+        .sync()
+        .await?;
+    let stats = index.stats().await?;
+    Ok(format!(
+        "Search index rebuilt in {:.1} s: {} history entries, {} memory files, {} messages of {} sessions ({} chunks).",
+        started.elapsed().as_secs_f64(),
+        pass.entries,
+        pass.documents,
+        pass.messages,
+        pass.sessions,
+        stats.chunks
+    ))
 }
 
 /// `nanobot memory history [N]`.

@@ -38,6 +38,8 @@ pub enum AppError {
     Storage(String),
     /// The terminal failed.
     Terminal(String),
+    /// Memory search (its index, or feeding it) failed.
+    Search(memory_search::IndexingError),
     /// `nanobot demo` ran, but memory did not work as it should (the checks it names).
     Demo {
         /// The checks that failed.
@@ -95,6 +97,10 @@ impl fmt::Display for AppError {
                 "the storage could not be used: {e}\nCheck storage.database_url and storage.schema (`nanobot config show`)."
             ),
             AppError::Terminal(e) => write!(f, "the terminal failed: {e}"),
+            AppError::Search(e) => write!(
+                f,
+                "memory search failed: {e}\nThe index is derived data: `nanobot memory reindex` builds it again."
+            ),
             AppError::Demo { reason } => write!(
                 f,
                 "the demo ran but memory did not work: {reason}\nA model too small to curate memory fails this (use the default model, or pass --no-check to only watch)."
@@ -125,8 +131,15 @@ from!(
     Dream(dream::DreamError),
     Llm(llm_port::LlmError),
     Context(context_builder::ContextError),
-    Scope(memory_scope::ScopeError)
+    Scope(memory_scope::ScopeError),
+    Search(memory_search::IndexingError)
 );
+
+impl From<memory_index::IndexError> for AppError {
+    fn from(e: memory_index::IndexError) -> Self {
+        AppError::Search(e.into())
+    }
+}
 
 impl From<nanobot_turn::TurnError> for AppError {
     fn from(e: nanobot_turn::TurnError) -> Self {

@@ -135,6 +135,9 @@ impl MemoryBackend for PgBackend {
             lease: pg.clone(),
             archive: pg.clone(),
             commit: pg,
+            // No search index on PostgreSQL yet (docs/SEARCH.md, "Next"): `search_memory`
+            // is not offered and `/status` says so.
+            index: None,
         })
     }
 

@@ -8,19 +8,29 @@ use std::time::Duration;
 use context_builder::govern::{GovernorConfig, GovernorState, govern};
 use context_builder::{BuiltPrompt, ContextBuilder, CurrentMessage, Turn, WorkspaceSnapshot};
 use dream::{Dream, DreamConfig, DreamStores, RunReport, Trigger};
-use llm_port::{Clock, LlmClient, LlmRequest, TextSink, TokenCounter, Usage};
+use llm_port::{
+    Clock, LlmClient, LlmRequest, Message, TextSink, TokenCounter, ToolChoice, ToolDefinition,
+    Usage,
+};
 use memory_core::{AutoCompact, ConsolidationConfig, Consolidator, replayed_messages};
 use memory_scope::ScopeKey;
 use memory_store::HistoryJournalExt;
-use session_store::{HistoryOptions, SessionKey, StoredMessage, get_history_counted};
+use session_store::{
+    HistoryOptions, RECALLED_FIELD, SessionHandle, SessionKey, StoredMessage, get_history_counted,
+};
 
 use crate::error::{Saved, TurnError};
 use crate::memory::{ContextPrompt, MemoryBackend, PromptInputs, ScopeMemory, summary_of};
 use crate::notes::{record_background_failure, record_raw_archives};
+use crate::tools::{ToolContext, ToolOutput, TurnTool};
 
 /// How many of the newest unprocessed journal entries a prompt is offered (the builder
 /// keeps the newest that fit its Recent History cap).
 const RECENT_HISTORY_ENTRIES: usize = 200;
+
+/// Rounds of tool calls per turn by default: a search, a narrower search, and room for a
+/// bot's own tool.
+pub const DEFAULT_MAX_TOOL_STEPS: usize = 4;
 
 /// How an agent's turns and memory policies are set.
 #[derive(Debug, Clone)]
@@ -44,6 +54,9 @@ pub struct AgentSettings {
     pub dream_enabled: bool,
     /// Idle compaction after this long (`None`: never).
     pub idle_ttl: Option<Duration>,
+    /// How many rounds of tool calls one turn may make; the request after the last round
+    /// offers no tools, so the model answers.
+    pub max_tool_steps: usize,
 }
 
 impl AgentSettings {
@@ -65,6 +78,7 @@ impl AgentSettings {
             turn_wait: Duration::from_secs(30),
             dream_enabled: true,
             idle_ttl: None,
+            max_tool_steps: DEFAULT_MAX_TOOL_STEPS,
         }
     }
 
@@ -86,6 +100,8 @@ pub struct TurnReport {
     pub usage: Option<Usage>,
     /// Archives made before the turn because the request would not fit.
     pub consolidated_before: usize,
+    /// Tool calls the model made in this turn, in order (their names).
+    pub tool_calls: Vec<String>,
 }
 
 /// An agent: a model, a prompt builder and the memory of its scopes, opened through a
@@ -101,6 +117,7 @@ pub struct Agent {
     progress: Option<dream::Progress>,
     memories: tokio::sync::Mutex<HashMap<ScopeKey, Arc<ScopeMemory>>>,
     background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    tools: Vec<Arc<dyn TurnTool>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -131,7 +148,51 @@ impl Agent {
             progress: None,
             memories: tokio::sync::Mutex::new(HashMap::new()),
             background: Mutex::new(Vec::new()),
+            tools: Vec::new(),
         }
+    }
+
+    /// Offers `tool` to the model in every turn with memory (after the tools added before
+    /// it). A model without native tool calls is offered none ([`Agent::tool_status`]).
+    pub fn with_tool(mut self, tool: Arc<dyn TurnTool>) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Which tools turns of `memory` offer, or why none, as a line for `/status`.
+    pub fn tool_status(&self, memory: &ScopeMemory) -> String {
+        if self.tools.is_empty() {
+            return "Tools: none".to_owned();
+        }
+        if !self.llm.capabilities().supports_tools {
+            return "Tools: none offered (the model has no native tool calls; \
+                    set llm.native_tools = true if it has)"
+                .to_owned();
+        }
+        let names: Vec<String> = self
+            .tools
+            .iter()
+            .filter(|t| t.offered_in(memory))
+            .map(|t| t.definition().function.name)
+            .collect();
+        let left_out: Vec<String> = self
+            .tools
+            .iter()
+            .filter(|t| !t.offered_in(memory))
+            .map(|t| t.definition().function.name)
+            .collect();
+        let mut line = if names.is_empty() {
+            "Tools: none offered".to_owned()
+        } else {
+            format!("Tools: {}", names.join(", "))
+        };
+        if !left_out.is_empty() {
+            line.push_str(&format!(
+                " ({} not offered: this storage keeps no search index)",
+                left_out.join(", ")
+            ));
+        }
+        line
     }
 
     /// Dream's steps go to `progress`.
@@ -148,6 +209,11 @@ impl Agent {
     /// The model.
     pub fn llm(&self) -> &Arc<dyn LlmClient> {
         &self.llm
+    }
+
+    /// The token counter.
+    pub fn counter(&self) -> &Arc<dyn TokenCounter> {
+        &self.counter
     }
 
     /// The clock.
@@ -226,6 +292,7 @@ impl Agent {
             consolidator,
             autocompact,
             dream: Arc::new(dream),
+            index: stores.index,
             prompt_files: stores.prompt_files,
             prompt,
         })
@@ -379,54 +446,144 @@ impl Agent {
         memory.sessions.save(&handle).await?;
         *saved = Saved::UserMessage;
 
-        let (answer, usage) = self.answer(&built, sink).await?;
-        handle.add_message(StoredMessage::assistant(answer.clone()));
+        let tools = ToolRound {
+            memory,
+            key,
+            handle: &handle,
+        };
+        let answered = self.answer(&built, Some(tools), sink).await?;
+        handle.add_message(StoredMessage::assistant(answered.text.clone()));
         memory.sessions.save(&handle).await?;
         *saved = Saved::Answer;
         memory.sessions.end_turn(&handle).await?;
 
-        let reported = usage.as_ref().map(|u| u.prompt_tokens as usize);
+        let reported = answered.usage.as_ref().map(|u| u.prompt_tokens as usize);
         self.consolidate_in_background(memory, key, reported);
         if let Some(autocompact) = &memory.autocompact {
             autocompact.touch(key);
         }
         Ok(TurnReport {
-            answer,
+            answer: answered.text,
             prompt_tokens: built.report.total_tokens,
-            usage,
+            usage: answered.usage,
             consolidated_before,
+            tool_calls: answered.tool_calls,
         })
     }
 
-    /// The model's answer to `built`, governed to the window; its text streams to `sink`.
+    /// The model's answer to `built`, each request governed to the window; its text streams
+    /// to `sink`. With `tools`, the tools offered in the scope are offered to the model: each
+    /// round of calls is run, stored in the session with its results and saved, and the
+    /// model asked again, for at most [`AgentSettings::max_tool_steps`] rounds; the request
+    /// after the last round offers no tools, so the turn ends with an answer.
     async fn answer(
         &self,
         built: &BuiltPrompt,
+        tools: Option<ToolRound<'_>>,
         sink: &TextSink,
-    ) -> Result<(String, Option<Usage>), TurnError> {
+    ) -> Result<Answered, TurnError> {
         let input_budget = GovernorConfig::input_budget_for(
             self.settings.context_window,
             Some(self.settings.max_output_tokens),
             None,
         );
+        let governor = GovernorConfig::new(input_budget);
+        let mut state = GovernorState::default();
+        let offered: Vec<&Arc<dyn TurnTool>> = match &tools {
+            Some(round) if self.llm.capabilities().supports_tools => self
+                .tools
+                .iter()
+                .filter(|t| t.offered_in(round.memory))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let definitions: Vec<ToolDefinition> = offered.iter().map(|t| t.definition()).collect();
         let initial = built.messages.len();
-        let governed = govern(
-            &built.messages,
-            initial,
-            &[],
-            &GovernorConfig::new(input_budget),
-            &mut GovernorState::default(),
-            self.builder.as_ref(),
-        );
-        let mut request = LlmRequest::new(self.settings.model.clone(), governed.messages)
-            .with_max_tokens(saturating_u32(self.settings.max_output_tokens))
-            .with_cache_breakpoint(built.report.stable_prefix_bytes);
-        if let Some(temperature) = self.settings.temperature {
-            request = request.with_temperature(temperature);
+        let mut messages = built.messages.clone();
+        let mut tool_calls = Vec::new();
+        let mut step = 0;
+        loop {
+            let offer = !definitions.is_empty() && step < self.settings.max_tool_steps;
+            let offered_now: &[ToolDefinition] = if offer { &definitions } else { &[] };
+            let governed = govern(
+                &messages,
+                initial,
+                offered_now,
+                &governor,
+                &mut state,
+                self.builder.as_ref(),
+            );
+            let mut request = LlmRequest::new(self.settings.model.clone(), governed.messages)
+                .with_max_tokens(saturating_u32(self.settings.max_output_tokens))
+                .with_cache_breakpoint(built.report.stable_prefix_bytes);
+            if offer {
+                request = request.with_tools(definitions.clone());
+            } else if !definitions.is_empty() {
+                // Earlier rounds' calls are in the messages; the tools stay defined so the
+                // request is valid, and the model is told to answer.
+                request = request
+                    .with_tools(definitions.clone())
+                    .with_tool_choice(ToolChoice::None);
+            }
+            if let Some(temperature) = self.settings.temperature {
+                request = request.with_temperature(temperature);
+            }
+            let response = self.llm.complete_streaming(&request, sink).await?;
+            let calls = match &response.message.tool_calls {
+                Some(calls) if offer => calls.clone(),
+                _ => Vec::new(),
+            };
+            let (Some(round), false) = (&tools, calls.is_empty()) else {
+                return Ok(Answered {
+                    text: llm_port::text::strip_think(&response.message.text_content()),
+                    usage: response.usage,
+                    tool_calls,
+                });
+            };
+            step += 1;
+            let context = ToolContext {
+                memory: round.memory,
+                session: round.key,
+            };
+            let call_message = Message::Assistant(response.message.clone());
+            let mut stored = vec![StoredMessage::from_llm(&call_message)];
+            messages.push(call_message);
+            for call in calls {
+                let name = call.function.name.clone();
+                let output = match offered
+                    .iter()
+                    .find(|t| t.definition().function.name == name)
+                {
+                    Some(tool) => tool.call(context, &call.function.arguments).await,
+                    None => ToolOutput::text(format!(
+                        "there is no tool named {name:?}; the tools are: {}",
+                        definitions
+                            .iter()
+                            .map(|d| d.function.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                };
+                tracing::debug!(tool = %name, chars = output.content.len(), "tool call run");
+                let mut result =
+                    StoredMessage::tool_result(&call.id, &name, output.content.clone());
+                if output.recalled {
+                    result = result.with(RECALLED_FIELD, true);
+                }
+                stored.push(result);
+                messages.push(Message::tool_result(
+                    call.id.clone(),
+                    name.clone(),
+                    output.content,
+                ));
+                tool_calls.push(name);
+            }
+            // Saved round by round: a turn that fails later keeps the calls it made.
+            for message in stored {
+                round.handle.add_message(message);
+            }
+            round.memory.sessions.save(round.handle).await?;
         }
-        let response = self.llm.complete_streaming(&request, sink).await?;
-        let answer = llm_port::text::strip_think(&response.message.text_content());
-        Ok((answer, response.usage))
     }
 
     fn consolidate_in_background(
@@ -489,15 +646,16 @@ impl Agent {
                 ..Turn::default()
             },
         )?;
-        let (answer, usage) = self
-            .answer(&built, sink)
+        let answered = self
+            .answer(&built, None, sink)
             .await
             .map_err(|e| TurnError::turn(key, Saved::Nothing, e))?;
         Ok(TurnReport {
-            answer,
+            answer: answered.text,
             prompt_tokens: built.report.total_tokens,
-            usage,
+            usage: answered.usage,
             consolidated_before: 0,
+            tool_calls: answered.tool_calls,
         })
     }
 
@@ -565,6 +723,20 @@ impl Agent {
             None => Ok(()),
         }
     }
+}
+
+/// Where a turn's tool calls run and are stored.
+struct ToolRound<'a> {
+    memory: &'a ScopeMemory,
+    key: &'a SessionKey,
+    handle: &'a SessionHandle,
+}
+
+/// What the model finally answered.
+struct Answered {
+    text: String,
+    usage: Option<Usage>,
+    tool_calls: Vec<String>,
 }
 
 /// A `u32` setting from a `usize` one, saturating instead of wrapping.

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use llm_port::{Clock, TokenCounter};
+use memory_index::InMemoryIndex;
 use memory_scope::{ScopeError, ScopeKey, Subject};
 use memory_store::{
     MemoryDocumentStore, MemoryDocuments, MemoryJournal, MemoryLeaseStore, MemoryVersionStore,
@@ -88,7 +89,8 @@ impl MemoryBackend for InMemoryBackend {
             Arc::new(PromptLoader::new(documents)),
             Ok(versions),
             Arc::new(MemoryLeaseStore::with_clock(self.clock.clone())),
-        );
+        )
+        .with_index(Arc::new(InMemoryIndex::new()));
         scopes.insert(scope.clone(), stores.clone());
         Ok(stores)
     }

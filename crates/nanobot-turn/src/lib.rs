@@ -7,8 +7,9 @@ pub mod conformance;
 mod error;
 mod memory;
 mod notes;
+mod tools;
 
-pub use agent::{Agent, AgentSettings, TurnReport};
+pub use agent::{Agent, AgentSettings, DEFAULT_MAX_TOOL_STEPS, TurnReport};
 pub use backends::{InMemoryBackend, OneScope};
 pub use error::{Saved, TurnError};
 pub use memory::{MemoryBackend, ScopeMemory, ScopeStores};
@@ -16,3 +17,4 @@ pub use notes::{
     BACKGROUND_FAILURE_KEY, RAW_ARCHIVE_KEY, background_failure, last_raw_archive,
     record_background_failure, record_raw_archives,
 };
+pub use tools::{SearchMemory, ToolContext, ToolOutput, TurnTool};

@@ -8,6 +8,7 @@ use context_builder::{ContextBuilder, CurrentMessage, JournalEntry, Summary, Tur
 use dream::Dream;
 use llm_port::Message;
 use memory_core::{AutoCompact, Consolidator, PromptBuilder, SessionSummary, replayed_messages};
+use memory_index::MemoryIndex;
 use memory_scope::ScopeKey;
 use memory_store::{
     ArchiveJournal, HistoryJournal, MemoryCommit, MemoryDocuments, MemoryLease, MemoryVersions,
@@ -39,6 +40,9 @@ pub struct ScopeStores {
     pub archive: Arc<dyn SessionArchive>,
     /// Its memory commit: a Dream change applied as one unit under the lease.
     pub commit: Arc<dyn MemoryCommit>,
+    /// Its search index (`None`: the backend keeps none, and `search_memory` is not
+    /// offered).
+    pub index: Option<Arc<dyn MemoryIndex>>,
 }
 
 impl ScopeStores {
@@ -70,7 +74,14 @@ impl ScopeStores {
             prompt_files,
             versions,
             lease,
+            index: None,
         }
+    }
+
+    /// The same stores with `index` as the scope's search index.
+    pub fn with_index(mut self, index: Arc<dyn MemoryIndex>) -> Self {
+        self.index = Some(index);
+        self
     }
 }
 
@@ -106,6 +117,8 @@ pub struct ScopeMemory {
     pub autocompact: Option<Arc<AutoCompact>>,
     /// Its Dream.
     pub dream: Arc<Dream>,
+    /// Its search index, if the backend keeps one.
+    pub index: Option<Arc<dyn MemoryIndex>>,
     pub(crate) prompt_files: Arc<dyn PromptFiles>,
     pub(crate) prompt: Arc<ContextPrompt>,
 }

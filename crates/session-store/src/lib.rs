@@ -28,7 +28,7 @@ pub use manager::{
     DEFAULT_CACHE_CAPACITY, DeleteObserver, MAX_WRITE_ATTEMPTS, SessionHandle, SessionManager,
 };
 pub use memory::{MemorySessionStore, sort_listing};
-pub use message::{StoredMessage, TOKENS_FIELD};
+pub use message::{RECALLED_FIELD, StoredMessage, TOKENS_FIELD};
 pub use replay::{ReplayView, replay_floor};
 pub use session::{
     LAST_SUMMARY_KEY, PendingWrite, Retention, Session, SessionMeta, local_naive, parse_isoformat,

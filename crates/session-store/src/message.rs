@@ -15,6 +15,12 @@ use serde_json::{Map, Value};
 /// changes.
 pub const TOKENS_FIELD: &str = "_tokens";
 
+/// The field marking a tool result as memory recalled by a search (`search_memory`): the
+/// text came out of the journal, the memory files or an earlier session, so archiving it
+/// again would store it twice and let it grow with every recall. The Consolidator leaves
+/// such messages out of what it archives; nanobot-ai ignores the field.
+pub const RECALLED_FIELD: &str = "_recalled";
+
 /// One stored message: `role`, `content`, `timestamp` and every other field a writer set
 /// (`tool_calls`, `tool_call_id`, `name`, `reasoning_content`, `media`, `_command`, fields we
 /// do not know), kept in their order, so a file from nanobot-ai loses nothing when we write

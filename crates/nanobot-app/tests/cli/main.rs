@@ -21,6 +21,7 @@ mod golden;
 mod postgres;
 mod racing;
 mod scopes;
+mod search;
 
 fn nanobot(workspace: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_nanobot"));

@@ -1,0 +1,150 @@
+//! `nanobot memory search` and `nanobot memory reindex` over the labelled search corpus
+//! (`tests/fixtures/search`, a nanobot-ai workspace and 50 sessions): the hits the labels
+//! name, the same hits after the side index is deleted or damaged, bad arguments named.
+
+use std::path::{Path, PathBuf};
+
+use bench_workload::testing::TempDir;
+use serde_json::Value;
+
+use crate::{nanobot, text};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/search")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// The corpus as a workspace: its files, and its sessions where this layout keeps them.
+fn workspace(label: &str) -> TempDir {
+    let ws = TempDir::new(label);
+    copy_dir(&fixture().join("workspace"), ws.path());
+    let sessions = ws.path().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    for entry in std::fs::read_dir(fixture().join("sessions")).unwrap() {
+        let path = entry.unwrap().path();
+        let body = std::fs::read_to_string(&path).unwrap();
+        let first: Value = serde_json::from_str(body.lines().next().unwrap()).unwrap();
+        let key = session_store::SessionKey::new(first["key"].as_str().unwrap()).unwrap();
+        std::fs::write(sessions.join(format!("{}.jsonl", key.storage_stem())), body).unwrap();
+    }
+    ws
+}
+
+/// One labelled query of each kind of source and language.
+const QUERIES: [(&str, &str); 5] = [
+    ("INC-20931", "history#213"),
+    ("A7-99213-K", "session:telegram:1022#12"),
+    ("QX7R2P", "MEMORY.md#Travel"),
+    ("INV-2026-0931", "USER.md#Finances"),
+    ("喝茶", "history#215"),
+];
+
+fn sources_of(ws: &Path, query: &str) -> Vec<String> {
+    let out = nanobot(ws, &["memory", "search", query, "--json"], &[]);
+    assert!(out.status.success(), "{query}: {}", text(&out, ws));
+    let hits: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    hits.iter()
+        .map(|h| h["source"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn memory_search_finds_the_labelled_sources_and_survives_a_lost_or_damaged_index() {
+    let ws = workspace("cli-search");
+    let mut first = Vec::new();
+    for (query, relevant) in QUERIES {
+        let sources = sources_of(ws.path(), query);
+        assert!(
+            sources.iter().any(|s| s == relevant),
+            "{query}: {relevant} not in {sources:?}"
+        );
+        first.push(sources);
+    }
+    let index = ws.path().join(".nanobot-rs/index.sqlite");
+    assert!(index.is_file(), "the side index is in the scope directory");
+    let shown = nanobot(ws.path(), &["memory", "search", "INC-20931"], &[]);
+    assert!(shown.status.success());
+    insta::assert_snapshot!("memory_search", text(&shown, ws.path()));
+
+    // Deleted: built again, the same top 5 for every query.
+    std::fs::remove_file(&index).unwrap();
+    let again: Vec<Vec<String>> = QUERIES
+        .iter()
+        .map(|(q, _)| sources_of(ws.path(), q))
+        .collect();
+    assert_eq!(again, first);
+
+    // Damaged: detected, rebuilt and reported, never fatal.
+    std::fs::write(&index, b"this is not an SQLite database, whatever it was").unwrap();
+    let damaged = nanobot(ws.path(), &["memory", "search", "INC-20931", "--json"], &[]);
+    assert!(damaged.status.success(), "{}", text(&damaged, ws.path()));
+    assert!(
+        String::from_utf8_lossy(&damaged.stderr).contains("search index was rebuilt"),
+        "{}",
+        text(&damaged, ws.path())
+    );
+    let hits: Vec<Value> = serde_json::from_slice(&damaged.stdout).unwrap();
+    assert_eq!(hits[0]["source"], "history#213");
+
+    let reindex = nanobot(ws.path(), &["memory", "reindex"], &[]);
+    assert!(reindex.status.success(), "{}", text(&reindex, ws.path()));
+    let said = text(&reindex, ws.path());
+    assert!(
+        said.contains("300 history entries, 3 memory files") && said.contains("of 50 sessions"),
+        "{said}"
+    );
+    assert_eq!(sources_of(ws.path(), "INC-20931"), first[0]);
+}
+
+#[test]
+fn memory_search_names_what_is_wrong_with_its_arguments() {
+    let ws = workspace("cli-search-args");
+    for (args, expected) in [
+        (
+            &["memory", "search", "x", "--limit", "0"][..],
+            "--limit must be 1 to 10, not 0",
+        ),
+        (&["memory", "search", "x", "--source", "diary"][..], "diary"),
+        (
+            &["memory", "search", "x", "--since", "2026-13-01"][..],
+            "2026-13-01",
+        ),
+        (&["memory", "search", "   "][..], "query"),
+    ] {
+        let out = nanobot(ws.path(), args, &[]);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(
+            text(&out, ws.path()).contains(expected),
+            "{args:?}: {}",
+            text(&out, ws.path())
+        );
+    }
+    // Sources and dates narrow the search.
+    let out = nanobot(
+        ws.path(),
+        &[
+            "memory",
+            "search",
+            "INC-20931",
+            "--source",
+            "sessions",
+            "--json",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out, ws.path()));
+    let hits: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(hits.iter().all(|h| h["kind"] == "sessions"), "{hits:?}");
+}

@@ -1,0 +1,140 @@
+//! Tools the turn offers the model: the port a bot implements to add its own, and the
+//! first tool, `search_memory`, over the scope's search index.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use llm_port::ToolDefinition;
+use llm_port::tokens::TokenCounter;
+use memory_search::{DEFAULT_BUDGET_TOKENS, Indexer, SearchMemoryTool};
+use session_store::SessionKey;
+
+use crate::memory::ScopeMemory;
+
+/// What a tool call runs in: the memory of the turn's scope and the session of the turn.
+/// A tool reaches nothing of another scope through it.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolContext<'a> {
+    /// The scope's memory.
+    pub memory: &'a ScopeMemory,
+    /// The session the turn belongs to.
+    pub session: &'a SessionKey,
+}
+
+/// What one call gives back to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// The tool result's text.
+    pub content: String,
+    /// Whether the text is memory recalled from storage: the stored result is then marked
+    /// ([`session_store::RECALLED_FIELD`]) and the Consolidator never archives it again.
+    pub recalled: bool,
+}
+
+impl ToolOutput {
+    /// A result of the tool's own (an answer, a refusal, an error to correct).
+    pub fn text(content: impl Into<String>) -> Self {
+        ToolOutput {
+            content: content.into(),
+            recalled: false,
+        }
+    }
+
+    /// A result that repeats stored memory.
+    pub fn recalled(content: impl Into<String>) -> Self {
+        ToolOutput {
+            content: content.into(),
+            recalled: true,
+        }
+    }
+}
+
+/// A tool the turn offers the model. The turn runs calls one after another, stores each
+/// call and result in the session as nanobot stores them, and gives up offering tools after
+/// [`crate::AgentSettings::max_tool_steps`] rounds.
+///
+/// A tool never fails the turn: what went wrong is its result, in words the model can act
+/// on (correct the arguments, try later, answer without it).
+#[async_trait]
+pub trait TurnTool: Send + Sync {
+    /// The definition offered to the model; its name is what calls are matched on.
+    fn definition(&self) -> ToolDefinition;
+
+    /// Whether the tool is offered in turns of `memory` (a search needs an index).
+    fn offered_in(&self, _memory: &ScopeMemory) -> bool {
+        true
+    }
+
+    /// Runs one call with the model's `arguments` (JSON text, possibly malformed).
+    async fn call(&self, context: ToolContext<'_>, arguments: &str) -> ToolOutput;
+}
+
+/// `search_memory`: searches the scope's index (history journal, memory files, past
+/// sessions) after bringing it up to date, and returns the results as recalled, untrusted
+/// data ([`memory_search::render`]).
+pub struct SearchMemory {
+    counter: Arc<dyn TokenCounter>,
+    budget_tokens: usize,
+}
+
+impl SearchMemory {
+    /// The tool, its results counted with `counter` within the default budget (2,000
+    /// tokens).
+    pub fn new(counter: Arc<dyn TokenCounter>) -> Self {
+        SearchMemory {
+            counter,
+            budget_tokens: DEFAULT_BUDGET_TOKENS,
+        }
+    }
+
+    /// Results within `budget_tokens` instead.
+    pub fn with_budget(mut self, budget_tokens: usize) -> Self {
+        self.budget_tokens = budget_tokens;
+        self
+    }
+}
+
+#[async_trait]
+impl TurnTool for SearchMemory {
+    fn definition(&self) -> ToolDefinition {
+        SearchMemoryTool::definition()
+    }
+
+    fn offered_in(&self, memory: &ScopeMemory) -> bool {
+        memory.index.is_some()
+    }
+
+    async fn call(&self, context: ToolContext<'_>, arguments: &str) -> ToolOutput {
+        let memory = context.memory;
+        let Some(index) = &memory.index else {
+            return ToolOutput::text(
+                "search_memory is unavailable: this memory is kept without a search index",
+            );
+        };
+        // Entries, files and sessions written since the last search become searchable
+        // now; a failing pass still leaves what was indexed before searchable.
+        if let Err(error) = memory
+            .indexer(index.clone(), self.counter.clone())
+            .sync()
+            .await
+        {
+            tracing::warn!(error = %error, "indexing before a memory search failed");
+        }
+        let tool = SearchMemoryTool::new(index.clone(), self.counter.clone(), self.budget_tokens);
+        ToolOutput::recalled(tool.call(arguments).await)
+    }
+}
+
+impl ScopeMemory {
+    /// The indexing pass that feeds `index` from this scope's journal, documents and
+    /// sessions.
+    pub fn indexer(
+        &self,
+        index: Arc<dyn memory_index::MemoryIndex>,
+        counter: Arc<dyn TokenCounter>,
+    ) -> Indexer {
+        // Every session of the scope's store belongs to the scope (stores serve one scope).
+        Indexer::new(index, self.journal.clone(), self.documents.clone(), counter)
+            .with_sessions(self.sessions.store().clone(), Arc::new(|_| true))
+    }
+}
