@@ -40,6 +40,9 @@ struct Shared {
     sent: AtomicU64,
     connections: AtomicU64,
     resets: AtomicU64,
+    /// Writes passed on from clients to the server, in all (a test waits on it to stall a
+    /// call at a known point instead of at a guessed time).
+    forwarded: AtomicU64,
     /// Bumped to reset every connection.
     generation: watch::Sender<u64>,
 }
@@ -75,6 +78,7 @@ impl FaultProxy {
             sent: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             resets: AtomicU64::new(0),
+            forwarded: AtomicU64::new(0),
             generation,
         });
         let accepting = shared.clone();
@@ -153,6 +157,11 @@ impl FaultProxy {
     /// Connections it reset (by `ResetAfter` or `reset_all`).
     pub fn resets(&self) -> u64 {
         self.shared.resets.load(Ordering::Relaxed)
+    }
+
+    /// Writes it has passed on from clients to the server so far.
+    pub fn forwarded_upstream(&self) -> u64 {
+        self.shared.forwarded.load(Ordering::SeqCst)
     }
 }
 
@@ -234,9 +243,13 @@ async fn pump(mut from: OwnedReadHalf, to: OwnedWriteHalf, shared: Arc<Shared>, 
         }
         if let Some(writer) = to.as_mut()
             && !chunk.is_empty()
-            && writer.write_all(chunk).await.is_err()
         {
-            return;
+            if writer.write_all(chunk).await.is_err() {
+                return;
+            }
+            if upstream {
+                shared.forwarded.fetch_add(1, Ordering::SeqCst);
+            }
         }
     }
 }

@@ -69,10 +69,19 @@ async fn timeouts_fire_within_twice_their_setting_and_the_store_recovers() {
         proxy.set(NetFault::Latency(Duration::from_millis(300)));
         let started = Instant::now();
         let entry = [NewEntry::text("in flight")];
+        let sent_before = proxy.forwarded_upstream();
         let in_flight = scope.append(&entry);
         let stall = async {
-            // Past the pool's ping and the BEGIN (300 ms each way): inside the transaction.
-            tokio::time::sleep(Duration::from_millis(900)).await;
+            // Once two of the call's writes (the pool's ping and the BEGIN, or the BEGIN
+            // and the INSERT) have reached the server: inside the transaction. Waiting on
+            // the proxy, not on a clock, keeps this true on a loaded machine.
+            // (Bounded: a call that ended sooner sends no more.)
+            for _ in 0..600 {
+                if proxy.forwarded_upstream() >= sent_before + 2 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             proxy.set(fault);
         };
         let (outcome, ()) = tokio::time::timeout(Duration::from_secs(10), async {
