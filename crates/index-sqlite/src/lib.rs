@@ -8,8 +8,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use memory_index::{
-    GroupUpdate, Hit, IndexError, IndexStats, MemoryIndex, QueryTerm, SearchRequest, SourceKind,
-    check_updates, normalize, query_terms, snippet, terms_to_search,
+    COMMON_QUERY_WINDOW, COMMON_TERM_SHARE, GroupUpdate, Hit, IndexError, IndexStats, MemoryIndex,
+    QueryTerm, SearchRequest, SourceKind, check_updates, normalize, query_terms, snippet,
+    terms_to_search,
 };
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
@@ -261,6 +262,19 @@ fn search(connection: &Connection, request: &SearchRequest) -> rusqlite::Result<
     if kept.is_empty() {
         return Ok(Vec::new());
     }
+    // Every term common: rank among the newest chunks only (ids grow with every write).
+    let all_common = documents
+        .iter()
+        .all(|&count| count == 0 || count as f64 / total as f64 > COMMON_TERM_SHARE);
+    let newer_than: Option<i64> = if all_common && total as usize > COMMON_QUERY_WINDOW {
+        let newest: i64 =
+            connection.query_row("SELECT coalesce(max(id), 0) FROM chunks", [], |row| {
+                row.get(0)
+            })?;
+        Some(newest - COMMON_QUERY_WINDOW as i64)
+    } else {
+        None
+    };
     let expression = kept
         .iter()
         .map(|term| {
@@ -275,18 +289,27 @@ fn search(connection: &Connection, request: &SearchRequest) -> rusqlite::Result<
         .map(|kind| kind_number(*kind).to_string())
         .collect::<Vec<_>>()
         .join(", ");
+    // The text is read for the hits only, after ranking: sorting every matching row with
+    // its text was most of the cost of a query whose terms are in most chunks.
     let sql = format!(
-        "SELECT c.source, c.part, c.kind, c.at, c.text, bm25(chunk_terms) AS rank
+        "SELECT c.source, c.part, c.kind, c.at, c.id, bm25(chunk_terms) AS rank
          FROM chunk_terms JOIN chunks c ON c.id = chunk_terms.rowid
          WHERE chunk_terms MATCH ?1 AND c.kind IN ({kinds}) AND (?2 IS NULL OR c.at >= ?2)
+           AND chunk_terms.rowid > ?4
          ORDER BY rank, c.source, c.part
          LIMIT ?3"
     );
     let since = request.since.map(|at| at.format(TIME_FORMAT).to_string());
     let rows = (request.limit * ROWS_PER_HIT) as i64;
     let mut statement = connection.prepare(&sql)?;
+    let mut text_of = connection.prepare("SELECT text FROM chunks WHERE id = ?1")?;
     let mut hits: Vec<Hit> = Vec::new();
-    let mut found = statement.query(params![expression, since, rows])?;
+    let mut found = statement.query(params![
+        expression,
+        since,
+        rows,
+        newer_than.unwrap_or(i64::MIN)
+    ])?;
     while let Some(row) = found.next()? {
         if hits.len() == request.limit {
             break;
@@ -297,7 +320,8 @@ fn search(connection: &Connection, request: &SearchRequest) -> rusqlite::Result<
         }
         let kind = kind_of(row.get(2)?);
         let written: Option<String> = row.get(3)?;
-        let text: String = row.get(4)?;
+        let id: i64 = row.get(4)?;
+        let text: String = text_of.query_row([id], |row| row.get(0))?;
         let rank: f64 = row.get(5)?;
         hits.push(Hit {
             source,

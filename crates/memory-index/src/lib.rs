@@ -17,7 +17,8 @@ pub use lazy::{IndexOpener, LazyIndex};
 pub use memory::InMemoryIndex;
 pub use normalize::{MAX_TOKEN_CHARS, QueryTerm, is_cjk, normalize, query_terms, tokens};
 pub use port::{
-    COMMON_TERM_SHARE, DEFAULT_LIMIT, GroupUpdate, Hit, IndexError, IndexStats, MAX_LIMIT,
-    MAX_SNIPPET_CHARS, MemoryIndex, SearchRequest, check_updates, terms_to_search,
+    COMMON_QUERY_WINDOW, COMMON_TERM_SHARE, DEFAULT_LIMIT, GroupUpdate, Hit, IndexError,
+    IndexStats, MAX_LIMIT, MAX_SNIPPET_CHARS, MemoryIndex, SearchRequest, check_updates,
+    terms_to_search,
 };
 pub use snippet::snippet;

@@ -21,6 +21,12 @@ pub const MAX_SNIPPET_CHARS: usize = 400;
 /// 100,000 chunks it is what makes a query slow (`../shared/design/search.md` §3.2).
 pub const COMMON_TERM_SHARE: f64 = 0.5;
 
+/// A backend may rank a query whose every term is common (held by more than
+/// [`COMMON_TERM_SHARE`] of the chunks: `terms_to_search`'s fallback) among the newest this
+/// many chunks only. Such a query says little about which chunk is meant, and scoring every
+/// chunk of a large index is the slow case (a measured 110 ms at 100,000 chunks on SQLite).
+pub const COMMON_QUERY_WINDOW: usize = 10_000;
+
 /// What to look for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchRequest {
