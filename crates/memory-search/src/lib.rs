@@ -74,28 +74,69 @@ impl SearchMemoryTool {
     /// results in their envelope, or what was wrong with the arguments (so the model can
     /// correct them), or that memory search is unavailable right now.
     pub async fn call(&self, arguments: &str) -> String {
+        self.call_leaving_out(arguments, &|_| false).await.text
+    }
+
+    /// [`SearchMemoryTool::call`] without the hits `leave_out` names (the messages of the
+    /// conversation under way, which the model already sees): the index is asked for the
+    /// most hits it gives, so as many as asked remain where it has them.
+    pub async fn call_leaving_out(
+        &self,
+        arguments: &str,
+        leave_out: &(dyn Fn(&Hit) -> bool + Send + Sync),
+    ) -> SearchOutcome {
         let request = match parse_arguments(arguments) {
             Ok(request) => request,
-            Err(reason) => return format!("search_memory was not run: {reason}"),
-        };
-        match self.index.search(&request).await {
-            Ok(hits) => render(
-                &request.query,
-                &hits,
-                self.counter.as_ref(),
-                self.budget_tokens,
-            ),
-            Err(IndexError::InvalidRequest { reason }) => {
-                format!("search_memory was not run: {reason}")
+            Err(reason) => {
+                return SearchOutcome::not_run(format!("search_memory was not run: {reason}"));
             }
-            Err(error) => format!(
+        };
+        let wanted = request.limit;
+        let widened = request.clone().limit(MAX_LIMIT);
+        match self.index.search(&widened).await {
+            Ok(hits) => SearchOutcome {
+                text: render(
+                    &request.query,
+                    &hits
+                        .into_iter()
+                        .filter(|hit| !leave_out(hit))
+                        .take(wanted)
+                        .collect::<Vec<_>>(),
+                    self.counter.as_ref(),
+                    self.budget_tokens,
+                ),
+                recalled: true,
+            },
+            Err(IndexError::InvalidRequest { reason }) => {
+                SearchOutcome::not_run(format!("search_memory was not run: {reason}"))
+            }
+            Err(error) => SearchOutcome::not_run(format!(
                 "search_memory is unavailable right now ({}); answer from what you know",
                 if error.is_retryable() {
                     "try again later"
                 } else {
                     "storage error"
                 }
-            ),
+            )),
+        }
+    }
+}
+
+/// What one call of the tool gives back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchOutcome {
+    /// The tool result's text.
+    pub text: String,
+    /// Whether it holds recalled memory (the results envelope), rather than why the search
+    /// did not run.
+    pub recalled: bool,
+}
+
+impl SearchOutcome {
+    fn not_run(text: String) -> Self {
+        SearchOutcome {
+            text,
+            recalled: false,
         }
     }
 }
@@ -117,8 +158,10 @@ pub fn parse_arguments(arguments: &str) -> Result<SearchRequest, String> {
         _ => return Err("`query` must be a non-empty string".into()),
     };
     let mut request = SearchRequest::new(query);
+    // Models fill optional arguments with "" or []: read as left out.
     match fields.get("sources") {
         None | Some(Value::Null) => {}
+        Some(Value::Array(names)) if names.is_empty() => {}
         Some(Value::Array(names)) if !names.is_empty() => {
             let mut sources = Vec::new();
             for name in names {
@@ -130,13 +173,12 @@ pub fn parse_arguments(arguments: &str) -> Result<SearchRequest, String> {
             request = request.sources(sources);
         }
         Some(other) => {
-            return Err(format!(
-                "`sources` must be a non-empty list of names, not {other}"
-            ));
+            return Err(format!("`sources` must be a list of names, not {other}"));
         }
     }
     match fields.get("since") {
         None | Some(Value::Null) => {}
+        Some(Value::String(text)) if text.trim().is_empty() => {}
         Some(Value::String(text)) => {
             let since = NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d")
                 .ok()

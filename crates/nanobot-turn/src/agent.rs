@@ -9,8 +9,8 @@ use context_builder::govern::{GovernorConfig, GovernorState, govern};
 use context_builder::{BuiltPrompt, ContextBuilder, CurrentMessage, Turn, WorkspaceSnapshot};
 use dream::{Dream, DreamConfig, DreamStores, RunReport, Trigger};
 use llm_port::{
-    Clock, LlmClient, LlmRequest, Message, TextSink, TokenCounter, ToolChoice, ToolDefinition,
-    Usage,
+    Clock, LlmClient, LlmRequest, Message, TextSink, TokenCounter, ToolCall, ToolChoice,
+    ToolDefinition, Usage,
 };
 use memory_core::{AutoCompact, ConsolidationConfig, Consolidator, replayed_messages};
 use memory_scope::ScopeKey;
@@ -528,11 +528,23 @@ impl Agent {
             if let Some(temperature) = self.settings.temperature {
                 request = request.with_temperature(temperature);
             }
-            let response = self.llm.complete_streaming(&request, sink).await?;
-            let calls = match &response.message.tool_calls {
+            let mut response = self.llm.complete_streaming(&request, sink).await?;
+            let mut calls = match &response.message.tool_calls {
                 Some(calls) if offer => calls.clone(),
                 _ => Vec::new(),
             };
+            if offer
+                && calls.is_empty()
+                && let Some(call) =
+                    text_tool_call(&response.message.text_content(), &definitions, step)
+            {
+                // A small model wrote its call as text; it is run and stored as the call it
+                // means, so the conversation replays as native tool calls.
+                tracing::debug!(tool = %call.function.name, "a tool call written as text");
+                response.message.content = None;
+                response.message.tool_calls = Some(vec![call.clone()]);
+                calls.push(call);
+            }
             let (Some(round), false) = (&tools, calls.is_empty()) else {
                 return Ok(Answered {
                     text: llm_port::text::strip_think(&response.message.text_content()),
@@ -723,6 +735,32 @@ impl Agent {
             None => Ok(()),
         }
     }
+}
+
+/// A tool call a model wrote as its whole answer's text instead of as a native call (small
+/// local models do: a fenced JSON block, or the `<tool_call>` tags of their template that
+/// the server did not parse): `{"name": <an offered tool>, "arguments": {...}}`. Anything
+/// else, or a name not offered, is an ordinary answer.
+fn text_tool_call(text: &str, offered: &[ToolDefinition], step: usize) -> Option<ToolCall> {
+    let mut body = llm_port::text::strip_think(text).trim().to_owned();
+    if let Some(fenced) = body.strip_prefix("```") {
+        let fenced = fenced.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
+        body = fenced.strip_suffix("```")?.trim().to_owned();
+    } else if let Some(tagged) = body.strip_prefix("<tool_call>") {
+        body = tagged.strip_suffix("</tool_call>")?.trim().to_owned();
+    }
+    let value: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let name = value.get("name")?.as_str()?;
+    if !offered.iter().any(|d| d.function.name == name) {
+        return None;
+    }
+    let arguments = match value.get("arguments").or_else(|| value.get("parameters")) {
+        None => "{}".to_owned(),
+        Some(serde_json::Value::String(text)) => text.clone(),
+        Some(object @ serde_json::Value::Object(_)) => object.to_string(),
+        Some(_) => return None,
+    };
+    Some(ToolCall::new(format!("call_text_{step}"), name, arguments))
 }
 
 /// Where a turn's tool calls run and are stored.

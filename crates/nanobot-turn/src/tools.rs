@@ -6,6 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use llm_port::ToolDefinition;
 use llm_port::tokens::TokenCounter;
+use memory_index::{Hit, session_prefix};
 use memory_search::{DEFAULT_BUDGET_TOKENS, Indexer, SearchMemoryTool};
 use session_store::SessionKey;
 
@@ -120,8 +121,25 @@ impl TurnTool for SearchMemory {
         {
             tracing::warn!(error = %error, "indexing before a memory search failed");
         }
+        // The live messages of this session are in the prompt already: finding them again
+        // is noise (the question itself matches best). Its archived part stays searchable.
+        let live_from = match memory.sessions.get_or_create(context.session).await {
+            Ok(handle) => handle.read(|s| s.last_consolidated()),
+            Err(_) => 0,
+        };
+        let prefix = session_prefix(context.session.as_str());
+        let live = move |hit: &Hit| {
+            hit.source
+                .strip_prefix(&prefix)
+                .and_then(|seq| seq.parse::<usize>().ok())
+                .is_some_and(|seq| seq >= live_from)
+        };
         let tool = SearchMemoryTool::new(index.clone(), self.counter.clone(), self.budget_tokens);
-        ToolOutput::recalled(tool.call(arguments).await)
+        let outcome = tool.call_leaving_out(arguments, &live).await;
+        ToolOutput {
+            content: outcome.text,
+            recalled: outcome.recalled,
+        }
     }
 }
 

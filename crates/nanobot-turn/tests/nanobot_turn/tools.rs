@@ -138,6 +138,8 @@ async fn a_fact_consolidated_away_is_found_through_search_memory() {
     assert!(result.starts_with("<memory_search_results query=\"gym locker code\">"));
     assert!(result.contains("4417-B"), "{result}");
     assert!(result.contains("history#1"), "{result}");
+    // The question under way is in the prompt already: not found again.
+    assert!(!result.contains("session:cli:today"), "{result}");
     assert!(
         result.trim_end().ends_with("</memory_search_results>"),
         "{result}"
@@ -351,5 +353,65 @@ async fn a_model_without_native_tool_calls_is_offered_none() {
         .await
         .unwrap();
     assert_eq!(capable.tool_status(&memory), "Tools: search_memory");
+    agent.finish().await.unwrap();
+}
+
+/// Small local models write their call as the answer's text (a fenced JSON block, or their
+/// template's `<tool_call>` tags the server left unparsed): it is run and stored as the
+/// call it means. A refused call is not marked as recalled memory; JSON naming a tool that
+/// was not offered is an ordinary answer.
+#[tokio::test]
+async fn a_tool_call_written_as_text_is_run_as_a_call() {
+    let llm = Arc::new(ScriptedLlm::new());
+    let agent = agent(llm.clone());
+    let memory = agent
+        .memory(&ScopeKey::local(Subject::Agent))
+        .await
+        .unwrap();
+    remembered_but_not_injected(&memory, &["The user's gym locker code is 4417-B."]).await;
+    llm.push(llm_port::LlmResponse::text(
+        "```json\n{\"name\": \"search_memory\", \"arguments\": {\"query\": \"locker\", \"since\": \"yesterday\"}}\n```",
+    ));
+    llm.push(llm_port::LlmResponse::text(
+        "<tool_call>\n{\"name\": \"search_memory\", \"arguments\": {\"query\": \"locker\", \"since\": \"\"}}\n</tool_call>",
+    ));
+    llm.push(llm_port::LlmResponse::text(
+        "```json\n{\"name\": \"shell\", \"arguments\": {}}\n```",
+    ));
+    let key = SessionKey::new("cli:small").unwrap();
+    let report = agent
+        .turn(&memory, &key, "Which locker?", &silent())
+        .await
+        .unwrap();
+    assert_eq!(report.tool_calls, ["search_memory", "search_memory"]);
+    assert!(report.answer.contains("\"shell\""), "{}", report.answer);
+    let handle = memory.sessions.get_or_create(&key).await.unwrap();
+    let stored = handle.read(|s| s.messages().to_vec());
+    let roles: Vec<&str> = stored.iter().filter_map(|m| m.role()).collect();
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant"
+        ]
+    );
+    assert_eq!(
+        stored[1].get("tool_calls").unwrap()[0]["function"]["arguments"],
+        "{\"query\":\"locker\",\"since\":\"yesterday\"}"
+    );
+    assert!(stored[1].get("content").unwrap().is_null());
+    let refused = stored[2].get("content").unwrap().as_str().unwrap();
+    assert!(
+        refused.starts_with("search_memory was not run: `since`"),
+        "{refused}"
+    );
+    assert!(!stored[2].flag(RECALLED_FIELD));
+    let found = stored[4].get("content").unwrap().as_str().unwrap();
+    assert!(found.contains("4417-B"), "{found}");
+    assert!(stored[4].flag(RECALLED_FIELD));
     agent.finish().await.unwrap();
 }
