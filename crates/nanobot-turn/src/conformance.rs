@@ -23,6 +23,7 @@ use session_store::{Append, SessionKey, SessionStoreExt as _, StoredMessage};
 
 use crate::agent::{Agent, AgentSettings};
 use crate::memory::{MemoryBackend, ScopeStores};
+use crate::tools::{SearchMemory, ToolContext, TurnTool};
 
 /// The port methods the suite exercises, by trait; [`port_methods`] must find no others.
 pub const COVERED: &[(&str, &[&str])] = &[
@@ -449,6 +450,31 @@ pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
             me.scope
         );
         assert_clean("prompt", &text, me, other);
+        // Memory search, where the backend keeps an index: each finds its own canary and
+        // nothing of the other's, however the other's is asked for.
+        if memory.index.is_some() {
+            let search = SearchMemory::new(Arc::new(Cl100kBase));
+            let context = ToolContext {
+                memory: &memory,
+                session: &key,
+            };
+            for query in [me.canary, other.canary] {
+                let arguments = serde_json::json!({"query": query, "limit": 10}).to_string();
+                let found = search.call(context, &arguments).await;
+                assert!(found.recalled, "{}: {}", me.scope, found.content);
+                if query == me.canary {
+                    assert!(
+                        found.content.contains(me.canary),
+                        "{} did not find its own canary: {}",
+                        me.scope,
+                        found.content
+                    );
+                }
+                // The opening tag repeats the query; what was found is below it.
+                let results = found.content.split_once('\n').map_or("", |(_, rest)| rest);
+                assert_clean("search_memory", results, me, other);
+            }
+        }
         let before = llm.requests().len();
         let report = memory.dream.run(Trigger::Manual).await.unwrap();
         assert_eq!(report.status, RunStatus::Completed, "{report:?}");
