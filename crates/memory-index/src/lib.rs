@@ -8,6 +8,7 @@ mod memory;
 mod normalize;
 mod port;
 mod snippet;
+mod vectors;
 
 pub use chunk::{
     Chunk, Chunking, SourceKind, group_of, history_source, journal_chunk, memory_chunks,
@@ -22,3 +23,6 @@ pub use port::{
     terms_to_search,
 };
 pub use snippet::snippet;
+pub use vectors::{
+    Embedder, EmbeddingModel, HashingEmbedder, RRF_K, cosine, reciprocal_rank_fusion,
+};

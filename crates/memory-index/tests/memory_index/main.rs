@@ -5,3 +5,4 @@
 mod chunking;
 mod in_memory;
 mod normalizing;
+mod vectors;

@@ -1,0 +1,155 @@
+//! The vector lane's ports and rules: an [`Embedder`] turns text into vectors and names the
+//! model that made them ([`EmbeddingModel`]: vectors of two models never mix), a
+//! deterministic [`HashingEmbedder`] for tests and for bots without an embedding model, and
+//! [`reciprocal_rank_fusion`], which merges the lexical and the vector lane's rankings.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::normalize::tokens;
+use crate::port::{Hit, IndexError};
+
+/// Reciprocal-rank fusion's constant: a hit at rank `r` (1-based) of a lane adds
+/// `1 / (RRF_K + r)` (the value of Cormack et al., used by most hybrid search engines).
+pub const RRF_K: f64 = 60.0;
+
+/// The model that made a set of vectors. Two models' vectors are not comparable, even of
+/// one dimension: an index records the model of its vectors and a search with another one
+/// pauses the vector lane until the index is embedded again.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct EmbeddingModel {
+    /// The model's name as its provider calls it (`text-embedding-3-small`,
+    /// `all-MiniLM-L6-v2`, `hashing-v1`).
+    pub name: String,
+    /// The length of its vectors.
+    pub dimensions: usize,
+}
+
+impl std::fmt::Display for EmbeddingModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({} dimensions)", self.name, self.dimensions)
+    }
+}
+
+/// Turns text into vectors (an OpenAI-compatible `/v1/embeddings` server, a local model,
+/// the hashing embedder).
+#[async_trait]
+pub trait Embedder: Send + Sync {
+    /// The model its vectors come from.
+    fn model(&self) -> EmbeddingModel;
+
+    /// One vector per text, in order, each of `model().dimensions` numbers.
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, IndexError>;
+}
+
+/// A deterministic embedder with no model: each normalised token (the index's own
+/// tokens, CJK bigrams included) is hashed to one of `dimensions` slots with a sign, counts
+/// are dampened (`1 + ln n`) and the vector is scaled to length 1. Texts sharing words
+/// are close; paraphrases are not (that takes a real model). For tests, and for trying the
+/// vector lane without an embedding server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HashingEmbedder {
+    dimensions: usize,
+}
+
+impl HashingEmbedder {
+    /// Vectors of `dimensions` numbers (at least 1).
+    pub fn new(dimensions: usize) -> Self {
+        HashingEmbedder {
+            dimensions: dimensions.max(1),
+        }
+    }
+
+    /// The vector of one text.
+    pub fn vector(&self, text: &str) -> Vec<f32> {
+        let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+        for token in tokens(text) {
+            *counts.entry(token).or_insert(0) += 1;
+        }
+        let mut vector = vec![0f32; self.dimensions];
+        for (token, count) in counts {
+            let hash = fnv1a(token.as_bytes());
+            let slot = (hash % self.dimensions as u64) as usize;
+            let sign = if hash >> 63 == 0 { 1.0 } else { -1.0 };
+            vector[slot] += sign * (1.0 + (count as f32).ln());
+        }
+        let length = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
+        if length > 0.0 {
+            vector.iter_mut().for_each(|v| *v /= length);
+        }
+        vector
+    }
+}
+
+#[async_trait]
+impl Embedder for HashingEmbedder {
+    fn model(&self) -> EmbeddingModel {
+        EmbeddingModel {
+            name: "hashing-v1".to_owned(),
+            dimensions: self.dimensions,
+        }
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, IndexError> {
+        Ok(texts.iter().map(|text| self.vector(text)).collect())
+    }
+}
+
+/// FNV-1a, 64 bits: stable across platforms and releases (the std hasher is not).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The cosine similarity of two vectors (0 when either is all zeros or their lengths
+/// differ).
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    let (mut dot, mut aa, mut bb) = (0f32, 0f32, 0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    if aa == 0.0 || bb == 0.0 {
+        0.0
+    } else {
+        dot / (aa.sqrt() * bb.sqrt())
+    }
+}
+
+/// Merges rankings of the same request (the lexical lane's, the vector lane's), each best
+/// first with one hit per source, by reciprocal rank: a source's score is the sum over the
+/// lanes that found it of `1 / (RRF_K + rank)`. The first `limit` by that score, ties broken
+/// by source, so the same lanes always give the same list. A hit keeps the snippet of the
+/// first lane that found it (the lexical one's shows the words that matched).
+pub fn reciprocal_rank_fusion(lanes: &[Vec<Hit>], limit: usize) -> Vec<Hit> {
+    let mut fused: BTreeMap<&str, (f64, &Hit)> = BTreeMap::new();
+    for lane in lanes {
+        for (rank, hit) in lane.iter().enumerate() {
+            let share = 1.0 / (RRF_K + rank as f64 + 1.0);
+            fused
+                .entry(hit.source.as_str())
+                .and_modify(|(score, _)| *score += share)
+                .or_insert((share, hit));
+        }
+    }
+    let mut ranked: Vec<(f64, &Hit)> = fused.into_values().collect();
+    ranked.sort_by(|a, b| {
+        b.0.total_cmp(&a.0)
+            .then_with(|| a.1.source.cmp(&b.1.source))
+    });
+    ranked
+        .into_iter()
+        .take(limit)
+        .map(|(score, hit)| Hit {
+            score,
+            ..hit.clone()
+        })
+        .collect()
+}
