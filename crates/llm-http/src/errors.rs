@@ -131,6 +131,12 @@ pub fn error_for_status(
             retry_after: retry_after(headers, now),
             message,
         },
+        // 501: the server does not do this at all (llama.cpp without `--embeddings`); asking
+        // again cannot help.
+        501 => LlmError::Permanent {
+            status: Some(status),
+            message: format!("{message} (the server does not offer this)"),
+        },
         408 | 409 | 425 | 500..=599 => LlmError::transient(format!("HTTP {status}: {message}")),
         401 | 403 => LlmError::Permanent {
             status: Some(status),

@@ -1,9 +1,11 @@
 #![doc = include_str!("../README.md")]
 
 mod client;
+mod embeddings;
 mod wire;
 
 pub use client::{OpenAiClient, OpenAiConfig};
+pub use embeddings::{EMBEDDING_BATCH, OpenAiEmbedder};
 
 /// The readers of a server's bytes, callable without a server: the fuzz targets (`fuzz/`)
 /// drive them. Not a stable API.

@@ -3,6 +3,7 @@
 
 mod client;
 mod decorate;
+mod embed;
 mod error;
 mod message;
 mod request;
@@ -14,6 +15,7 @@ pub mod tokens;
 
 pub use client::{Capabilities, LlmClient, TextSink};
 pub use decorate::{LlmClientExt, Retry, RetryPolicy, Timeout};
+pub use embed::{Embedder, EmbeddingModel};
 pub use error::LlmError;
 pub use message::{
     AssistantMessage, Content, ContentPart, Extra, FunctionCall, ImageUrl, Message, Role,

@@ -23,6 +23,4 @@ pub use port::{
     terms_to_search,
 };
 pub use snippet::snippet;
-pub use vectors::{
-    Embedder, EmbeddingModel, HashingEmbedder, RRF_K, cosine, reciprocal_rank_fusion,
-};
+pub use vectors::{HashingEmbedder, RRF_K, cosine, reciprocal_rank_fusion};

@@ -1,48 +1,18 @@
-//! The vector lane's ports and rules: an [`Embedder`] turns text into vectors and names the
-//! model that made them ([`EmbeddingModel`]: vectors of two models never mix), a
-//! deterministic [`HashingEmbedder`] for tests and for bots without an embedding model, and
+//! The vector lane's rules: a deterministic [`HashingEmbedder`] (an `llm_port::Embedder`)
+//! for tests and for bots without an embedding model, [`cosine`], and
 //! [`reciprocal_rank_fusion`], which merges the lexical and the vector lane's rankings.
 
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
+use llm_port::{Embedder, EmbeddingModel, LlmError};
 
 use crate::normalize::tokens;
-use crate::port::{Hit, IndexError};
+use crate::port::Hit;
 
 /// Reciprocal-rank fusion's constant: a hit at rank `r` (1-based) of a lane adds
 /// `1 / (RRF_K + r)` (the value of Cormack et al., used by most hybrid search engines).
 pub const RRF_K: f64 = 60.0;
-
-/// The model that made a set of vectors. Two models' vectors are not comparable, even of
-/// one dimension: an index records the model of its vectors and a search with another one
-/// pauses the vector lane until the index is embedded again.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct EmbeddingModel {
-    /// The model's name as its provider calls it (`text-embedding-3-small`,
-    /// `all-MiniLM-L6-v2`, `hashing-v1`).
-    pub name: String,
-    /// The length of its vectors.
-    pub dimensions: usize,
-}
-
-impl std::fmt::Display for EmbeddingModel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({} dimensions)", self.name, self.dimensions)
-    }
-}
-
-/// Turns text into vectors (an OpenAI-compatible `/v1/embeddings` server, a local model,
-/// the hashing embedder).
-#[async_trait]
-pub trait Embedder: Send + Sync {
-    /// The model its vectors come from.
-    fn model(&self) -> EmbeddingModel;
-
-    /// One vector per text, in order, each of `model().dimensions` numbers.
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, IndexError>;
-}
 
 /// A deterministic embedder with no model: each normalised token (the index's own
 /// tokens, CJK bigrams included) is hashed to one of `dimensions` slots with a sign, counts
@@ -92,7 +62,7 @@ impl Embedder for HashingEmbedder {
         }
     }
 
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, IndexError> {
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
         Ok(texts.iter().map(|text| self.vector(text)).collect())
     }
 }

@@ -8,6 +8,7 @@
     clippy::print_stdout
 )]
 
+mod embeddings;
 mod fuzz_corpus;
 mod local;
 

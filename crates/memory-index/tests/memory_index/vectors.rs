@@ -1,10 +1,8 @@
 //! The vector lane's rules: the hashing embedder is deterministic and word-based, and
 //! reciprocal-rank fusion merges lanes the same way every time.
 
-use memory_index::{
-    Embedder, EmbeddingModel, HashingEmbedder, Hit, RRF_K, SourceKind, cosine,
-    reciprocal_rank_fusion,
-};
+use llm_port::{Embedder, EmbeddingModel};
+use memory_index::{HashingEmbedder, Hit, RRF_K, SourceKind, cosine, reciprocal_rank_fusion};
 
 #[tokio::test]
 async fn the_hashing_embedder_is_deterministic_and_word_based() {
