@@ -23,4 +23,7 @@ pub use port::{
     terms_to_search,
 };
 pub use snippet::snippet;
-pub use vectors::{HashingEmbedder, RRF_K, cosine, reciprocal_rank_fusion};
+pub use vectors::{
+    ChunkVector, HashingEmbedder, RRF_K, VectorIndex, best_hits, check_vectors, cosine,
+    reciprocal_rank_fusion,
+};

@@ -15,6 +15,8 @@ use crate::port::{
     terms_to_search,
 };
 use crate::snippet::snippet;
+use crate::vectors::{ChunkVector, VectorIndex, best_hits, check_vectors, cosine};
+use llm_port::EmbeddingModel;
 
 /// BM25's term-frequency saturation.
 const K1: f64 = 1.2;
@@ -40,12 +42,15 @@ struct State {
     total_tokens: usize,
     chunks: usize,
     marks: BTreeMap<String, String>,
+    /// The model of the vectors put since the last clear.
+    vector_model: Option<EmbeddingModel>,
 }
 
 #[derive(Debug)]
 struct Stored {
     chunk: Chunk,
     length: usize,
+    vector: Option<Vec<f32>>,
 }
 
 impl InMemoryIndex {
@@ -106,6 +111,7 @@ impl State {
         let stored = Some(Stored {
             chunk,
             length: terms.len(),
+            vector: None,
         });
         if slot == self.slots.len() {
             self.slots.push(stored);
@@ -193,39 +199,16 @@ impl MemoryIndex for InMemoryIndex {
                 }
             }
         }
-        let mut ranked: Vec<(f64, &Chunk)> = scores
+        let ranked: Vec<(f64, &Chunk)> = scores
             .into_iter()
             .filter_map(|(slot, score)| {
                 let chunk = &state.slots.get(slot)?.as_ref()?.chunk;
-                let wanted = request.sources.contains(&chunk.kind)
-                    && request
-                        .since
-                        .is_none_or(|since| chunk.at.is_some_and(|at| at >= since));
-                wanted.then_some((score, chunk))
+                request.admits(chunk).then_some((score, chunk))
             })
             .collect();
-        ranked.sort_by(|a, b| {
-            b.0.total_cmp(&a.0)
-                .then_with(|| a.1.source.cmp(&b.1.source))
-                .then_with(|| a.1.part.cmp(&b.1.part))
-        });
-        let mut hits: Vec<Hit> = Vec::new();
-        for (score, chunk) in ranked {
-            if hits.len() == request.limit {
-                break;
-            }
-            if hits.iter().any(|hit| hit.source == chunk.source) {
-                continue;
-            }
-            hits.push(Hit {
-                source: chunk.source.clone(),
-                kind: chunk.kind,
-                at: chunk.at,
-                score,
-                snippet: snippet(&chunk.text, &terms),
-            });
-        }
-        Ok(hits)
+        Ok(best_hits(ranked, request.limit, |chunk| {
+            snippet(&chunk.text, &terms)
+        }))
     }
 
     async fn stats(&self) -> Result<IndexStats, IndexError> {
@@ -249,5 +232,86 @@ impl MemoryIndex for InMemoryIndex {
             };
         }
         Ok(())
+    }
+}
+
+#[async_trait]
+impl VectorIndex for InMemoryIndex {
+    async fn vector_model(&self) -> Result<Option<EmbeddingModel>, IndexError> {
+        Ok(self.state().vector_model.clone())
+    }
+
+    async fn put_vectors(
+        &self,
+        model: &EmbeddingModel,
+        vectors: Vec<ChunkVector>,
+    ) -> Result<(), IndexError> {
+        check_vectors(model, &vectors)?;
+        let mut state = self.state();
+        if let Some(held) = &state.vector_model
+            && held != model
+        {
+            return Err(IndexError::InvalidUpdate {
+                reason: format!("the index holds vectors of {held}, not {model}; clear them first"),
+            });
+        }
+        state.vector_model = Some(model.clone());
+        for put in vectors {
+            let slots = state.groups.get(&put.group).cloned().unwrap_or_default();
+            for slot in slots {
+                if let Some(stored) = state.slots.get_mut(slot).and_then(Option::as_mut)
+                    && stored.chunk.part == put.part
+                {
+                    stored.vector = Some(put.vector.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn missing_vectors(&self, limit: usize) -> Result<Vec<Chunk>, IndexError> {
+        let state = self.state();
+        let mut missing: Vec<&Chunk> = state
+            .groups
+            .values()
+            .flatten()
+            .filter_map(|&slot| state.slots.get(slot)?.as_ref())
+            .filter(|stored| stored.vector.is_none())
+            .map(|stored| &stored.chunk)
+            .collect();
+        missing.sort_by(|a, b| a.group.cmp(&b.group).then_with(|| a.part.cmp(&b.part)));
+        Ok(missing.into_iter().take(limit).cloned().collect())
+    }
+
+    async fn clear_vectors(&self) -> Result<(), IndexError> {
+        let mut state = self.state();
+        for stored in state.slots.iter_mut().flatten() {
+            stored.vector = None;
+        }
+        state.vector_model = None;
+        Ok(())
+    }
+
+    async fn nearest(
+        &self,
+        query: &[f32],
+        request: &SearchRequest,
+    ) -> Result<Vec<Hit>, IndexError> {
+        request.check()?;
+        let terms = query_terms(&request.query);
+        let state = self.state();
+        let scored: Vec<(f64, &Chunk)> = state
+            .slots
+            .iter()
+            .flatten()
+            .filter(|stored| request.admits(&stored.chunk))
+            .filter_map(|stored| {
+                let vector = stored.vector.as_ref()?;
+                Some((f64::from(cosine(query, vector)), &stored.chunk))
+            })
+            .collect();
+        Ok(best_hits(scored, request.limit, |chunk| {
+            snippet(&chunk.text, &terms)
+        }))
     }
 }

@@ -69,6 +69,14 @@ impl SearchRequest {
         self
     }
 
+    /// Whether `chunk` is among what this request searches (its sources and time bound).
+    pub fn admits(&self, chunk: &crate::chunk::Chunk) -> bool {
+        self.sources.contains(&chunk.kind)
+            && self
+                .since
+                .is_none_or(|since| chunk.at.is_some_and(|at| at >= since))
+    }
+
     /// Refuses what no backend should run: no words to search, no sources, a limit of
     /// 0 or over [`MAX_LIMIT`].
     pub fn check(&self) -> Result<(), IndexError> {

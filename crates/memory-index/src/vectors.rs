@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use llm_port::{Embedder, EmbeddingModel, LlmError};
 
+use crate::chunk::Chunk;
 use crate::normalize::tokens;
-use crate::port::Hit;
+use crate::port::{Hit, IndexError, SearchRequest};
 
 /// Reciprocal-rank fusion's constant: a hit at rank `r` (1-based) of a lane adds
 /// `1 / (RRF_K + r)` (the value of Cormack et al., used by most hybrid search engines).
@@ -122,4 +123,105 @@ pub fn reciprocal_rank_fusion(lanes: &[Vec<Hit>], limit: usize) -> Vec<Hit> {
             ..hit.clone()
         })
         .collect()
+}
+
+/// The vector of one chunk of an index: the chunk named by its group and its part.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkVector {
+    /// The chunk's group (`history#12`, `MEMORY.md`).
+    pub group: String,
+    /// Its position in the group.
+    pub part: u32,
+    /// The vector.
+    pub vector: Vec<f32>,
+}
+
+/// The vector lane of a search index: vectors kept beside the index's own chunks (so a
+/// replaced or removed group loses its vectors with its text), all of one model.
+///
+/// Contract (checked by `conformance::vector_suite`):
+/// - `put_vectors` stores vectors of one model only: vectors of another model than those
+///   held are refused ([`IndexError::InvalidUpdate`]); `clear_vectors` first.
+/// - a chunk replaced or removed in the index loses its vector; `missing_vectors` lists
+///   the chunks without one, in a fixed order, so an embedding pass can resume;
+/// - `nearest` is deterministic (ties by source, then part), one hit per source, within
+///   the request's sources, time bound and limit.
+#[async_trait]
+pub trait VectorIndex: Send + Sync {
+    /// The model of the vectors held (`None`: none held).
+    async fn vector_model(&self) -> Result<Option<EmbeddingModel>, IndexError>;
+
+    /// Stores vectors of `model` for chunks the index holds (vectors for chunks it does not
+    /// hold, replaced since they were read, are skipped).
+    async fn put_vectors(
+        &self,
+        model: &EmbeddingModel,
+        vectors: Vec<ChunkVector>,
+    ) -> Result<(), IndexError>;
+
+    /// Up to `limit` chunks without a vector, in (group, part) order.
+    async fn missing_vectors(&self, limit: usize) -> Result<Vec<Chunk>, IndexError>;
+
+    /// Drops every vector (the embedding model changed).
+    async fn clear_vectors(&self) -> Result<(), IndexError>;
+
+    /// The chunks nearest to `query` (cosine), best first, one hit per source.
+    async fn nearest(&self, query: &[f32], request: &SearchRequest)
+    -> Result<Vec<Hit>, IndexError>;
+}
+
+/// Ranks `(score, chunk)` pairs into hits: best first, ties by source then part, one hit
+/// per source, at most `limit`. Shared by the vector lanes of every backend.
+pub fn best_hits<'a>(
+    mut scored: Vec<(f64, &'a Chunk)>,
+    limit: usize,
+    snippet_of: impl Fn(&'a Chunk) -> String,
+) -> Vec<Hit> {
+    scored.sort_by(|a, b| {
+        b.0.total_cmp(&a.0)
+            .then_with(|| a.1.source.cmp(&b.1.source))
+            .then_with(|| a.1.part.cmp(&b.1.part))
+    });
+    let mut hits: Vec<Hit> = Vec::new();
+    for (score, chunk) in scored {
+        if hits.len() == limit {
+            break;
+        }
+        if hits.iter().any(|hit| hit.source == chunk.source) {
+            continue;
+        }
+        hits.push(Hit {
+            source: chunk.source.clone(),
+            kind: chunk.kind,
+            at: chunk.at,
+            score,
+            snippet: snippet_of(chunk),
+        });
+    }
+    hits
+}
+
+/// Refuses vectors that are not `model`'s: of another length, or not finite.
+pub fn check_vectors(model: &EmbeddingModel, vectors: &[ChunkVector]) -> Result<(), IndexError> {
+    for put in vectors {
+        if put.vector.len() != model.dimensions {
+            return Err(IndexError::InvalidUpdate {
+                reason: format!(
+                    "a vector of {} numbers for {}#{} ({model})",
+                    put.vector.len(),
+                    put.group,
+                    put.part
+                ),
+            });
+        }
+        if put.vector.iter().any(|v| !v.is_finite()) {
+            return Err(IndexError::InvalidUpdate {
+                reason: format!(
+                    "a vector with a non-finite number for {}#{}",
+                    put.group, put.part
+                ),
+            });
+        }
+    }
+    Ok(())
 }

@@ -89,3 +89,11 @@ fn reciprocal_rank_fusion_favours_what_both_lanes_found() {
     assert_eq!(order, ["A", "B", "C"]);
     assert!(reciprocal_rank_fusion(&[], 5).is_empty());
 }
+
+#[tokio::test]
+async fn the_in_memory_index_passes_the_vector_suite() {
+    let index = memory_index::InMemoryIndex::new();
+    memory_index::conformance::vector_suite(&index)
+        .await
+        .unwrap();
+}
