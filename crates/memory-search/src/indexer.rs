@@ -295,6 +295,8 @@ pub enum IndexingError {
     Memory(MemoryError),
     /// The sessions could not be read.
     Sessions(SessionError),
+    /// The embedder failed (the vector lane).
+    Embedding(llm_port::LlmError),
 }
 
 impl IndexingError {
@@ -304,6 +306,7 @@ impl IndexingError {
             IndexingError::Index(error) => error.is_retryable(),
             IndexingError::Memory(error) => error.is_retryable(),
             IndexingError::Sessions(error) => error.is_retryable(),
+            IndexingError::Embedding(error) => error.is_retryable(),
         }
     }
 }
@@ -314,6 +317,7 @@ impl fmt::Display for IndexingError {
             IndexingError::Index(error) => write!(f, "indexing memory: {error}"),
             IndexingError::Memory(error) => write!(f, "indexing memory: {error}"),
             IndexingError::Sessions(error) => write!(f, "indexing sessions: {error}"),
+            IndexingError::Embedding(error) => write!(f, "embedding: {error}"),
         }
     }
 }
@@ -324,6 +328,7 @@ impl std::error::Error for IndexingError {
             IndexingError::Index(error) => Some(error),
             IndexingError::Memory(error) => Some(error),
             IndexingError::Sessions(error) => Some(error),
+            IndexingError::Embedding(error) => Some(error),
         }
     }
 }

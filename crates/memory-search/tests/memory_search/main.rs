@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod indexing;
+mod vectors;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
