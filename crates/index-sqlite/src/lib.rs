@@ -14,12 +14,14 @@ use memory_index::{
 };
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
+mod vectors;
+
 /// Where the index lives inside a scope directory (the workspace root for the agent
 /// scope). Derived data: deleting it loses nothing, the next indexing pass rebuilds it.
 pub const INDEX_FILE: &str = ".nanobot-rs/index.sqlite";
 
 /// The schema this build writes; an index of any other version is rebuilt.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How long a write waits for another process's write to finish.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -42,6 +44,12 @@ const SCHEMA: &str = "
     CREATE VIRTUAL TABLE chunk_terms USING fts5 (terms, tokenize = 'unicode61 remove_diacritics 0');
     CREATE VIRTUAL TABLE chunk_vocab USING fts5vocab (chunk_terms, 'row');
     CREATE TABLE marks (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE vectors (chunk INTEGER PRIMARY KEY, vector BLOB NOT NULL);
+    CREATE TABLE vector_model (
+        only INTEGER PRIMARY KEY CHECK (only = 1),
+        name TEXT NOT NULL,
+        dimensions INTEGER NOT NULL
+    );
 ";
 
 /// Something the index found wrong with its file and mended by starting again.
@@ -341,12 +349,12 @@ fn remove_groups(
     condition: &str,
     value: &str,
 ) -> rusqlite::Result<()> {
-    transaction.execute(
-        &format!(
-            "DELETE FROM chunk_terms WHERE rowid IN (SELECT id FROM chunks WHERE {condition})"
-        ),
-        [value],
-    )?;
+    for table in ["chunk_terms WHERE rowid", "vectors WHERE chunk"] {
+        transaction.execute(
+            &format!("DELETE FROM {table} IN (SELECT id FROM chunks WHERE {condition})"),
+            [value],
+        )?;
+    }
     transaction.execute(&format!("DELETE FROM chunks WHERE {condition}"), [value])?;
     Ok(())
 }

@@ -283,3 +283,21 @@ async fn a_query_of_common_words_only_ranks_the_newest_chunks() {
         .unwrap();
     assert_eq!(rare[0].source, "history#1");
 }
+
+#[tokio::test]
+async fn the_sqlite_index_passes_the_vector_suite() {
+    let dir = TempDir::new("index-vectors");
+    let index = SqliteIndex::open_in(dir.path()).unwrap();
+    conformance::vector_suite(&index).await.unwrap();
+    // Vectors outlive the process: a second open reads the same model and vectors.
+    drop(index);
+    let again = SqliteIndex::open_in(dir.path()).unwrap();
+    assert!(again.repairs().is_empty());
+    assert_eq!(
+        memory_index::VectorIndex::missing_vectors(&again, 10)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}
