@@ -393,7 +393,14 @@ fn open_and_check(path: &Path) -> Result<Connection, String> {
         .query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))
         .map_err(|e| e.to_string())?;
     if version == 0 && tables == 0 {
-        create(&connection).map_err(|e| e.to_string())?;
+        // Another process may be creating it at this moment: `create` takes the write lock
+        // and creates only what is still missing, so both end with the same index.
+        let created = create(&connection).map_err(|e| e.to_string())?;
+        if created != SCHEMA_VERSION {
+            return Err(format!(
+                "schema version {created}, this build reads {SCHEMA_VERSION}"
+            ));
+        }
         return Ok(connection);
     }
     if version != SCHEMA_VERSION {
@@ -425,10 +432,25 @@ fn configure(connection: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-fn create(connection: &Connection) -> rusqlite::Result<()> {
-    connection.execute_batch(&format!(
-        "BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-    ))
+/// Creates the schema under the write lock unless a process that held it first already
+/// did; the version the file then has.
+fn create(connection: &Connection) -> rusqlite::Result<i64> {
+    connection.execute_batch("BEGIN IMMEDIATE")?;
+    let created = (|| {
+        let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        if version != 0 {
+            return Ok(version);
+        }
+        connection.execute_batch(&format!("{SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};"))?;
+        Ok(SCHEMA_VERSION)
+    })();
+    match created {
+        Ok(version) => connection.execute_batch("COMMIT").map(|()| version),
+        Err(error) => {
+            let _ = connection.execute_batch("ROLLBACK");
+            Err(error)
+        }
+    }
 }
 
 /// Deletes the index file (and its WAL and shared-memory files) and creates it empty.

@@ -301,3 +301,22 @@ async fn the_sqlite_index_passes_the_vector_suite() {
         2
     );
 }
+
+/// Processes that open a scope's index for the first time at once (two `nanobot memory
+/// search` started together) share one index: none finds the others' half-made schema
+/// damaged and deletes the file under them.
+#[test]
+fn indexes_created_at_once_are_one_index_and_nothing_is_rebuilt() {
+    let dir = TempDir::new("index-created-at-once");
+    let path = dir.path().to_owned();
+    let openers: Vec<_> = (0..6)
+        .map(|_| {
+            let path = path.clone();
+            std::thread::spawn(move || SqliteIndex::open_in(&path).unwrap().repairs())
+        })
+        .collect();
+    for opener in openers {
+        assert_eq!(opener.join().unwrap(), Vec::new());
+    }
+    assert!(SqliteIndex::open_in(&path).unwrap().repairs().is_empty());
+}
