@@ -557,6 +557,10 @@ impl Agent {
                 memory: round.memory,
                 session: round.key,
             };
+            // Ids a provider (or the text fallback) gives again, across turns too, would make
+            // the governor drop the new results as answers to the old calls.
+            let calls = unique_call_ids(calls, round.handle);
+            response.message.tool_calls = Some(calls.clone());
             let call_message = Message::Assistant(response.message.clone());
             let mut stored = vec![StoredMessage::from_llm(&call_message)];
             messages.push(call_message);
@@ -761,6 +765,28 @@ fn text_tool_call(text: &str, offered: &[ToolDefinition], step: usize) -> Option
         Some(_) => return None,
     };
     Some(ToolCall::new(format!("call_text_{step}"), name, arguments))
+}
+
+/// `calls` with every id that is empty, repeated among them, or already answered in the
+/// session replaced by a new one (`call_<messages in the session>_<position>`), so each
+/// result answers exactly one call.
+fn unique_call_ids(mut calls: Vec<ToolCall>, handle: &SessionHandle) -> Vec<ToolCall> {
+    let (mut taken, count) = handle.read(|session| {
+        let taken: std::collections::HashSet<String> = session
+            .messages()
+            .iter()
+            .filter_map(|m| m.get("tool_call_id").and_then(serde_json::Value::as_str))
+            .map(str::to_owned)
+            .collect();
+        (taken, session.messages().len())
+    });
+    for (position, call) in calls.iter_mut().enumerate() {
+        if call.id.is_empty() || !taken.insert(call.id.clone()) {
+            call.id = format!("call_{count}_{position}");
+            taken.insert(call.id.clone());
+        }
+    }
+    calls
 }
 
 /// Where a turn's tool calls run and are stored.

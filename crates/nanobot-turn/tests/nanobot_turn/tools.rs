@@ -408,3 +408,50 @@ async fn a_tool_call_written_as_text_is_run_as_a_call() {
     assert!(stored[4].flag(RECALLED_FIELD));
     agent.finish().await.unwrap();
 }
+
+/// A provider (or a small model through the text fallback) that numbers its calls from 1 in
+/// every turn: the second turn's result still reaches the model, because a repeated id is
+/// replaced by one of the session's own (the governor would drop a result whose call was
+/// answered before).
+#[tokio::test]
+async fn a_call_id_given_again_in_a_later_turn_is_made_unique() {
+    let (llm, agent) = scripted();
+    let memory = agent_memory(&agent).await;
+    remembered_but_not_injected(&memory, &["The user's gym locker code is 4417-B."]).await;
+    let key = SessionKey::new("cli:ids").unwrap();
+    for question in ["Which locker?", "And again?"] {
+        llm.push(llm_port::LlmResponse::tool_calls(vec![
+            llm_port::ToolCall::with_json("call_1", "search_memory", &json!({"query": "locker"})),
+        ]));
+        llm.push(llm_port::LlmResponse::text("4417-B"));
+        agent
+            .turn(&memory, &key, question, &silent())
+            .await
+            .unwrap();
+    }
+    let requests = llm.requests();
+    let last = &requests[3];
+    // The newest message sent is this turn's result, answering this turn's call.
+    let answered = last.messages.last().unwrap();
+    assert_eq!(answered.role(), llm_port::Role::Tool);
+    let llm_port::Message::Tool(result) = answered else {
+        panic!("{answered:?}")
+    };
+    assert_eq!(result.tool_call_id, "call_5_0");
+    let text = answered
+        .content()
+        .map(llm_port::Content::joined_text)
+        .unwrap_or_default();
+    assert!(text.contains("4417-B"), "{text}");
+    let ids: Vec<String> = stored(&memory, &key)
+        .await
+        .iter()
+        .filter_map(|m| {
+            m.get("tool_call_id")
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(ids, ["call_1", "call_5_0"]);
+    agent.finish().await.unwrap();
+}
