@@ -375,52 +375,97 @@ fn kind_of(number: i64) -> SourceKind {
     }
 }
 
-/// Opens `path`, checks it, and starts it again when it is damaged or of another version.
-fn open_checked(path: &Path, repairs: &mut Vec<Repair>) -> Result<Connection, IndexError> {
-    match open_and_check(path) {
-        Ok(connection) => Ok(connection),
-        Err(reason) => reopen_empty(path, reason, repairs),
+/// How often, and how far apart, an open that found the file busy (another process
+/// creating it or switching it to WAL) is tried again: about [`BUSY_TIMEOUT`] in all.
+const OPEN_ATTEMPTS: u32 = 100;
+const OPEN_PAUSE: Duration = Duration::from_millis(50);
+
+/// Why an open did not give a usable connection.
+enum OpenFailure {
+    /// The file is damaged, not a database, or of another version: start it again.
+    Damaged(String),
+    /// Another process holds it for now: try again.
+    Busy(rusqlite::Error),
+    /// It cannot be opened at all (permissions, a full disk): starting it again would not
+    /// help and could lose nothing but time; the caller hears of it.
+    Failed(rusqlite::Error),
+}
+
+impl From<rusqlite::Error> for OpenFailure {
+    fn from(error: rusqlite::Error) -> Self {
+        match error.sqlite_error_code() {
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => OpenFailure::Busy(error),
+            Some(
+                ErrorCode::CannotOpen
+                | ErrorCode::PermissionDenied
+                | ErrorCode::ReadOnly
+                | ErrorCode::DiskFull
+                | ErrorCode::SystemIoFailure
+                | ErrorCode::OutOfMemory,
+            ) => OpenFailure::Failed(error),
+            _ => OpenFailure::Damaged(error.to_string()),
+        }
     }
 }
 
-fn open_and_check(path: &Path) -> Result<Connection, String> {
-    let connection = Connection::open(path).map_err(|e| e.to_string())?;
-    configure(&connection).map_err(|e| e.to_string())?;
-    let version: i64 = connection
-        .query_row("PRAGMA user_version", [], |row| row.get(0))
-        .map_err(|e| e.to_string())?;
-    let tables: i64 = connection
-        .query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))
-        .map_err(|e| e.to_string())?;
+/// Opens `path`, checks it, and starts it again when it is damaged or of another version;
+/// a file another process holds for a moment is waited for, never taken for damage.
+fn open_checked(path: &Path, repairs: &mut Vec<Repair>) -> Result<Connection, IndexError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match open_and_check(path) {
+            Ok(connection) => return Ok(connection),
+            Err(OpenFailure::Damaged(reason)) => return reopen_empty(path, reason, repairs),
+            Err(OpenFailure::Busy(error)) if attempt >= OPEN_ATTEMPTS => {
+                return Err(sqlite_error("opening the index", error));
+            }
+            Err(OpenFailure::Busy(_)) => std::thread::sleep(OPEN_PAUSE),
+            Err(OpenFailure::Failed(error)) => {
+                return Err(sqlite_error("opening the index", error));
+            }
+        }
+    }
+}
+
+fn open_and_check(path: &Path) -> Result<Connection, OpenFailure> {
+    let connection = Connection::open(path)?;
+    configure(&connection)?;
+    let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    let tables: i64 =
+        connection.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
     if version == 0 && tables == 0 {
         // Another process may be creating it at this moment: `create` takes the write lock
         // and creates only what is still missing, so both end with the same index.
-        let created = create(&connection).map_err(|e| e.to_string())?;
+        let created = create(&connection)?;
         if created != SCHEMA_VERSION {
-            return Err(format!(
+            return Err(OpenFailure::Damaged(format!(
                 "schema version {created}, this build reads {SCHEMA_VERSION}"
-            ));
+            )));
         }
         return Ok(connection);
     }
     if version != SCHEMA_VERSION {
-        return Err(format!(
+        return Err(OpenFailure::Damaged(format!(
             "schema version {version}, this build reads {SCHEMA_VERSION}"
-        ));
+        )));
     }
-    let verdict: String = connection
-        .query_row("PRAGMA quick_check", [], |row| row.get(0))
-        .map_err(|e| e.to_string())?;
+    let verdict: String = connection.query_row("PRAGMA quick_check", [], |row| row.get(0))?;
     if verdict != "ok" {
-        return Err(format!("quick_check: {verdict}"));
+        return Err(OpenFailure::Damaged(format!("quick_check: {verdict}")));
     }
-    connection
-        .execute(
-            "INSERT INTO chunk_terms (chunk_terms) VALUES ('integrity-check')",
-            [],
-        )
-        .map_err(|e| format!("the full-text index: {e}"))?;
-    Ok(connection)
+    match connection.execute(
+        "INSERT INTO chunk_terms (chunk_terms) VALUES ('integrity-check')",
+        [],
+    ) {
+        Ok(_) => Ok(connection),
+        Err(error) => match OpenFailure::from(error) {
+            OpenFailure::Damaged(reason) => Err(OpenFailure::Damaged(format!(
+                "the full-text index: {reason}"
+            ))),
+            other => Err(other),
+        },
+    }
 }
 
 fn configure(connection: &Connection) -> rusqlite::Result<()> {

@@ -307,16 +307,22 @@ async fn the_sqlite_index_passes_the_vector_suite() {
 /// damaged and deletes the file under them.
 #[test]
 fn indexes_created_at_once_are_one_index_and_nothing_is_rebuilt() {
-    let dir = TempDir::new("index-created-at-once");
-    let path = dir.path().to_owned();
-    let openers: Vec<_> = (0..6)
-        .map(|_| {
-            let path = path.clone();
-            std::thread::spawn(move || SqliteIndex::open_in(&path).unwrap().repairs())
-        })
-        .collect();
-    for opener in openers {
-        assert_eq!(opener.join().unwrap(), Vec::new());
+    for round in 0..8 {
+        let dir = TempDir::new(&format!("index-created-at-once-{round}"));
+        let path = dir.path().to_owned();
+        let start = Arc::new(std::sync::Barrier::new(12));
+        let openers: Vec<_> = (0..12)
+            .map(|_| {
+                let (path, start) = (path.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    SqliteIndex::open_in(&path).unwrap().repairs()
+                })
+            })
+            .collect();
+        for opener in openers {
+            assert_eq!(opener.join().unwrap(), Vec::new(), "round {round}");
+        }
+        assert!(SqliteIndex::open_in(&path).unwrap().repairs().is_empty());
     }
-    assert!(SqliteIndex::open_in(&path).unwrap().repairs().is_empty());
 }
