@@ -291,12 +291,7 @@ fn search(connection: &Connection, request: &SearchRequest) -> rusqlite::Result<
         })
         .collect::<Vec<_>>()
         .join(" OR ");
-    let kinds = request
-        .sources
-        .iter()
-        .map(|kind| kind_number(*kind).to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
+    let (kinds, since) = request_bounds(request);
     // The text is read for the hits only, after ranking: sorting every matching row with
     // its text was most of the cost of a query whose terms are in most chunks.
     let sql = format!(
@@ -307,7 +302,6 @@ fn search(connection: &Connection, request: &SearchRequest) -> rusqlite::Result<
          ORDER BY rank, c.source, c.part
          LIMIT ?3"
     );
-    let since = request.since.map(|at| at.format(TIME_FORMAT).to_string());
     let rows = (request.limit * ROWS_PER_HIT) as i64;
     let mut statement = connection.prepare(&sql)?;
     let mut text_of = connection.prepare("SELECT text FROM chunks WHERE id = ?1")?;
@@ -357,6 +351,18 @@ fn remove_groups(
     }
     transaction.execute(&format!("DELETE FROM chunks WHERE {condition}"), [value])?;
     Ok(())
+}
+
+/// A request's sources as an SQL list of kind numbers, and its time bound as stored.
+fn request_bounds(request: &SearchRequest) -> (String, Option<String>) {
+    let kinds = request
+        .sources
+        .iter()
+        .map(|kind| kind_number(*kind).to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let since = request.since.map(|at| at.format(TIME_FORMAT).to_string());
+    (kinds, since)
 }
 
 fn kind_number(kind: SourceKind) -> i64 {

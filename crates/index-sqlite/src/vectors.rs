@@ -6,11 +6,11 @@ use chrono::NaiveDateTime;
 use llm_port::EmbeddingModel;
 use memory_index::{
     Chunk, ChunkVector, Hit, IndexError, SearchRequest, VectorIndex, check_vectors, cosine,
-    query_terms, snippet,
+    other_model, query_terms, snippet,
 };
 use rusqlite::{OptionalExtension, params};
 
-use crate::{SqliteIndex, TIME_FORMAT, kind_number, kind_of};
+use crate::{SqliteIndex, TIME_FORMAT, kind_of, request_bounds};
 
 fn encode(vector: &[f32]) -> Vec<u8> {
     vector.iter().flat_map(|v| v.to_le_bytes()).collect()
@@ -82,11 +82,7 @@ impl VectorIndex for SqliteIndex {
             .await?;
         match refused {
             None => Ok(()),
-            Some(held) => Err(IndexError::InvalidUpdate {
-                reason: format!(
-                    "the index holds vectors of {held}, not {wanted}; clear them first"
-                ),
-            }),
+            Some(held) => Err(other_model(&held, &wanted)),
         }
     }
 
@@ -133,13 +129,7 @@ impl VectorIndex for SqliteIndex {
         let query = query.to_vec();
         let request = request.clone();
         self.with_connection("searching by vector", move |connection| {
-            let kinds = request
-                .sources
-                .iter()
-                .map(|kind| kind_number(*kind).to_string())
-                .collect::<Vec<_>>()
-                .join(", ");
-            let since = request.since.map(|at| at.format(TIME_FORMAT).to_string());
+            let (kinds, since) = request_bounds(&request);
             let mut statement = connection.prepare(&format!(
                 "SELECT c.id, c.source, c.part, c.kind, c.at, v.vector
                  FROM vectors v JOIN chunks c ON c.id = v.chunk

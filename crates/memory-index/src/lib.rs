@@ -25,5 +25,5 @@ pub use port::{
 pub use snippet::snippet;
 pub use vectors::{
     ChunkVector, HashingEmbedder, RRF_K, VectorIndex, best_hits, check_vectors, cosine,
-    reciprocal_rank_fusion,
+    other_model, reciprocal_rank_fusion,
 };

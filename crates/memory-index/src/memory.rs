@@ -15,7 +15,7 @@ use crate::port::{
     terms_to_search,
 };
 use crate::snippet::snippet;
-use crate::vectors::{ChunkVector, VectorIndex, best_hits, check_vectors, cosine};
+use crate::vectors::{ChunkVector, VectorIndex, best_hits, check_vectors, cosine, other_model};
 use llm_port::EmbeddingModel;
 
 /// BM25's term-frequency saturation.
@@ -251,9 +251,7 @@ impl VectorIndex for InMemoryIndex {
         if let Some(held) = &state.vector_model
             && held != model
         {
-            return Err(IndexError::InvalidUpdate {
-                reason: format!("the index holds vectors of {held}, not {model}; clear them first"),
-            });
+            return Err(other_model(held, model));
         }
         state.vector_model = Some(model.clone());
         for put in vectors {

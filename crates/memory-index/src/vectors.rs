@@ -201,6 +201,14 @@ pub fn best_hits<'a>(
     hits
 }
 
+/// The refusal of vectors of `offered` by an index that holds vectors of `held` (every
+/// backend says it the same way).
+pub fn other_model(held: &EmbeddingModel, offered: &EmbeddingModel) -> IndexError {
+    IndexError::InvalidUpdate {
+        reason: format!("the index holds vectors of {held}, not {offered}; clear them first"),
+    }
+}
+
 /// Refuses vectors that are not `model`'s: of another length, or not finite.
 pub fn check_vectors(model: &EmbeddingModel, vectors: &[ChunkVector]) -> Result<(), IndexError> {
     for put in vectors {
