@@ -43,11 +43,31 @@ struct Shared {
     /// Writes passed on from clients to the server, in all (a test waits on it to stall a
     /// call at a known point instead of at a guessed time).
     forwarded: AtomicU64,
+    /// A fault to set once `forwarded` reaches a count (see `set_after_writes`).
+    armed: Mutex<Option<(u64, NetFault)>>,
     /// Bumped to reset every connection.
     generation: watch::Sender<u64>,
 }
 
 impl Shared {
+    fn set(&self, fault: NetFault) {
+        self.sent.store(0, Ordering::SeqCst);
+        *self.fault.lock().unwrap_or_else(PoisonError::into_inner) = fault;
+    }
+
+    /// Counts a write passed on to the server, and sets the armed fault when it is due.
+    fn forwarded_one(&self) {
+        let count = self.forwarded.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut armed = self.armed.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((at, fault)) = *armed
+            && count >= at
+        {
+            *armed = None;
+            drop(armed);
+            self.set(fault);
+        }
+    }
+
     fn fault(&self) -> NetFault {
         *self.fault.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -79,6 +99,7 @@ impl FaultProxy {
             connections: AtomicU64::new(0),
             resets: AtomicU64::new(0),
             forwarded: AtomicU64::new(0),
+            armed: Mutex::new(None),
             generation,
         });
         let accepting = shared.clone();
@@ -136,12 +157,23 @@ impl FaultProxy {
 
     /// From now on the network does `fault`.
     pub fn set(&self, fault: NetFault) {
-        self.shared.sent.store(0, Ordering::SeqCst);
         *self
             .shared
-            .fault
+            .armed
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = fault;
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        self.shared.set(fault);
+    }
+
+    /// Sets `fault` the moment the `writes`-th write from clients (counted as
+    /// [`FaultProxy::forwarded_upstream`] counts) has reached the server: a call can be
+    /// stalled at a known point of its exchange, whatever the machine's load.
+    pub fn set_after_writes(&self, writes: u64, fault: NetFault) {
+        *self
+            .shared
+            .armed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((writes, fault));
     }
 
     /// Resets every open connection now.
@@ -248,7 +280,7 @@ async fn pump(mut from: OwnedReadHalf, to: OwnedWriteHalf, shared: Arc<Shared>, 
                 return;
             }
             if upstream {
-                shared.forwarded.fetch_add(1, Ordering::SeqCst);
+                shared.forwarded_one();
             }
         }
     }
