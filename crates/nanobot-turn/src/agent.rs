@@ -169,18 +169,11 @@ impl Agent {
                     set llm.native_tools = true if it has)"
                 .to_owned();
         }
-        let names: Vec<String> = self
-            .tools
-            .iter()
-            .filter(|t| t.offered_in(memory))
-            .map(|t| t.definition().function.name)
-            .collect();
-        let left_out: Vec<String> = self
-            .tools
-            .iter()
-            .filter(|t| !t.offered_in(memory))
-            .map(|t| t.definition().function.name)
-            .collect();
+        let (offered, left_out): (Vec<_>, Vec<_>) =
+            self.tools.iter().partition(|t| t.offered_in(memory));
+        let name_of = |t: &&Arc<dyn TurnTool>| t.definition().function.name;
+        let names: Vec<String> = offered.iter().map(name_of).collect();
+        let left_out: Vec<String> = left_out.iter().map(name_of).collect();
         let mut line = if names.is_empty() {
             "Tools: none offered".to_owned()
         } else {
@@ -566,9 +559,12 @@ impl Agent {
             messages.push(call_message);
             for call in calls {
                 let name = call.function.name.clone();
-                let output = match offered
+                // `definitions` lists the offered tools in order: no definition is built
+                // again per call.
+                let output = match definitions
                     .iter()
-                    .find(|t| t.definition().function.name == name)
+                    .position(|d| d.function.name == name)
+                    .map(|i| offered[i])
                 {
                     Some(tool) => tool.call(context, &call.function.arguments).await,
                     None => ToolOutput::text(format!(
