@@ -24,7 +24,7 @@ impl SessionArchive for PgScope {
         self.inner.deadline("commit_archive", async {
         let key = commit.session;
         let attempts = std::sync::atomic::AtomicU32::new(0);
-        crate::retrying(|| crate::transaction(&self.inner.pool, db("begin an archive"), async |tx| {
+        crate::retrying(|| crate::transaction(self.inner.pool(), db("begin an archive"), async |tx| {
             crate::forced_point(&self.inner, tx, "archive", &attempts).await.map_err(db("begin an archive"))?;
             // The session, locked: its revision must be the one the archive was made from.
             let row = crate::query(&format!(
@@ -120,7 +120,7 @@ impl SessionArchive for PgScope {
         .bind(self.scope_id)
         .bind(session.as_str())
         .bind(signed(from))
-        .fetch_all(&self.inner.pool)
+        .fetch_all(&self.inner.pool())
         .await
         .map_err(db("find an archive"))?;
                 let mut found: Vec<ArchiveFound> = Vec::new();
@@ -156,7 +156,7 @@ impl MemoryCommit for PgScope {
             .deadline("commit", async {
                 let attempts = std::sync::atomic::AtomicU32::new(0);
                 crate::retrying(|| {
-                    crate::transaction(&self.inner.pool, db("begin a memory commit"), async |tx| {
+                    crate::transaction(self.inner.pool(), db("begin a memory commit"), async |tx| {
                         crate::forced_point(&self.inner, tx, "memory commit", &attempts)
                             .await
                             .map_err(db("begin a memory commit"))?;

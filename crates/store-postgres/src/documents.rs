@@ -139,7 +139,7 @@ impl PgScope {
 
     async fn conn(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Postgres>, MemoryError> {
         self.inner
-            .pool
+            .pool()
             .acquire()
             .await
             .map_err(db("reach the database"))
@@ -178,7 +178,7 @@ impl MemoryDocuments for PgScope {
             self.inner.t("documents")
         ))
         .bind(self.scope_id)
-        .fetch_all(&self.inner.pool)
+        .fetch_all(&self.inner.pool())
         .await
         .map_err(db("list the skills"))?;
         let mut set = SkillSet::default();
@@ -248,7 +248,7 @@ impl MemoryDocuments for PgScope {
                 ))
                 .bind(self.scope_id)
                 .bind(file.path())
-                .fetch_optional(&self.inner.pool)
+                .fetch_optional(&self.inner.pool())
                 .await
                 .map_err(db("read a Dream record"))?;
                 Ok(row.map(|row| decode(row.get(0))))
@@ -267,7 +267,7 @@ impl MemoryDocuments for PgScope {
                 .bind(self.scope_id)
                 .bind(file.path())
                 .bind(encode(text))
-                .execute(&self.inner.pool)
+                .execute(&self.inner.pool())
                 .await
                 .map_err(db("write a Dream record"))?;
                 Ok(())
@@ -285,7 +285,7 @@ impl MemoryDocuments for PgScope {
             self.inner.t("documents")
         ))
         .bind(self.scope_id)
-        .fetch_one(&self.inner.pool)
+        .fetch_one(&self.inner.pool())
         .await
         .map_err(db("read the documents' stamp"))?;
         let stamp = digest

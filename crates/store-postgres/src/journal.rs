@@ -141,7 +141,7 @@ impl PgScope {
             self.inner.t("journal_heads")
         ))
         .bind(self.scope_id)
-        .fetch_optional(&self.inner.pool)
+        .fetch_optional(&self.inner.pool())
         .await
         .map_err(db("read the journal's cursors"))?;
         Ok(row.map_or((0, 0), |row| {
@@ -165,7 +165,7 @@ impl PgScope {
         latest_cursor: u64,
         dream_cursor: u64,
     ) -> Result<usize, MemoryError> {
-        crate::transaction(&self.inner.pool, db("import journal entries"), async |tx| {
+        crate::transaction(self.inner.pool(), db("import journal entries"), async |tx| {
             let (latest, _) = self.lock_head(tx).await?;
             let fresh: Vec<&JournalEntry> = entries.iter().filter(|e| e.cursor > latest).collect();
             if !fresh.is_empty() {
@@ -248,7 +248,7 @@ impl HistoryJournal for PgScope {
     async fn append(&self, entries: &[NewEntry<'_>]) -> Result<Vec<u64>, MemoryError> {
         self.inner
             .deadline("append", async {
-                self.append_entries(&self.inner.pool, entries)
+                self.append_entries(&self.inner.pool(), entries)
                     .await
                     .map_err(db("append to the journal"))
             })
@@ -269,7 +269,7 @@ impl HistoryJournal for PgScope {
             .bind(self.scope_id)
             .bind(signed(cursor))
             .bind(limit.map(|l| signed(l as u64)))
-            .fetch_all(&self.inner.pool)
+            .fetch_all(&self.inner.pool())
             .await
             .map_err(db("read the journal"))?;
         Ok(rows.iter().map(entry).collect())
@@ -285,7 +285,7 @@ impl HistoryJournal for PgScope {
         let rows = crate::query(&sql)
             .bind(self.scope_id)
             .bind(signed(count as u64))
-            .fetch_all(&self.inner.pool)
+            .fetch_all(&self.inner.pool())
             .await
             .map_err(db("read the journal"))?;
         let mut entries: Vec<JournalEntry> = rows.iter().map(entry).collect();
@@ -315,7 +315,7 @@ impl HistoryJournal for PgScope {
         let moved = crate::query(&sql)
             .bind(self.scope_id)
             .bind(signed(cursor))
-            .fetch_optional(&self.inner.pool)
+            .fetch_optional(&self.inner.pool())
             .await
             .map_err(db("move Dream's cursor"))?;
         match moved {
@@ -345,7 +345,7 @@ impl HistoryJournal for PgScope {
         let row = crate::query(&sql)
             .bind(self.scope_id)
             .bind(signed(max_entries as u64))
-            .fetch_one(&self.inner.pool)
+            .fetch_one(&self.inner.pool())
             .await
             .map_err(db("compact the journal"))?;
         let before = usize::try_from(row.get::<i64, _>(0)).unwrap_or(0);

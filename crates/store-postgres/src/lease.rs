@@ -66,7 +66,7 @@ pub(crate) async fn claim(
         .bind(holder)
         .bind(millis(ttl))
         .bind(ours.map(|f| i64::try_from(f.0).unwrap_or(i64::MAX)))
-        .fetch_optional(&inner.pool)
+        .fetch_optional(&inner.pool())
         .await?;
     if row.is_some() && ours.is_some() {
         inner
@@ -100,7 +100,7 @@ pub(crate) async fn renew(
         .bind(job)
         .bind(i64::try_from(fence.0).unwrap_or(i64::MAX))
         .bind(millis(ttl))
-        .fetch_optional(&inner.pool)
+        .fetch_optional(&inner.pool())
         .await?;
     Ok(row.map(|row| row.get(0)))
 }
@@ -122,7 +122,7 @@ pub(crate) async fn release(
         .bind(i64::try_from(fence.0).unwrap_or(i64::MAX))
         // Need not wait for the disk: a release lost in a server crash only makes the
         // others wait for the expiry.
-        .execute(&inner.relaxed)
+        .execute(&inner.relaxed())
         .await?;
     let mut released = inner.released.lock().unwrap_or_else(|p| p.into_inner());
     if released.get(&(scope_id, job.to_owned())) == Some(&fence) {
@@ -321,7 +321,7 @@ impl MemoryLease for PgScope {
                     .bind(self.scope_id)
                     .bind(DREAM)
                     .bind(i64::try_from(fence.0).unwrap_or(i64::MAX))
-                    .fetch_optional(&self.inner.pool)
+                    .fetch_optional(&self.inner.pool())
                     .await
                     .map_err(db("check the Dream lease"))?;
                 match held {
@@ -355,7 +355,7 @@ impl MemoryLease for PgScope {
                 let row = crate::query(&sql)
                     .bind(self.scope_id)
                     .bind(DREAM)
-                    .fetch_optional(&self.inner.pool)
+                    .fetch_optional(&self.inner.pool())
                     .await
                     .map_err(db("read the Dream lease"))?;
                 let released = released_here(&self.inner, self.scope_id, DREAM);

@@ -101,12 +101,20 @@ impl Default for PgOptions {
     }
 }
 
+/// The store's two pools (see [`Inner::pool`] and [`Inner::relaxed`]).
+#[derive(Clone)]
+pub(crate) struct Pools {
+    main: PgPool,
+    relaxed: PgPool,
+}
+
 pub(crate) struct Inner {
-    pub(crate) pool: PgPool,
-    /// Where message appends and lease releases go: connections with
-    /// `synchronous_commit = off` unless the durability is [`Durability::Always`] (then
-    /// the pool itself).
-    pub(crate) relaxed: PgPool,
+    /// Replaced as a whole when every slot of a pool is lost (see [`Inner::deadline`]).
+    pools: std::sync::RwLock<Pools>,
+    /// When a store call last got a connection and came back (for [`Inner::deadline`]).
+    last_progress: std::sync::Mutex<std::time::Instant>,
+    /// How many times a pool was replaced that way.
+    renewals: std::sync::atomic::AtomicU64,
     pub(crate) durability: Durability,
     pub(crate) schema: Schema,
     pub(crate) turn_ttl: Duration,
@@ -128,6 +136,26 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// The pool every call goes through.
+    pub(crate) fn pool(&self) -> PgPool {
+        self.pools
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .main
+            .clone()
+    }
+
+    /// Where message appends and lease releases go: connections with
+    /// `synchronous_commit = off` unless the durability is [`Durability::Always`] (then
+    /// the pool itself).
+    pub(crate) fn relaxed(&self) -> PgPool {
+        self.pools
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .relaxed
+            .clone()
+    }
+
     /// `name` qualified with the schema (`"nanobot".sessions`).
     pub(crate) fn t(&self, name: &str) -> String {
         format!("{}.{name}", self.schema.quoted())
@@ -136,16 +164,106 @@ impl Inner {
     /// Runs a store call under its deadline ([`PgOptions::call_timeout`]); past it, the
     /// call's work is dropped (a transaction under way is rolled back by the server when its
     /// connection goes) and a retryable error says so.
-    pub(crate) async fn deadline<T, E: TimedOut>(
+    pub(crate) async fn deadline<T, E>(
         &self,
         call: &str,
         work: impl std::future::Future<Output = Result<T, E>>,
-    ) -> Result<T, E> {
-        match tokio::time::timeout(self.call_timeout, work).await {
+    ) -> Result<T, E>
+    where
+        E: TimedOut + std::error::Error + 'static,
+    {
+        let outcome = match tokio::time::timeout(self.call_timeout, work).await {
             Ok(result) => result,
-            Err(_) => Err(E::timed_out(call, self.call_timeout)),
+            Err(_) => return Err(E::timed_out(call, self.call_timeout)),
+        };
+        match &outcome {
+            Err(error) if waited_for_a_connection(error) => self.heal_starved_pools(),
+            _ => {
+                *self
+                    .last_progress
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = std::time::Instant::now();
+            }
+        }
+        outcome
+    }
+
+    /// Called when a call found no free connection. Every call gives its connection back
+    /// within its deadline, and the check on the way back is bounded too
+    /// ([`released_within`]) except for one round trip of the pool's own that sqlx does not
+    /// bound: a connection whose peer goes silent in that moment holds its slot until the
+    /// operating system gives up on the socket, which can be never. When no call has come
+    /// back for longer than any call and its check may take, and a pool is full with none
+    /// idle, its slots are lost: that pool is replaced by a new one with the same options
+    /// (the old one is left to its stuck tasks), so the store works again without a restart.
+    fn heal_starved_pools(&self) {
+        let now = std::time::Instant::now();
+        let mut last = self
+            .last_progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut pools = self
+            .pools
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let patience = self.call_timeout * 2 + pools.main.options().get_acquire_timeout();
+        if now.duration_since(*last) < patience {
+            return;
+        }
+        let shared = pools.relaxed.options().get_max_connections()
+            == pools.main.options().get_max_connections()
+            && Arc::ptr_eq(
+                &pools.main.connect_options(),
+                &pools.relaxed.connect_options(),
+            );
+        let mut replaced = Vec::new();
+        if starved(&pools.main) {
+            let fresh = renewed(&pools.main);
+            if shared {
+                pools.relaxed = fresh.clone();
+            }
+            pools.main = fresh;
+            replaced.push("main");
+        }
+        if !shared && starved(&pools.relaxed) {
+            pools.relaxed = renewed(&pools.relaxed);
+            replaced.push("relaxed");
+        }
+        if !replaced.is_empty() {
+            self.renewals
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(
+                pools = ?replaced,
+                stalled_ms = now.duration_since(*last).as_millis() as u64,
+                "every connection of a pool was lost to a stalled network; the pool is replaced"
+            );
+            *last = now;
         }
     }
+}
+
+/// Whether `error` (a port's error) comes from waiting for a free connection in vain.
+fn waited_for_a_connection(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(current) = next {
+        if let Some(sqlx::Error::PoolTimedOut) = current.downcast_ref::<sqlx::Error>() {
+            return true;
+        }
+        next = current.source();
+    }
+    false
+}
+
+/// A pool whose every slot is taken and none idle.
+fn starved(pool: &PgPool) -> bool {
+    pool.size() >= pool.options().get_max_connections() && pool.num_idle() == 0
+}
+
+/// A new pool with `pool`'s options, connecting when first used.
+fn renewed(pool: &PgPool) -> PgPool {
+    pool.options()
+        .clone()
+        .connect_lazy_with((*pool.connect_options()).clone())
 }
 
 /// The error of a store call that outlived its deadline.
@@ -216,16 +334,21 @@ impl PgStore {
                     reason: e.to_string(),
                 })?;
         let timeout_ms = options.statement_timeout.as_millis().to_string();
-        let connect = connect
-            .application_name("nanobot-rs")
-            .options([("statement_timeout", timeout_ms.as_str())]);
-        let pool = PgPoolOptions::new()
+        let call_timeout = options.effective_call_timeout();
+        // A transaction whose client went silent (a call given up at its deadline behind a
+        // partition) would keep its row locks until the server notices the connection is
+        // gone, which can take hours; the server ends it once it has idled that long.
+        let idle_ms = call_timeout.as_millis().to_string();
+        let connect = connect.application_name("nanobot-rs").options([
+            ("statement_timeout", timeout_ms.as_str()),
+            ("idle_in_transaction_session_timeout", idle_ms.as_str()),
+        ]);
+        let pool = released_within(PgPoolOptions::new(), call_timeout)
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
             .connect_with(connect)
             .await
             .map_err(StoreError::db("connect to the database"))?;
-        let call_timeout = options.effective_call_timeout();
         Self::open(
             pool,
             schema,
@@ -239,7 +362,8 @@ impl PgStore {
     /// A store over a caller's pool, in `schema` (created when missing, migrated), with
     /// the default [`PgOptions`] otherwise. Appends go through a second, smaller pool made
     /// from the same connection options with `synchronous_commit = off` (see
-    /// [`Durability`]).
+    /// [`Durability`]). Build the pool with [`released_within`] so a connection that a
+    /// stalled network left behind cannot hold a slot of it forever.
     pub async fn with_pool(pool: PgPool, schema: &str) -> Result<PgStore, StoreError> {
         let defaults = PgOptions::default();
         Self::with_pool_and_durability(pool, schema, defaults.durability).await
@@ -271,7 +395,7 @@ impl PgStore {
                 let connect = (*pool.connect_options())
                     .clone()
                     .options([("synchronous_commit", "off")]);
-                PgPoolOptions::new()
+                released_within(PgPoolOptions::new(), call_timeout)
                     .max_connections(pool.options().get_max_connections().div_ceil(2))
                     .acquire_timeout(pool.options().get_acquire_timeout())
                     .connect_lazy_with(connect)
@@ -279,8 +403,12 @@ impl PgStore {
         };
         Ok(PgStore {
             inner: Arc::new(Inner {
-                pool,
-                relaxed,
+                pools: std::sync::RwLock::new(Pools {
+                    main: pool,
+                    relaxed,
+                }),
+                last_progress: std::sync::Mutex::new(std::time::Instant::now()),
+                renewals: std::sync::atomic::AtomicU64::new(0),
                 durability,
                 schema,
                 turn_ttl,
@@ -316,15 +444,24 @@ impl PgStore {
         .map(|table| self.inner.t(table))
         .join(", ");
         query(&format!("ANALYZE {tables}"))
-            .execute(&self.inner.pool)
+            .execute(&self.inner.pool())
             .await
             .map_err(StoreError::db("analyze the tables"))?;
         Ok(())
     }
 
-    /// The pool.
-    pub fn pool(&self) -> &PgPool {
-        &self.inner.pool
+    /// The pool (a handle on it: the store replaces a pool whose every connection a
+    /// stalled network took, so take it again rather than keeping it).
+    pub fn pool(&self) -> PgPool {
+        self.inner.pool()
+    }
+
+    /// How many times the store replaced a pool whose every connection a stalled network
+    /// had taken (a warning is logged each time; see [`released_within`]).
+    pub fn pools_renewed(&self) -> u64 {
+        self.inner
+            .renewals
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The schema.
@@ -371,7 +508,7 @@ impl PgStore {
         .bind(&scope.agent)
         .bind(scope.subject.canonical())
         .bind(parent)
-        .fetch_one(&inner.pool)
+        .fetch_one(&inner.pool())
         .await
         .map_err(StoreError::db("open a scope"))?;
         let scope_id: i64 = row.get(0);
@@ -380,7 +517,7 @@ impl PgStore {
             inner.t("journal_heads")
         ))
         .bind(scope_id)
-        .execute(&inner.pool)
+        .execute(&inner.pool())
         .await
         .map_err(StoreError::db("open a scope's journal"))?;
         Ok(scope_id)
@@ -398,7 +535,7 @@ impl PgStore {
             heads = inner.t("journal_heads"),
             scopes = inner.t("scopes"),
         ))
-        .fetch_all(&inner.pool)
+        .fetch_all(&inner.pool())
         .await
         .map_err(StoreError::db("list the scopes"))?;
         let mut scopes = Vec::with_capacity(rows.len());
@@ -426,7 +563,7 @@ impl PgStore {
             scopes = inner.t("scopes"),
             heads = inner.t("journal_heads"),
         ))
-        .fetch_all(&inner.pool)
+        .fetch_all(&inner.pool())
         .await
         .map_err(StoreError::db("find the scopes with work for Dream"))?;
         Ok(rows
@@ -445,7 +582,7 @@ impl PgStore {
             inner.t("scopes")
         ))
         .bind(canonical(scope))
-        .execute(&inner.pool)
+        .execute(&inner.pool())
         .await
         .map_err(StoreError::db("delete a scope"))?;
         Ok(deleted.rows_affected() > 0)
@@ -458,7 +595,7 @@ impl PgStore {
             self.inner.t("store_meta")
         ))
         .bind(key)
-        .fetch_optional(&self.inner.pool)
+        .fetch_optional(&self.inner.pool())
         .await
         .map(|row| row.map(|row| row.get(0)))
         .map_err(StoreError::db("read the store's records"))
@@ -472,7 +609,7 @@ impl PgStore {
         ))
         .bind(key)
         .bind(value)
-        .execute(&self.inner.pool)
+        .execute(&self.inner.pool())
         .await
         .map(|_| ())
         .map_err(StoreError::db("record the store's records"))
@@ -482,6 +619,32 @@ impl PgStore {
     pub fn links(&self) -> PgLinks {
         PgLinks::new(self.inner.clone())
     }
+}
+
+/// `options` with a bounded check of each connection given back to the pool: the check
+/// (a round trip that also flushes the rollback of a call given up at its deadline) must
+/// answer within `limit`, or the connection is closed and its slot freed. Without it, the
+/// pool's own check waits forever on a connection whose peer went silent (a half-open
+/// connection, a partition that never heals), and each such call takes one slot of the pool
+/// for good until no call can get a connection.
+pub fn released_within(options: PgPoolOptions, limit: Duration) -> PgPoolOptions {
+    options.after_release(move |conn, _| {
+        Box::pin(async move {
+            use sqlx::Connection;
+            match tokio::time::timeout(limit, conn.ping()).await {
+                Ok(answer) => answer.map(|()| true),
+                Err(_) => {
+                    tracing::warn!(
+                        limit_ms = limit.as_millis() as u64,
+                        "a connection given back to the pool did not answer its check; it is closed"
+                    );
+                    Err(sqlx::Error::Io(std::io::Error::from(
+                        std::io::ErrorKind::TimedOut,
+                    )))
+                }
+            }
+        })
+    })
 }
 
 /// A statement of this crate. Only the validated schema name and this crate's own table
@@ -507,7 +670,7 @@ where
 /// rolled back only when its connection is next used, and until then its row and advisory
 /// locks stall everyone else).
 pub(crate) async fn transaction<T, E>(
-    pool: &PgPool,
+    pool: PgPool,
     fail: impl Fn(sqlx::Error) -> E,
     body: impl AsyncFnOnce(&mut sqlx::PgConnection) -> Result<T, E>,
 ) -> Result<T, E> {

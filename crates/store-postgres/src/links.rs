@@ -67,7 +67,7 @@ impl LinkTable for PgLinks {
     async fn records(&self) -> Result<Vec<LinkRecord>, ScopeError> {
         let mut conn = self
             .inner
-            .pool
+            .pool()
             .acquire()
             .await
             .map_err(failed("reach the database"))?;
@@ -75,7 +75,7 @@ impl LinkTable for PgLinks {
     }
 
     async fn append(&self, record: LinkRecord) -> Result<(), ScopeError> {
-        crate::transaction(&self.inner.pool, failed("record a link"), async |tx| {
+        crate::transaction(self.inner.pool(), failed("record a link"), async |tx| {
             crate::query("SELECT pg_advisory_xact_lock($1)")
                 .bind(self.inner.schema.lock_key("links"))
                 .execute(&mut *tx)
@@ -108,7 +108,7 @@ impl LinkTable for PgLinks {
             self.inner.t("links")
         ))
         .bind(user.to_string())
-        .execute(&self.inner.pool)
+        .execute(&self.inner.pool())
         .await
         .map_err(failed("forget a user's links"))?;
         Ok(usize::try_from(deleted.rows_affected()).unwrap_or(0))

@@ -58,7 +58,7 @@ pub async fn migrate(pool: &PgPool, schema: &Schema) -> Result<(), StoreError> {
         action: "migrate the schema",
         source,
     };
-    crate::transaction(pool, fail, async |tx| {        crate::query("SELECT pg_advisory_xact_lock($1)")
+    crate::transaction(pool.clone(), fail, async |tx| {        crate::query("SELECT pg_advisory_xact_lock($1)")
             .bind(schema.lock_key("migrate"))
             .execute(&mut *tx)
             .await

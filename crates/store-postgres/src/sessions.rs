@@ -168,7 +168,7 @@ impl PgScope {
         let row = crate::query(&sql)
             .bind(self.scope_id)
             .bind(key.as_str())
-            .fetch_optional(&self.inner.pool)
+            .fetch_optional(&self.inner.pool())
             .await
             .map_err(db("read a session"))?;
         Ok(row.as_ref().map(session_row))
@@ -195,7 +195,7 @@ impl PgScope {
             .bind(signed(revision.epoch))
             .bind(from)
             .bind(to)
-            .fetch_all(&self.inner.pool)
+            .fetch_all(&self.inner.pool())
             .await
             .map_err(db("read a session's messages"))?;
         if i64::try_from(rows.len()).unwrap_or(i64::MAX) != to - from {
@@ -262,7 +262,7 @@ impl PgScope {
             .bind(PREVIEW_SCAN_RECORDS as i64)
             .bind(&rows.roles)
             .bind(&rows.bodies)
-            .fetch_optional(&self.inner.relaxed)
+            .fetch_optional(&self.inner.relaxed())
             .await
             .map_err(db("create a session"))?;
         match row {
@@ -373,7 +373,7 @@ impl SessionStore for PgScope {
             .bind(PREVIEW_SCAN_RECORDS as i64)
             .bind(&rows.roles)
             .bind(&rows.bodies)
-            .fetch_optional(&self.inner.relaxed)
+            .fetch_optional(&self.inner.relaxed())
             .await
             .map_err(db("append to a session"))?;
         if let Some(row) = row {
@@ -419,7 +419,7 @@ impl SessionStore for PgScope {
         let columns = MetaColumns::of(session.meta());
         let rows = Rows::of(session.messages());
         let attempts = std::sync::atomic::AtomicU32::new(0);
-        let written = crate::retrying(|| crate::transaction(&self.inner.pool, db("rewrite a session"), async |tx| {
+        let written = crate::retrying(|| crate::transaction(self.inner.pool(), db("rewrite a session"), async |tx| {
             crate::forced_point(&self.inner, tx, "rewrite", &attempts).await.map_err(db("rewrite a session"))?;
             let sql = format!(
                 "UPDATE {sessions} SET epoch = nextval('{epochs}'), revision = 1, next_seq = $5, pointer = $6, \
@@ -500,7 +500,7 @@ impl SessionStore for PgScope {
                 );
                 let rows = crate::query(&sql)
                     .bind(self.scope_id)
-                    .fetch_all(&self.inner.pool)
+                    .fetch_all(&self.inner.pool())
                     .await
                     .map_err(db("list the sessions"))?;
                 let mut infos = Vec::with_capacity(rows.len());
@@ -532,7 +532,7 @@ impl SessionStore for PgScope {
                 ))
                 .bind(self.scope_id)
                 .bind(key.as_str())
-                .execute(&self.inner.pool)
+                .execute(&self.inner.pool())
                 .await
                 .map_err(db("delete a session"))?;
                 Ok(deleted.rows_affected() > 0)
@@ -561,7 +561,7 @@ impl SessionStore for PgScope {
                         .bind(self.scope_id)
                         .bind(key.as_str())
                         .bind(MIN_REPLAY_MESSAGES as i64)
-                        .fetch_optional(&self.inner.pool)
+                        .fetch_optional(&self.inner.pool())
                         .await
                         .map_err(db("open a session for replay"))?
                     else {
@@ -616,7 +616,7 @@ impl SessionStore for PgScope {
                         .bind(key.as_str())
                         .bind(signed(expected.epoch))
                         .bind(signed(expected.offset))
-                        .execute(&self.inner.pool)
+                        .execute(&self.inner.pool())
                         .await
                         .map_err(db("make a session durable"))?;
                     if done.rows_affected() == 1 {
@@ -648,7 +648,7 @@ impl SessionStore for PgScope {
                 let row = crate::query(&sql)
                     .bind(self.scope_id)
                     .bind(key.as_str())
-                    .fetch_optional(&self.inner.pool)
+                    .fetch_optional(&self.inner.pool())
                     .await
                     .map_err(db("read a session's revision"))?;
                 Ok(row.map(|row| revision_of(row.get(0), row.get(1))))

@@ -182,7 +182,7 @@ pub async fn sweep(url: &str) {
 /// (`off` unless its durability is `Always`).
 pub async fn append_commit_mode(store: &PgStore) -> String {
     crate::query_scalar("SHOW synchronous_commit")
-        .fetch_one(&store.inner.relaxed)
+        .fetch_one(&store.inner.relaxed())
         .await
         .expect("read the setting")
 }

@@ -121,7 +121,7 @@ impl MemoryVersions for PgScope {
             .deadline("commit", async {
                 let attempts = std::sync::atomic::AtomicU32::new(0);
                 crate::retrying(|| {
-                    crate::transaction(&self.inner.pool, db("record a version"), async |tx| {
+                    crate::transaction(self.inner.pool(), db("record a version"), async |tx| {
                         crate::forced_point(&self.inner, tx, "version commit", &attempts)
                             .await
                             .map_err(db("record a version"))?;
@@ -143,7 +143,7 @@ impl MemoryVersions for PgScope {
         ))
         .bind(self.scope_id)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(&self.inner.pool)
+        .fetch_all(&self.inner.pool())
         .await
         .map_err(db("read the version log"))?;
         Ok(rows.iter().map(version).collect())
@@ -162,7 +162,7 @@ impl MemoryVersions for PgScope {
         ))
         .bind(self.scope_id)
         .bind(&wanted)
-        .fetch_all(&self.inner.pool)
+        .fetch_all(&self.inner.pool())
         .await
         .map_err(db("find a version"))?;
         let found: Vec<Version> = rows.iter().map(version).collect();
@@ -183,7 +183,7 @@ impl MemoryVersions for PgScope {
                 ))
                 .bind(self.scope_id)
                 .bind(id)
-                .fetch_optional(&self.inner.pool)
+                .fetch_optional(&self.inner.pool())
                 .await
                 .map_err(db("read a version's files"))?;
                 let Some(row) = row else {

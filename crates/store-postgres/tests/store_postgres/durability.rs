@@ -30,7 +30,7 @@ async fn store_with(durability: Durability) -> (PgStore, PgStore) {
 
 async fn main_mode(store: &PgStore) -> String {
     sqlx::query_scalar("SHOW synchronous_commit")
-        .fetch_one(store.pool())
+        .fetch_one(&store.pool())
         .await
         .unwrap()
 }

@@ -41,14 +41,14 @@ async fn pretend_newer_release(store: &PgStore, min_reader: i64) {
         "INSERT INTO {q}.migrations (version, name, checksum) VALUES ($1, 'from the future', 'x') ON CONFLICT (version) DO NOTHING"
     ))
     .bind(latest() + 1)
-    .execute(store.pool())
+    .execute(&store.pool())
     .await
     .unwrap();
     sql(format!(
         "INSERT INTO {q}.meta (key, value) VALUES ('min_reader', $1) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
     ))
     .bind(min_reader.to_string())
-    .execute(store.pool())
+    .execute(&store.pool())
     .await
     .unwrap();
 }
@@ -62,11 +62,11 @@ async fn a_newer_additive_schema_opens_and_a_newer_breaking_one_is_refused() {
     let name = store.schema().name().to_owned();
 
     pretend_newer_release(&store, latest()).await;
-    let reopened = PgStore::with_pool(store.pool().clone(), &name).await;
+    let reopened = PgStore::with_pool(store.pool(), &name).await;
     assert!(reopened.is_ok(), "additive: {:?}", reopened.err());
 
     pretend_newer_release(&store, latest() + 1).await;
-    match PgStore::with_pool(store.pool().clone(), &name).await {
+    match PgStore::with_pool(store.pool(), &name).await {
         Err(StoreError::TooNew {
             known,
             applied,
@@ -79,7 +79,7 @@ async fn a_newer_additive_schema_opens_and_a_newer_breaking_one_is_refused() {
         }
         other => panic!("expected TooNew, got {:?}", other.map(|_| ())),
     }
-    let message = PgStore::with_pool(store.pool().clone(), &name)
+    let message = PgStore::with_pool(store.pool(), &name)
         .await
         .err()
         .unwrap()
@@ -97,10 +97,10 @@ async fn an_applied_migration_whose_sql_changed_is_refused() {
     sql(format!(
         "UPDATE {q}.migrations SET checksum = 'edited' WHERE version = 1"
     ))
-    .execute(store.pool())
+    .execute(&store.pool())
     .await
     .unwrap();
-    match PgStore::with_pool(store.pool().clone(), store.schema().name()).await {
+    match PgStore::with_pool(store.pool(), store.schema().name()).await {
         Err(StoreError::ChecksumMismatch { version, name }) => {
             assert_eq!((version, name.as_str()), (1, "initial"));
         }

@@ -50,6 +50,7 @@ async fn timeouts_fire_within_twice_their_setting_and_the_store_recovers() {
     assert!(started.elapsed() >= Duration::from_millis(200));
 
     for fault in [NetFault::Blackhole, NetFault::HalfOpen] {
+        settled(&store).await;
         proxy.set(fault);
         let started = Instant::now();
         let error = scope
@@ -66,6 +67,7 @@ async fn timeouts_fire_within_twice_their_setting_and_the_store_recovers() {
     // A call already in flight when the network stalls: its connection was acquired and its
     // statement sent, so only the call's own deadline can end it.
     for fault in [NetFault::Blackhole, NetFault::HalfOpen] {
+        settled(&store).await;
         proxy.set(NetFault::Latency(Duration::from_millis(300)));
         let started = Instant::now();
         let entry = [NewEntry::text("in flight")];
@@ -78,6 +80,10 @@ async fn timeouts_fire_within_twice_their_setting_and_the_store_recovers() {
             .unwrap_or_else(|_| panic!("{fault:?}: a call in flight hung"));
         let took = started.elapsed();
         let error = outcome.expect_err("the answer cannot come back");
+        assert!(
+            error.to_string().contains("did not answer"),
+            "{fault:?} in flight: the call's deadline should end it: {error}"
+        );
         assert!(took <= LIMIT, "{fault:?} in flight: the call took {took:?}");
         assert!(error.is_retryable(), "{fault:?} in flight: {error}");
         proxy.set(NetFault::None);
@@ -120,6 +126,83 @@ async fn timeouts_fire_within_twice_their_setting_and_the_store_recovers() {
         "tasks alive: {tasks_before} before, {tasks_after} after"
     );
     drop(owner);
+}
+
+/// A connection whose peer goes silent during the pool's own check of it on its way back
+/// (a round trip sqlx does not bound) holds its slot for good. Once every slot is lost that
+/// way and no call has come back for longer than any call may take, the store replaces the
+/// pool and works again, without reopening it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_whose_every_connection_is_lost_is_replaced() {
+    if !available() {
+        return;
+    }
+    let url = url().unwrap();
+    let owner = TestSchema::new(&url).store().await;
+    let upstream = FaultProxy::upstream_of(&url).expect("the test database's address");
+    let proxy = FaultProxy::start(upstream).await.unwrap();
+    let store = PgStore::connect(
+        &proxy.url(&url),
+        PgOptions {
+            schema: owner.schema().name().to_owned(),
+            max_connections: 1,
+            statement_timeout: Duration::from_secs(1),
+            acquire_timeout: Duration::from_secs(1),
+            ..PgOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let scope = store.scope(&ScopeKey::local(Subject::Agent)).await.unwrap();
+    scope.append(&[NewEntry::text("healthy")]).await.unwrap();
+    settled(&store).await;
+
+    // Each chunk waits 200 ms in the proxy, so when the call returns, the two checks of its
+    // connection on the way back (the store's bounded one, then sqlx's) have not reached the
+    // server yet: the network goes silent right after the second one does.
+    proxy.set(NetFault::Latency(Duration::from_millis(200)));
+    scope
+        .append(&[NewEntry::text("last before the stall")])
+        .await
+        .unwrap();
+    proxy.set_after_writes(proxy.forwarded_upstream() + 2, NetFault::HalfOpen);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    proxy.set(NetFault::None);
+    let pool = store.pool();
+    assert_eq!(
+        (pool.size(), pool.num_idle()),
+        (1, 0),
+        "the only connection should be held by the stalled check"
+    );
+
+    let started = Instant::now();
+    recovers(&scope, "every connection was lost").await;
+    assert_eq!(store.pools_renewed(), 1);
+    // Call deadline 1.5 s twice, plus the pool's 1 s wait, since the last call came back.
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    scope.append(&[NewEntry::text("after")]).await.unwrap();
+    drop(owner);
+}
+
+/// Waits until every connection of the store's pool is idle again (a connection goes back
+/// to the pool in the background after its call), so the next fault meets a call and not
+/// the pool's own check of a connection given back.
+async fn settled(store: &PgStore) {
+    let started = Instant::now();
+    let pool = store.pool();
+    while pool.num_idle() < pool.size() as usize {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "a connection never came back to the pool: {} open, {} idle",
+            pool.size(),
+            pool.num_idle()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// The same store answers again within a few seconds of the network coming back.

@@ -73,7 +73,7 @@ async fn migrations_started_together_never_fail() {
         // Opening it once more (and dropping the schema with the store).
         let store = schema.store().await;
         assert_eq!(
-            store_postgres::migrate(store.pool(), store.schema())
+            store_postgres::migrate(&store.pool(), store.schema())
                 .await
                 .map_err(|e| e.to_string()),
             Ok(())
