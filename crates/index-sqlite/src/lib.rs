@@ -438,11 +438,12 @@ fn open_and_check(path: &Path) -> Result<Connection, OpenFailure> {
     let connection = Connection::open(path)?;
     configure(&connection)?;
     let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    let tables: i64 =
-        connection.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
-    if version == 0 && tables == 0 {
-        // Another process may be creating it at this moment: `create` takes the write lock
-        // and creates only what is still missing, so both end with the same index.
+    if version == 0 {
+        // A new file, or one another process is creating at this moment (its tables may
+        // already be there when this reads the version, which it sets in the same
+        // transaction): `create` reads the version again under the write lock and creates
+        // the schema only when it is still 0, so both end with the same index. A file of
+        // version 0 that holds our tables anyway fails there and is started again.
         let created = create(&connection)?;
         if created != SCHEMA_VERSION {
             return Err(OpenFailure::Damaged(format!(
