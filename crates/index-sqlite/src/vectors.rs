@@ -6,22 +6,11 @@ use chrono::NaiveDateTime;
 use llm_port::EmbeddingModel;
 use memory_index::{
     Chunk, ChunkVector, Hit, IndexError, SearchRequest, VectorIndex, check_vectors, cosine,
-    other_model, query_terms, snippet,
+    decode_vector, encode_vector, other_model, query_terms, snippet,
 };
 use rusqlite::{OptionalExtension, params};
 
 use crate::{SqliteIndex, TIME_FORMAT, kind_of, request_bounds};
-
-fn encode(vector: &[f32]) -> Vec<u8> {
-    vector.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-fn decode(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect()
-}
 
 fn held_model(connection: &rusqlite::Connection) -> rusqlite::Result<Option<EmbeddingModel>> {
     connection
@@ -73,7 +62,7 @@ impl VectorIndex for SqliteIndex {
                          SELECT id, ?3 FROM chunks WHERE grp = ?1 AND part = ?2",
                     )?;
                     for vector in &vectors {
-                        put.execute(params![vector.group, vector.part, encode(&vector.vector)])?;
+                        put.execute(params![vector.group, vector.part, encode_vector(&vector.vector)])?;
                     }
                 }
                 transaction.commit()?;
@@ -140,7 +129,7 @@ impl VectorIndex for SqliteIndex {
                 .query_map([since], |row| {
                     let vector: Vec<u8> = row.get(5)?;
                     Ok((
-                        f64::from(cosine(&query, &decode(&vector))),
+                        f64::from(cosine(&query, &decode_vector(&vector))),
                         row.get(0)?,
                         row.get(1)?,
                         row.get(2)?,

@@ -472,6 +472,58 @@ fn check_hits(id: &str, hits: &[Hit]) -> Result<(), String> {
     Ok(())
 }
 
+/// For a backend that keeps [`crate::COMMON_QUERY_WINDOW`] (optional in the port): a query
+/// whose every term is in most chunks ranks among the newest `COMMON_QUERY_WINDOW` chunks
+/// only, so the oldest chunks, though they say the word most often, are not found; a rare
+/// word beside it is searched across the whole index. `index` must be empty.
+pub async fn common_query_window(index: &dyn MemoryIndex) -> Result<(), String> {
+    use crate::{COMMON_QUERY_WINDOW, journal_chunk};
+    let total = COMMON_QUERY_WINDOW + 50;
+    let chunks: Vec<_> = (1..=total as u64)
+        .map(|cursor| {
+            let text = if cursor <= 50 {
+                "weather weather weather weather report".to_owned()
+            } else {
+                format!("weather note number{cursor}")
+            };
+            journal_chunk(cursor, "2026-12-01 10:00", &text)
+        })
+        .collect();
+    index
+        .replace(GroupUpdate::from_chunks(chunks))
+        .await
+        .map_err(|e| format!("loading: {e}"))?;
+    let hits = index
+        .search(&SearchRequest::new("weather"))
+        .await
+        .map_err(|e| format!("searching: {e}"))?;
+    if hits.len() != 5 {
+        return Err(format!("{} hits for a word in every chunk", hits.len()));
+    }
+    let oldest_searched = (total - COMMON_QUERY_WINDOW) as u64;
+    for hit in &hits {
+        let cursor: u64 = hit
+            .source
+            .trim_start_matches("history#")
+            .parse()
+            .map_err(|_| format!("an unexpected source {}", hit.source))?;
+        if cursor <= oldest_searched {
+            return Err(format!("{} is older than the window", hit.source));
+        }
+    }
+    let rare = index
+        .search(&SearchRequest::new("weather report"))
+        .await
+        .map_err(|e| format!("searching: {e}"))?;
+    if rare.first().map(|hit| hit.source.as_str()) != Some("history#1") {
+        return Err(format!(
+            "a rare word beside a common one: {:?}",
+            rare.first()
+        ));
+    }
+    Ok(())
+}
+
 /// The vector lane's contract (`crate::VectorIndex`) on a fresh `index`: vectors of one
 /// model only, of its length; a replaced or removed group loses its vectors; the chunks
 /// without one listed in order; `nearest` deterministic, one hit per source, within the

@@ -1,5 +1,7 @@
 #![doc = include_str!("../README.md")]
 
+#[cfg(feature = "bench")]
+pub mod bench;
 mod chunk;
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -25,5 +27,5 @@ pub use port::{
 pub use snippet::snippet;
 pub use vectors::{
     ChunkVector, HashingEmbedder, RRF_K, VectorIndex, best_hits, check_vectors, cosine,
-    other_model, reciprocal_rank_fusion,
+    decode_vector, encode_vector, other_model, reciprocal_rank_fusion,
 };

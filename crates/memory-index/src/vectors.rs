@@ -125,6 +125,20 @@ pub fn reciprocal_rank_fusion(lanes: &[Vec<Hit>], limit: usize) -> Vec<Hit> {
         .collect()
 }
 
+/// A vector as stored by the backends: its numbers as little-endian `f32`, one after the
+/// other.
+pub fn encode_vector(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// The vector [`encode_vector`] stored (trailing bytes short of a number are ignored).
+pub fn decode_vector(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
 /// The vector of one chunk of an index: the chunk named by its group and its part.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkVector {

@@ -365,8 +365,7 @@ pub struct MemorySearch<'a> {
 fn search_index(bot: &Bot) -> Result<Arc<dyn memory_index::MemoryIndex>, AppError> {
     bot.memory.index.clone().ok_or_else(|| {
         AppError::NotFound(
-            "this storage keeps no search index yet (PostgreSQL: see docs/SEARCH.md); memory search is available on the files backend"
-                .into(),
+            "this storage keeps no search index, so memory search is not available".into(),
         )
     })
 }

@@ -126,6 +126,7 @@ impl MemoryBackend for PgBackend {
                     .map_err(TurnError::Memory)?;
                 (documents, Arc::new(files))
             };
+        let index: Arc<dyn memory_index::MemoryIndex> = Arc::new(pg.index());
         Ok(ScopeStores {
             sessions,
             journal: pg.clone(),
@@ -135,9 +136,8 @@ impl MemoryBackend for PgBackend {
             lease: pg.clone(),
             archive: pg.clone(),
             commit: pg,
-            // No search index on PostgreSQL yet (docs/SEARCH.md, "Next"): `search_memory`
-            // is not offered and `/status` says so.
-            index: None,
+            // The scope's search index, in the same database (migration 2).
+            index: Some(index),
         })
     }
 

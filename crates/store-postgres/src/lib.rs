@@ -3,6 +3,7 @@
 mod archive;
 mod documents;
 mod error;
+mod index;
 mod journal;
 mod lease;
 mod links;
@@ -24,6 +25,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Row};
 
 pub use error::{StoreError, is_transient};
+pub use index::PgIndex;
 pub use links::PgLinks;
 pub use migrate::{MIGRATIONS, Migration, latest as latest_migration, migrate};
 pub use schema::Schema;
@@ -271,7 +273,7 @@ pub(crate) trait TimedOut {
     fn timed_out(call: &str, after: Duration) -> Self;
 }
 
-fn stalled(call: &str, after: Duration) -> (String, std::io::Error) {
+pub(crate) fn stalled(call: &str, after: Duration) -> (String, std::io::Error) {
     (
         format!(
             "the database did not answer ({call}) within {} ms: the network or the server is stalled; the call may or may not have taken effect",

@@ -37,12 +37,20 @@ impl Migration {
 }
 
 /// Every migration of this release, oldest first.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "initial",
-    sql: include_str!("../migrations/0001_initial.sql"),
-    additive: false,
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "initial",
+        sql: include_str!("../migrations/0001_initial.sql"),
+        additive: false,
+    },
+    Migration {
+        version: 2,
+        name: "search",
+        sql: include_str!("../migrations/0002_search.sql"),
+        additive: true,
+    },
+];
 
 /// The newest migration this release knows.
 pub fn latest() -> i64 {

@@ -244,44 +244,12 @@ async fn two_writers_on_one_index_lose_nothing() {
 }
 
 /// A query whose every term is in most chunks ranks among the newest
-/// `COMMON_QUERY_WINDOW` chunks only (the bench's slow case, bounded): the oldest chunks,
-/// though they say the word most often, are not searched.
+/// `COMMON_QUERY_WINDOW` chunks only (`conformance::common_query_window`).
 #[tokio::test]
 async fn a_query_of_common_words_only_ranks_the_newest_chunks() {
     let dir = TempDir::new("index-window");
     let index = SqliteIndex::open_in(dir.path()).unwrap();
-    let total = memory_index::COMMON_QUERY_WINDOW + 50;
-    let chunks: Vec<_> = (1..=total as u64)
-        .map(|cursor| {
-            let text = if cursor <= 50 {
-                "weather weather weather weather report".to_owned()
-            } else {
-                format!("weather note number{cursor}")
-            };
-            journal_chunk(cursor, "2026-12-01 10:00", &text)
-        })
-        .collect();
-    index
-        .replace(GroupUpdate::from_chunks(chunks))
-        .await
-        .unwrap();
-    let hits = index.search(&SearchRequest::new("weather")).await.unwrap();
-    assert_eq!(hits.len(), 5);
-    let oldest_searched = (total - memory_index::COMMON_QUERY_WINDOW) as u64;
-    for hit in &hits {
-        let cursor: u64 = hit.source.trim_start_matches("history#").parse().unwrap();
-        assert!(
-            cursor > oldest_searched,
-            "{} is older than the window",
-            hit.source
-        );
-    }
-    // A rare word beside it is searched across the whole index.
-    let rare = index
-        .search(&SearchRequest::new("weather report"))
-        .await
-        .unwrap();
-    assert_eq!(rare[0].source, "history#1");
+    conformance::common_query_window(&index).await.unwrap();
 }
 
 #[tokio::test]

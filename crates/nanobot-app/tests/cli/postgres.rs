@@ -121,6 +121,56 @@ async fn four_processes_share_one_database_and_see_each_others_documents() {
 }
 
 /// The message lines (not metadata or provider records) of a session file, as JSON.
+/// Issue 17 on PostgreSQL: the search corpus imported into a database, then `nanobot memory
+/// search` finds the labelled sources (history, memory files, sessions, Chinese) from the
+/// scope's index in the database, `--json` and text; `memory reindex` empties and feeds it
+/// again with the same top five.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_search_works_on_postgres() {
+    let Some(url) = available("memory_search_works_on_postgres") else {
+        return;
+    };
+    let ws = super::search::workspace("pg-search");
+    let store = TestSchema::new(&url).store().await;
+    let env = pg_env(&url, &store);
+    let ws_arg = ws.path().display().to_string();
+    let out = run(ws.path(), &["import", &ws_arg], &env);
+    assert!(out.status.success(), "{}", text(&out, ws.path()));
+    let sources = |query: &str| -> Vec<String> {
+        let out = run(ws.path(), &["memory", "search", query, "--json"], &env);
+        assert!(out.status.success(), "{query}: {}", text(&out, ws.path()));
+        let hits: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+        hits.iter()
+            .map(|h| h["source"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut first = Vec::new();
+    for (query, relevant) in super::search::QUERIES {
+        let found = sources(query);
+        assert!(
+            found.iter().any(|s| s == relevant),
+            "{query}: {relevant} not in {found:?}"
+        );
+        first.push(found);
+    }
+    assert!(
+        !ws.path().join(".nanobot-rs/index.sqlite").exists(),
+        "no side index file on PostgreSQL"
+    );
+    let reindex = run(ws.path(), &["memory", "reindex"], &env);
+    assert!(reindex.status.success(), "{}", text(&reindex, ws.path()));
+    let said = text(&reindex, ws.path());
+    assert!(
+        said.contains("300 history entries, 3 memory files"),
+        "{said}"
+    );
+    let again: Vec<Vec<String>> = super::search::QUERIES
+        .iter()
+        .map(|(query, _)| sources(query))
+        .collect();
+    assert_eq!(again, first);
+}
+
 fn message_lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()

@@ -27,7 +27,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// The corpus as a workspace: its files, and its sessions where this layout keeps them.
-fn workspace(label: &str) -> TempDir {
+pub(crate) fn workspace(label: &str) -> TempDir {
     let ws = TempDir::new(label);
     copy_dir(&fixture().join("workspace"), ws.path());
     let sessions = ws.path().join("sessions");
@@ -43,7 +43,7 @@ fn workspace(label: &str) -> TempDir {
 }
 
 /// One labelled query of each kind of source and language.
-const QUERIES: [(&str, &str); 5] = [
+pub(crate) const QUERIES: [(&str, &str); 5] = [
     ("INC-20931", "history#213"),
     ("A7-99213-K", "session:telegram:1022#12"),
     ("QX7R2P", "MEMORY.md#Travel"),

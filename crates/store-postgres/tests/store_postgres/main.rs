@@ -10,4 +10,5 @@ mod migrations;
 mod network;
 mod races;
 mod refusals;
+mod search;
 mod support;

@@ -32,10 +32,16 @@ fn agent() -> ScopeKey {
 /// migration adds a line; editing a released one fails this test.
 #[test]
 fn released_migrations_are_pinned_by_checksum() {
-    let pinned: &[(i64, &str)] = &[(
-        1,
-        "51f7185b0cf1cbb6e06299e8fd7d41fde5615cf92150eca5a0ec9291070ea4dd",
-    )];
+    let pinned: &[(i64, &str)] = &[
+        (
+            1,
+            "51f7185b0cf1cbb6e06299e8fd7d41fde5615cf92150eca5a0ec9291070ea4dd",
+        ),
+        (
+            2,
+            "02d4ecb2d6fce7bf8c29a4f75e46667c7384f346d540ce80074412a034c33320",
+        ),
+    ];
     let actual: Vec<(i64, String)> = MIGRATIONS
         .iter()
         .map(|m| (m.version, m.checksum()))
