@@ -11,10 +11,13 @@
     missing_docs
 )]
 
+#[path = "../../memory-index/benches/shared/search_workload.rs"]
+mod search_workload;
+
+use search_workload::{arg, corpus, measure, queries};
 use std::sync::Arc;
 
 use index_sqlite::SqliteIndex;
-use memory_index::bench::{arg, corpus, measure, queries};
 use memory_index::{InMemoryIndex, MemoryIndex};
 use serde_json::{Value, json};
 

@@ -1,7 +1,5 @@
 #![doc = include_str!("../README.md")]
 
-#[cfg(feature = "bench")]
-pub mod bench;
 mod chunk;
 #[cfg(feature = "conformance")]
 pub mod conformance;

@@ -13,8 +13,11 @@
     missing_docs
 )]
 
-use memory_index::bench::{arg, corpus, measure, queries};
+#[path = "../../memory-index/benches/shared/search_workload.rs"]
+mod search_workload;
+
 use memory_scope::{ScopeKey, Subject};
+use search_workload::{arg, corpus, measure, queries};
 use serde_json::{Value, json};
 use sqlx::Row;
 use store_postgres::testing::{TestSchema, url};

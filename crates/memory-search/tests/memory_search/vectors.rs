@@ -41,6 +41,53 @@ async fn recall(tool: &SearchMemoryTool, fixture: &Fixture, kind: QueryKind) -> 
 
 /// Fusion keeps the words' floors (exact ≥ 0.95, Chinese ≥ 0.9) with a vector lane that
 /// knows only words (the hashing embedder); the paraphrase gain needs a real model.
+/// Acceptance 1's hybrid figure with a real embedding model: all-MiniLM-L6-v2 served on
+/// 127.0.0.1 (`cargo xtask llm start --model minilm --port 8090`, which `.ci/run` starts;
+/// `NANOBOT_TEST_EMBEDDINGS_URL` names it) through the OpenAI-compatible client. Fused
+/// recall@5 on paraphrases must beat the words alone by at least 0.15, with the exact and
+/// Chinese floors kept.
+#[tokio::test]
+async fn a_real_embedding_model_lifts_paraphrase_recall_by_at_least_fifteen_points() {
+    let Some(url) = bench_workload::testing::required_env(
+        "NANOBOT_TEST_EMBEDDINGS_URL",
+        "a_real_embedding_model_lifts_paraphrase_recall",
+        "start one with `cargo xtask llm start --model minilm --port 8090`",
+    ) else {
+        return;
+    };
+    let (index, fixture) = fixture_index().await;
+    let config = llm_openai::OpenAiConfig::new(url, "all-MiniLM-L6-v2");
+    let embedder = llm_openai::OpenAiEmbedder::new(config, 384).unwrap();
+    let lane = VectorLane::new(index.clone(), Arc::new(embedder));
+    let started = std::time::Instant::now();
+    let pass = lane.embed_missing(usize::MAX).await.unwrap();
+    let embedding = started.elapsed();
+    assert_eq!(pass.embedded, index.stats().await.unwrap().chunks);
+    let lexical = tool(&index, None);
+    let hybrid = tool(&index, Some(lane));
+    let mut figures = Vec::new();
+    for kind in [QueryKind::Exact, QueryKind::Paraphrase, QueryKind::Cjk] {
+        let words = recall(&lexical, &fixture, kind).await;
+        let fused = recall(&hybrid, &fixture, kind).await;
+        figures.push(format!("{kind:?} lexical {words:.2} hybrid {fused:.2}"));
+    }
+    println!(
+        "recall@5 with all-MiniLM-L6-v2 ({} chunks embedded in {embedding:.1?}): {}",
+        pass.embedded,
+        figures.join("; ")
+    );
+    for (kind, floor) in [(QueryKind::Exact, 0.95), (QueryKind::Cjk, 0.9)] {
+        let fused = recall(&hybrid, &fixture, kind).await;
+        assert!(fused >= floor, "{kind:?}: {fused} ({figures:?})");
+    }
+    let words = recall(&lexical, &fixture, QueryKind::Paraphrase).await;
+    let fused = recall(&hybrid, &fixture, QueryKind::Paraphrase).await;
+    assert!(
+        fused >= words + 0.15,
+        "paraphrase: hybrid {fused:.2}, lexical {words:.2}"
+    );
+}
+
 #[tokio::test]
 async fn the_fused_lanes_keep_the_lexical_floors() {
     let (index, fixture) = fixture_index().await;

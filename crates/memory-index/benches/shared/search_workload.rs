@@ -1,23 +1,24 @@
-//! The search bench's workload and measurement (feature `bench`), shared by every
-//! backend's bench so their figures compare: the chunks, the query mix and the timing.
+//! The search bench's workload and measurement, shared by every backend's bench (each
+//! includes this file with `#[path]`, since a port crate may not depend on the workload
+//! generator) so their figures compare: the chunks, the query mix and the timing.
 //!
 //! The chunks are the journal workload's entries (mixed English and Chinese from small
 //! vocabularies, so every ordinary word is in most chunks: the slow case) plus, per chunk,
 //! one unique id and one topic word from 2,000, so exact and rare queries have answers.
-#![allow(clippy::expect_used)]
+#![allow(clippy::expect_used, dead_code)]
 
 use std::time::Instant;
 
 use bench_workload::{SEED, SplitMix64, ZH, history_entries};
 use serde_json::{Value, json};
 
-use crate::{GroupUpdate, MemoryIndex, SearchRequest, journal_chunk};
+use memory_index::{GroupUpdate, MemoryIndex, SearchRequest, journal_chunk};
 
 /// Chunks fed per `replace` (the indexer's journal batch).
-pub const BATCH: usize = 500;
+pub(crate) const BATCH: usize = 500;
 
 /// The value after `name` among a bench's arguments.
-pub fn arg(args: &[String], name: &str) -> Option<String> {
+pub(crate) fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1).cloned())
@@ -29,7 +30,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// p50, p95 and max of timings in seconds, as milliseconds.
-pub fn summary(mut samples: Vec<f64>) -> Value {
+pub(crate) fn summary(mut samples: Vec<f64>) -> Value {
     samples.sort_by(f64::total_cmp);
     json!({
         "p50_ms": percentile(&samples, 0.5) * 1e3,
@@ -40,7 +41,7 @@ pub fn summary(mut samples: Vec<f64>) -> Value {
 }
 
 /// The `n` chunk texts of the bench.
-pub fn corpus(n: usize) -> Vec<String> {
+pub(crate) fn corpus(n: usize) -> Vec<String> {
     let mut rng = SplitMix64::new(SEED + 17);
     history_entries(SEED + 16, n)
         .into_iter()
@@ -51,7 +52,7 @@ pub fn corpus(n: usize) -> Vec<String> {
 
 /// The query mix, cycled: an exact id, a rare topic, a rare topic beside a word in nearly
 /// every chunk, two words in nearly every chunk, a two-character Chinese query.
-pub fn queries(n: usize, count: usize) -> Vec<(&'static str, String)> {
+pub(crate) fn queries(n: usize, count: usize) -> Vec<(&'static str, String)> {
     let mut rng = SplitMix64::new(SEED + 18);
     (0..count)
         .map(|i| match i % 5 {
@@ -73,7 +74,7 @@ pub fn queries(n: usize, count: usize) -> Vec<(&'static str, String)> {
 
 /// Feeds `texts` to `index` in batches of [`BATCH`] (the build rate), then times each of
 /// `queries` after a warm-up: the figures of one index at one size, as JSON.
-pub async fn measure(
+pub(crate) async fn measure(
     index: &dyn MemoryIndex,
     texts: &[String],
     queries: &[(&'static str, String)],
