@@ -189,6 +189,40 @@ async fn a_search_sees_its_scope_only() {
         assert_eq!(shared.len(), 1);
         assert!(shared[0].snippet.contains(own), "{shared:?}");
     }
+    // The vector lane too: the nearest chunks of one scope only, however close the
+    // other's are.
+    use memory_index::{ChunkVector, HashingEmbedder, VectorIndex};
+    let hashing = HashingEmbedder::new(64);
+    let model = llm_port::Embedder::model(&hashing);
+    for (index, text) in [
+        (&alice, "alice's locker code is 4417-B; shared words tea"),
+        (&bob, "bob's bike code is 9921; shared words tea"),
+    ] {
+        index
+            .put_vectors(
+                &model,
+                vec![ChunkVector {
+                    group: "history#1".into(),
+                    part: 0,
+                    vector: hashing.vector(text),
+                }],
+            )
+            .await
+            .unwrap();
+    }
+    for (index, own) in [(&alice, "4417"), (&bob, "9921")] {
+        let other_text = if own == "4417" {
+            "bob's bike code is 9921; shared words tea"
+        } else {
+            "alice's locker code is 4417-B; shared words tea"
+        };
+        let near = index
+            .nearest(&hashing.vector(other_text), &SearchRequest::new("code"))
+            .await
+            .unwrap();
+        assert_eq!(near.len(), 1, "{near:?}");
+        assert!(near[0].snippet.contains(own), "{near:?}");
+    }
     alice.remove_prefix("history#").await.unwrap();
     assert_eq!(bob.stats().await.unwrap().chunks, 1);
     term_counts_are_exact(&store).await;
