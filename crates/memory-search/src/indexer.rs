@@ -19,6 +19,8 @@ const JOURNAL_BATCH: usize = 500;
 
 /// The mark holding the last journal cursor indexed.
 const JOURNAL_MARK: &str = "journal";
+/// A mark no document version or session revision equals: what it marks is fed again.
+const FORCED_MARK: &str = "reindex";
 
 /// Which sessions belong to the scope being indexed.
 pub type SessionFilter = Arc<dyn Fn(&SessionKey) -> bool + Send + Sync>;
@@ -81,6 +83,32 @@ impl Indexer {
         self.sync_documents(&mut pass).await?;
         self.sync_sessions(&mut pass).await?;
         Ok(pass)
+    }
+
+    /// Feeds the index everything again, in place: every mark is forced (the journal's to
+    /// its start, each file's and session's to a value no version has), then a pass runs,
+    /// which replaces each group whole. Nothing is emptied first, so a search meanwhile
+    /// (another process) still finds what was indexed, and a pass running at the same time
+    /// cannot make this one skip chunks that are gone: at worst it sets a mark back, and
+    /// what it set it for is in the index. Chunks the marks do not know of stay; deleting
+    /// the index (the files backend's side file) is the way to start from nothing.
+    pub async fn reindex(&self) -> Result<IndexPass, IndexingError> {
+        let forced: Vec<(String, Option<String>)> = self
+            .index
+            .marks()
+            .await?
+            .into_keys()
+            .map(|name| {
+                let value = if name == JOURNAL_MARK {
+                    "0"
+                } else {
+                    FORCED_MARK
+                };
+                (name, Some(value.to_owned()))
+            })
+            .collect();
+        self.index.set_marks(forced).await?;
+        self.sync().await
     }
 
     /// The journal entries written since the last pass; call it after each append to keep

@@ -418,22 +418,15 @@ pub async fn memory_search(bot: &Bot, search: &MemorySearch<'_>) -> Result<Strin
     Ok(out.trim_end().to_owned())
 }
 
-/// `nanobot memory reindex`: empties the scope's index and feeds it everything again.
+/// `nanobot memory reindex`: feeds the scope's index everything again, in place
+/// (`Indexer::reindex`: searches meanwhile still find what was indexed).
 pub async fn memory_reindex(bot: &Bot) -> Result<String, AppError> {
     let index = search_index(bot)?;
     let started = std::time::Instant::now();
-    index.remove_prefix("").await?;
-    let marks: Vec<(String, Option<String>)> = index
-        .marks()
-        .await?
-        .into_keys()
-        .map(|name| (name, None))
-        .collect();
-    index.set_marks(marks).await?;
     let pass = bot
         .memory
         .indexer(index.clone(), bot.agent.counter().clone())
-        .sync()
+        .reindex()
         .await?;
     let stats = index.stats().await?;
     Ok(format!(

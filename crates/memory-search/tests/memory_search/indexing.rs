@@ -1,7 +1,11 @@
 //! The indexing pass over in-memory stores: what changed is indexed, nothing twice, and a
 //! rebuilt index is fed again.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use async_trait::async_trait;
+use memory_index::{GroupUpdate, Hit, IndexError, IndexStats};
 
 use llm_port::SystemClock;
 use llm_port::tokens::Cl100kBase;
@@ -228,4 +232,103 @@ async fn a_fresh_index_is_fed_everything_again() {
         .await
         .unwrap();
     assert_eq!(hits[0].source, "history#1");
+}
+
+/// `reindex` feeds everything again in place: the journal and the files are never emptied
+/// (a search meanwhile finds them), and a pass of another process that sets its marks in
+/// the middle of a reindex leaves nothing unindexed.
+#[tokio::test]
+async fn a_reindex_feeds_everything_in_place_and_a_pass_meanwhile_loses_nothing() {
+    let stores = Stores::new();
+    stores
+        .journal
+        .append(&[
+            NewEntry::text("Entry KOALA-5150."),
+            NewEntry::text("Entry ZEBRA-7."),
+        ])
+        .await
+        .unwrap();
+    let key = SessionKey::new("telegram:42").unwrap();
+    stores
+        .append(&key, None, &[StoredMessage::user("My locker is 4417-B.")])
+        .await;
+    stores.indexer(stores.index.clone()).sync().await.unwrap();
+    let before = stores.index.stats().await.unwrap();
+
+    // Another process's pass read its marks before the reindex started and sets them
+    // (from its own reading) while the reindex runs.
+    let stale_marks = stores.index.marks().await.unwrap();
+    let watched = Arc::new(Watched {
+        index: stores.index.clone(),
+        fewest: std::sync::Mutex::new(usize::MAX),
+    });
+    let forced = stores.indexer(watched.clone()).reindex().await.unwrap();
+    // Only the session, indexed again from its start, was ever missing (its one message).
+    assert_eq!(*watched.fewest.lock().unwrap(), before.chunks - 1);
+    let indexer = stores.indexer(stores.index.clone());
+    assert_eq!(
+        (forced.entries, forced.sessions, forced.messages),
+        (2, 1, 1)
+    );
+    stores
+        .index
+        .set_marks(stale_marks.into_iter().map(|(k, v)| (k, Some(v))).collect())
+        .await
+        .unwrap();
+    let again = indexer.reindex().await.unwrap();
+    assert_eq!(again.entries, 2);
+    assert_eq!(stores.index.stats().await.unwrap(), before);
+    for (query, source) in [
+        ("KOALA-5150", "history#1"),
+        ("ZEBRA-7", "history#2"),
+        ("4417-B", "session:telegram:42#0"),
+    ] {
+        assert!(
+            stores.sources(query).await.contains(&source.to_owned()),
+            "{query}"
+        );
+    }
+    // A pass after it has nothing left to do.
+    let after = indexer.sync().await.unwrap();
+    assert_eq!((after.entries, after.messages), (0, 0));
+}
+
+/// An index that records the fewest chunks it held after any change.
+struct Watched {
+    index: Arc<InMemoryIndex>,
+    fewest: std::sync::Mutex<usize>,
+}
+
+impl Watched {
+    async fn note(&self) {
+        let chunks = self.index.stats().await.unwrap().chunks;
+        let mut fewest = self.fewest.lock().unwrap();
+        *fewest = (*fewest).min(chunks);
+    }
+}
+
+#[async_trait]
+impl MemoryIndex for Watched {
+    async fn replace(&self, updates: Vec<GroupUpdate>) -> Result<(), IndexError> {
+        self.index.replace(updates).await?;
+        self.note().await;
+        Ok(())
+    }
+    async fn remove_prefix(&self, prefix: &str) -> Result<(), IndexError> {
+        self.index.remove_prefix(prefix).await?;
+        self.note().await;
+        Ok(())
+    }
+    async fn search(&self, request: &SearchRequest) -> Result<Vec<Hit>, IndexError> {
+        self.index.search(request).await
+    }
+    async fn stats(&self) -> Result<IndexStats, IndexError> {
+        self.index.stats().await
+    }
+    async fn marks(&self) -> Result<BTreeMap<String, String>, IndexError> {
+        self.index.marks().await
+    }
+    async fn set_marks(&self, marks: Vec<(String, Option<String>)>) -> Result<(), IndexError> {
+        self.index.set_marks(marks).await
+    }
 }
