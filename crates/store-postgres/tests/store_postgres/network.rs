@@ -22,22 +22,7 @@ async fn timeouts_fire_within_twice_their_setting_and_the_store_recovers() {
     if !available() {
         return;
     }
-    let url = url().unwrap();
-    let owner = TestSchema::new(&url).store().await;
-    let upstream = FaultProxy::upstream_of(&url).expect("the test database's address");
-    let proxy = FaultProxy::start(upstream).await.unwrap();
-    let store = PgStore::connect(
-        &proxy.url(&url),
-        PgOptions {
-            schema: owner.schema().name().to_owned(),
-            max_connections: 2,
-            statement_timeout: Duration::from_secs(1),
-            acquire_timeout: Duration::from_secs(1),
-            ..PgOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let (owner, proxy, store) = behind_proxy(2).await;
     let scope = store.scope(&ScopeKey::local(Subject::Agent)).await.unwrap();
     let metrics = tokio::runtime::Handle::current().metrics();
     let tasks_before = metrics.num_alive_tasks();
@@ -137,22 +122,7 @@ async fn a_pool_whose_every_connection_is_lost_is_replaced() {
     if !available() {
         return;
     }
-    let url = url().unwrap();
-    let owner = TestSchema::new(&url).store().await;
-    let upstream = FaultProxy::upstream_of(&url).expect("the test database's address");
-    let proxy = FaultProxy::start(upstream).await.unwrap();
-    let store = PgStore::connect(
-        &proxy.url(&url),
-        PgOptions {
-            schema: owner.schema().name().to_owned(),
-            max_connections: 1,
-            statement_timeout: Duration::from_secs(1),
-            acquire_timeout: Duration::from_secs(1),
-            ..PgOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let (owner, proxy, store) = behind_proxy(1).await;
     let scope = store.scope(&ScopeKey::local(Subject::Agent)).await.unwrap();
     scope.append(&[NewEntry::text("healthy")]).await.unwrap();
     settled(&store).await;
@@ -203,6 +173,29 @@ async fn settled(store: &PgStore) {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// A fresh schema (its owner store, dropped last), the fault proxy in front of the server,
+/// and a store connecting through it with `max_connections`, statement and pool timeouts of
+/// 1 s.
+async fn behind_proxy(max_connections: u32) -> (PgStore, FaultProxy, PgStore) {
+    let url = url().unwrap();
+    let owner = TestSchema::new(&url).store().await;
+    let upstream = FaultProxy::upstream_of(&url).expect("the test database's address");
+    let proxy = FaultProxy::start(upstream).await.unwrap();
+    let store = PgStore::connect(
+        &proxy.url(&url),
+        PgOptions {
+            schema: owner.schema().name().to_owned(),
+            max_connections,
+            statement_timeout: Duration::from_secs(1),
+            acquire_timeout: Duration::from_secs(1),
+            ..PgOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    (owner, proxy, store)
 }
 
 /// The same store answers again within a few seconds of the network coming back.
