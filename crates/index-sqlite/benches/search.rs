@@ -14,11 +14,11 @@
 #[path = "../../memory-index/benches/shared/search_workload.rs"]
 mod search_workload;
 
-use search_workload::{arg, corpus, measure, queries};
+use search_workload::{arg, corpus, measure, measure_vectors, queries};
 use std::sync::Arc;
 
 use index_sqlite::SqliteIndex;
-use memory_index::{InMemoryIndex, MemoryIndex};
+use memory_index::InMemoryIndex;
 use serde_json::{Value, json};
 
 fn main() {
@@ -39,15 +39,15 @@ fn main() {
         let _ = std::fs::remove_dir_all(&dir);
         let sqlite = SqliteIndex::open_in(&dir).unwrap();
         let mut figures = rt.block_on(measure(&sqlite, &texts, &queries));
+        figures["vector_lane"] = rt.block_on(measure_vectors(&sqlite, &queries));
         figures["file_bytes"] = json!(std::fs::metadata(sqlite.path()).map_or(0, |m| m.len()));
         report.insert(format!("sqlite_n{n}"), figures);
         drop(sqlite);
         let _ = std::fs::remove_dir_all(&dir);
-        let memory: Arc<dyn MemoryIndex> = Arc::new(InMemoryIndex::new());
-        report.insert(
-            format!("memory_n{n}"),
-            rt.block_on(measure(memory.as_ref(), &texts, &queries)),
-        );
+        let memory = Arc::new(InMemoryIndex::new());
+        let mut figures = rt.block_on(measure(memory.as_ref(), &texts, &queries));
+        figures["vector_lane"] = rt.block_on(measure_vectors(memory.as_ref(), &queries));
+        report.insert(format!("memory_n{n}"), figures);
     }
     println!(
         "{}",

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use memory_index::{
     COMMON_QUERY_WINDOW, COMMON_TERM_SHARE, GroupUpdate, Hit, IndexError, IndexStats, MemoryIndex,
-    QueryTerm, SearchRequest, SourceKind, check_updates, normalize, query_terms, snippet,
-    terms_to_search,
+    QueryTerm, SearchRequest, SourceKind, VectorCache, check_updates, normalize, query_terms,
+    snippet, terms_to_search,
 };
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
@@ -21,7 +21,7 @@ mod vectors;
 pub const INDEX_FILE: &str = ".nanobot-rs/index.sqlite";
 
 /// The schema this build writes; an index of any other version is rebuilt.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// How long a write waits for another process's write to finish.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -44,7 +44,12 @@ const SCHEMA: &str = "
     CREATE VIRTUAL TABLE chunk_terms USING fts5 (terms, tokenize = 'unicode61 remove_diacritics 0');
     CREATE VIRTUAL TABLE chunk_vocab USING fts5vocab (chunk_terms, 'row');
     CREATE TABLE marks (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-    CREATE TABLE vectors (chunk INTEGER PRIMARY KEY, vector BLOB NOT NULL);
+    CREATE TABLE vectors (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        chunk INTEGER NOT NULL UNIQUE,
+        vector BLOB NOT NULL
+    );
+    CREATE TABLE vector_epoch (only INTEGER PRIMARY KEY CHECK (only = 1), epoch INTEGER NOT NULL);
     CREATE TABLE vector_model (
         only INTEGER PRIMARY KEY CHECK (only = 1),
         name TEXT NOT NULL,
@@ -72,6 +77,8 @@ pub struct SqliteIndex {
     path: PathBuf,
     connection: Arc<Mutex<Connection>>,
     repairs: Arc<Mutex<Vec<Repair>>>,
+    /// This process's copy of the vectors (`memory_index::VectorCache`).
+    vectors: Arc<Mutex<VectorCache>>,
 }
 
 impl SqliteIndex {
@@ -96,6 +103,7 @@ impl SqliteIndex {
             path: path.to_owned(),
             connection: Arc::new(Mutex::new(connection)),
             repairs: Arc::new(Mutex::new(repairs)),
+            vectors: Arc::new(Mutex::new(VectorCache::new())),
         })
     }
 
@@ -343,11 +351,18 @@ fn remove_groups(
     condition: &str,
     value: &str,
 ) -> rusqlite::Result<()> {
-    for table in ["chunk_terms WHERE rowid", "vectors WHERE chunk"] {
-        transaction.execute(
-            &format!("DELETE FROM {table} IN (SELECT id FROM chunks WHERE {condition})"),
-            [value],
-        )?;
+    transaction.execute(
+        &format!(
+            "DELETE FROM chunk_terms WHERE rowid IN (SELECT id FROM chunks WHERE {condition})"
+        ),
+        [value],
+    )?;
+    let vectors_gone = transaction.execute(
+        &format!("DELETE FROM vectors WHERE chunk IN (SELECT id FROM chunks WHERE {condition})"),
+        [value],
+    )?;
+    if vectors_gone > 0 {
+        vectors::bump_epoch(transaction)?;
     }
     transaction.execute(&format!("DELETE FROM chunks WHERE {condition}"), [value])?;
     Ok(())
@@ -494,6 +509,12 @@ fn create(connection: &Connection) -> rusqlite::Result<i64> {
             return Ok(version);
         }
         connection.execute_batch(&format!("{SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};"))?;
+        // A file made again starts at an epoch of its own, so no process's copy of the
+        // vectors of the file it replaced passes for current (`vectors::stamp`).
+        connection.execute(
+            "INSERT INTO vector_epoch (only, epoch) VALUES (1, ?1)",
+            [vectors::first_epoch()],
+        )?;
         Ok(SCHEMA_VERSION)
     })();
     match created {

@@ -1,16 +1,72 @@
 //! The vector lane of the side index: each chunk's vector in `vectors` (little-endian
-//! `f32`s), the model they belong to in `vector_model`, nearest by a scan in Rust.
+//! `f32`s, numbered in the order they were stored), the model they belong to in
+//! `vector_model`, and nearest ranked in this process's copy of them
+//! (`memory_index::VectorCache`), brought up to date by the stamp on every query.
 
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use llm_port::EmbeddingModel;
 use memory_index::{
-    Chunk, ChunkVector, Hit, IndexError, SearchRequest, VectorIndex, check_vectors, cosine,
-    decode_vector, encode_vector, other_model, query_terms, snippet,
+    CacheRefresh, Chunk, ChunkVector, Hit, IndexError, SearchRequest, VectorIndex, VectorRow,
+    VectorStamp, check_vectors, decode_vector, encode_vector, other_model, query_terms, snippet,
 };
 use rusqlite::{OptionalExtension, params};
 
-use crate::{SqliteIndex, TIME_FORMAT, kind_of, request_bounds};
+use crate::{SqliteIndex, TIME_FORMAT, kind_of};
+
+/// The epoch a new file starts at: its own, so a copy of another file's vectors never
+/// matches it.
+pub(crate) fn first_epoch() -> i64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    ((nanos as i64) ^ (i64::from(std::process::id()) << 40)) & i64::MAX
+}
+
+/// Records that stored vectors went away: every copy reloads.
+pub(crate) fn bump_epoch(connection: &rusqlite::Connection) -> rusqlite::Result<()> {
+    connection.execute(
+        "UPDATE vector_epoch SET epoch = (epoch + 1) & 9223372036854775807 WHERE only = 1",
+        [],
+    )?;
+    Ok(())
+}
+
+/// Where the file's vectors stand.
+fn stamp(connection: &rusqlite::Connection) -> rusqlite::Result<VectorStamp> {
+    connection.query_row(
+        "SELECT (SELECT epoch FROM vector_epoch WHERE only = 1),
+                coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'vectors'), 0) + 1",
+        [],
+        |row| {
+            Ok(VectorStamp {
+                epoch: row.get::<_, Option<i64>>(0)?.unwrap_or(0),
+                next: row.get(1)?,
+            })
+        },
+    )
+}
+
+/// The vectors numbered `from` or above, with what ranking needs of their chunks.
+fn vector_rows(connection: &rusqlite::Connection, from: i64) -> rusqlite::Result<Vec<VectorRow>> {
+    let mut statement = connection.prepare(
+        "SELECT c.id, c.source, c.part, c.kind, c.at, v.vector
+         FROM vectors v JOIN chunks c ON c.id = v.chunk WHERE v.seq >= ?1",
+    )?;
+    let rows = statement.query_map([from], |row| {
+        let at: Option<String> = row.get(4)?;
+        let vector: Vec<u8> = row.get(5)?;
+        Ok(VectorRow {
+            key: row.get(0)?,
+            source: row.get(1)?,
+            part: row.get(2)?,
+            kind: kind_of(row.get(3)?),
+            at: at.and_then(|at| NaiveDateTime::parse_from_str(&at, TIME_FORMAT).ok()),
+            vector: decode_vector(&vector),
+        })
+    })?;
+    rows.collect()
+}
 
 fn held_model(connection: &rusqlite::Connection) -> rusqlite::Result<Option<EmbeddingModel>> {
     connection
@@ -57,8 +113,10 @@ impl VectorIndex for SqliteIndex {
                     params![model.name, model.dimensions as i64],
                 )?;
                 {
+                    // A chunk keeps the vector it has (stored vectors never change, which
+                    // is what lets copies of them be brought up to date by appending).
                     let mut put = transaction.prepare(
-                        "INSERT OR REPLACE INTO vectors (chunk, vector)
+                        "INSERT OR IGNORE INTO vectors (chunk, vector)
                          SELECT id, ?3 FROM chunks WHERE grp = ?1 AND part = ?2",
                     )?;
                     for vector in &vectors {
@@ -104,6 +162,7 @@ impl VectorIndex for SqliteIndex {
             let transaction = connection.transaction()?;
             transaction.execute("DELETE FROM vectors", [])?;
             transaction.execute("DELETE FROM vector_model", [])?;
+            bump_epoch(&transaction)?;
             transaction.commit()
         })
         .await
@@ -117,48 +176,35 @@ impl VectorIndex for SqliteIndex {
         request.check()?;
         let query = query.to_vec();
         let request = request.clone();
+        let cache = self.vectors.clone();
         self.with_connection("searching by vector", move |connection| {
-            let (kinds, since) = request_bounds(&request);
-            let mut statement = connection.prepare(&format!(
-                "SELECT c.id, c.source, c.part, c.kind, c.at, v.vector
-                 FROM vectors v JOIN chunks c ON c.id = v.chunk
-                 WHERE c.kind IN ({kinds}) AND (?1 IS NULL OR c.at >= ?1)"
-            ))?;
-            // Ranked without the texts; only the hits' texts are read.
-            let mut scored: Vec<(f64, i64, String, u32, i64, Option<String>)> = statement
-                .query_map([since], |row| {
-                    let vector: Vec<u8> = row.get(5)?;
-                    Ok((
-                        f64::from(cosine(&query, &decode_vector(&vector))),
-                        row.get(0)?,
-                        row.get(1)?,
-                        row.get(2)?,
-                        row.get(3)?,
-                        row.get(4)?,
-                    ))
-                })?
-                .collect::<rusqlite::Result<_>>()?;
-            scored.sort_by(|a, b| {
-                b.0.total_cmp(&a.0)
-                    .then_with(|| a.2.cmp(&b.2))
-                    .then_with(|| a.3.cmp(&b.3))
-            });
+            // The stamp and the rows in one snapshot.
+            let transaction = connection.transaction()?;
+            let stamp = stamp(&transaction)?;
+            let nearest = {
+                let mut copy = cache
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                match copy.refresh_for(stamp) {
+                    CacheRefresh::Current => {}
+                    CacheRefresh::Append { from } => {
+                        copy.append(stamp, vector_rows(&transaction, from)?);
+                    }
+                    CacheRefresh::Reload => copy.reload(stamp, vector_rows(&transaction, 0)?),
+                }
+                copy.nearest(&query, &request)
+            };
+            // Only the hits' texts are read.
             let terms = query_terms(&request.query);
-            let mut text_of = connection.prepare("SELECT text FROM chunks WHERE id = ?1")?;
-            let mut hits: Vec<Hit> = Vec::new();
-            for (score, id, source, _, kind, at) in scored {
-                if hits.len() == request.limit {
-                    break;
-                }
-                if hits.iter().any(|hit| hit.source == source) {
-                    continue;
-                }
-                let text: String = text_of.query_row([id], |row| row.get(0))?;
+            let mut text_of = transaction.prepare("SELECT text FROM chunks WHERE id = ?1")?;
+            let mut hits: Vec<Hit> = Vec::with_capacity(nearest.len());
+            for found in nearest {
+                let text: String = text_of.query_row([found.key], |row| row.get(0))?;
                 hits.push(Hit {
-                    source,
-                    kind: kind_of(kind),
-                    at: at.and_then(|at| NaiveDateTime::parse_from_str(&at, TIME_FORMAT).ok()),
-                    score,
+                    source: found.source,
+                    kind: found.kind,
+                    at: found.at,
+                    score: found.score,
                     snippet: snippet(&text, &terms),
                 });
             }

@@ -692,3 +692,110 @@ where
     }
     Ok(())
 }
+
+/// Two handles on one empty index (two processes' opens of one file, two instances on
+/// one database): what one writes to the vector lane, the other's `nearest` answers by
+/// at once, whatever copy of the vectors it keeps (a replaced chunk's vector gone, a new
+/// chunk's vector added, every vector cleared and put again). An `Err` names the broken
+/// rule.
+pub async fn vector_copies_follow_other_handles<I>(reader: &I, writer: &I) -> Result<(), String>
+where
+    I: MemoryIndex + crate::VectorIndex,
+{
+    use crate::{ChunkVector, HashingEmbedder, journal_chunk};
+    use llm_port::Embedder;
+
+    let embedder = HashingEmbedder::new(64);
+    let model = embedder.model();
+    let failed = |e: IndexError| e.to_string();
+    let write = |cursor: u64, text: &'static str| async move {
+        writer
+            .replace(GroupUpdate::from_chunks(vec![journal_chunk(
+                cursor,
+                "2026-03-01 10:00",
+                text,
+            )]))
+            .await
+    };
+    let embed_missing = || async {
+        let missing = writer.missing_vectors(100).await?;
+        let vectors = missing
+            .iter()
+            .map(|c| ChunkVector {
+                group: c.group.clone(),
+                part: c.part,
+                vector: embedder.vector(&c.text),
+            })
+            .collect();
+        writer.put_vectors(&model, vectors).await
+    };
+    let nearest = |query: &'static str| async move {
+        let hits = reader
+            .nearest(
+                &embedder.vector(query),
+                &SearchRequest::new(query).limit(10),
+            )
+            .await?;
+        Ok::<_, IndexError>(
+            hits.into_iter()
+                .map(|h| (h.source, h.snippet))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let sources = |hits: &[(String, String)]| {
+        hits.iter()
+            .map(|(source, _)| source.clone())
+            .collect::<Vec<_>>()
+    };
+
+    write(1, "The nightly backup job on pluto-db-02 timed out")
+        .await
+        .map_err(failed)?;
+    write(2, "The user prefers green tea to coffee")
+        .await
+        .map_err(failed)?;
+    embed_missing().await.map_err(failed)?;
+    let first = nearest("green tea").await.map_err(failed)?;
+    if sources(&first) != ["history#2", "history#1"] {
+        return Err(format!("the reader sees the writer's vectors: {first:?}"));
+    }
+    // A replaced chunk loses its vector: the reader's copy must not keep it.
+    write(2, "The user has given up hot drinks")
+        .await
+        .map_err(failed)?;
+    let replaced = nearest("green tea").await.map_err(failed)?;
+    if sources(&replaced) != ["history#1"] {
+        return Err(format!(
+            "a replaced chunk's vector is gone for the reader: {replaced:?}"
+        ));
+    }
+    // New vectors: the reader's copy gains them.
+    write(3, "Green tea with jasmine every morning")
+        .await
+        .map_err(failed)?;
+    embed_missing().await.map_err(failed)?;
+    let added = nearest("green tea").await.map_err(failed)?;
+    if added
+        .first()
+        .map(|(s, snippet)| (s.as_str(), snippet.contains("jasmine")))
+        != Some(("history#3", true))
+        || added.len() != 3
+    {
+        return Err(format!("a new vector is found by the reader: {added:?}"));
+    }
+    writer.clear_vectors().await.map_err(failed)?;
+    let cleared = nearest("green tea").await.map_err(failed)?;
+    if !cleared.is_empty() {
+        return Err(format!(
+            "cleared vectors are gone for the reader: {cleared:?}"
+        ));
+    }
+    embed_missing().await.map_err(failed)?;
+    let again = nearest("green tea").await.map_err(failed)?;
+    if again != added {
+        return Err(format!(
+            "vectors put again rank as before: {again:?} against {added:?}"
+        ));
+    }
+    Ok(())
+}

@@ -6,16 +6,21 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 
+use llm_port::EmbeddingModel;
+
+use crate::chunk::Chunk;
 use crate::port::{GroupUpdate, Hit, IndexError, IndexStats, MemoryIndex, SearchRequest};
+use crate::vectors::{ChunkVector, SearchIndex, VectorIndex};
 
 /// Opens the index behind a [`LazyIndex`].
-pub type IndexOpener = Box<dyn Fn() -> Result<Arc<dyn MemoryIndex>, IndexError> + Send + Sync>;
+pub type IndexOpener = Box<dyn Fn() -> Result<Arc<dyn SearchIndex>, IndexError> + Send + Sync>;
 
-/// A [`MemoryIndex`] opened by its opener on the first call. A failed open is the call's
-/// error and is tried again on the next call (the directory may become writable).
+/// A [`MemoryIndex`] and [`VectorIndex`] opened by its opener on the first call of either
+/// lane. A failed open is the call's error and is tried again on the next call (the
+/// directory may become writable).
 pub struct LazyIndex {
     open: IndexOpener,
-    opened: Mutex<Option<Arc<dyn MemoryIndex>>>,
+    opened: Mutex<Option<Arc<dyn SearchIndex>>>,
 }
 
 impl LazyIndex {
@@ -29,7 +34,7 @@ impl LazyIndex {
     }
 
     /// The index, opened now if it was not yet.
-    pub fn get(&self) -> Result<Arc<dyn MemoryIndex>, IndexError> {
+    pub fn get(&self) -> Result<Arc<dyn SearchIndex>, IndexError> {
         let mut opened = self.opened.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(index) = &*opened {
             return Ok(index.clone());
@@ -80,5 +85,36 @@ impl MemoryIndex for LazyIndex {
 
     async fn set_marks(&self, marks: Vec<(String, Option<String>)>) -> Result<(), IndexError> {
         self.get()?.set_marks(marks).await
+    }
+}
+
+#[async_trait]
+impl VectorIndex for LazyIndex {
+    async fn vector_model(&self) -> Result<Option<EmbeddingModel>, IndexError> {
+        self.get()?.vector_model().await
+    }
+
+    async fn put_vectors(
+        &self,
+        model: &EmbeddingModel,
+        vectors: Vec<ChunkVector>,
+    ) -> Result<(), IndexError> {
+        self.get()?.put_vectors(model, vectors).await
+    }
+
+    async fn missing_vectors(&self, limit: usize) -> Result<Vec<Chunk>, IndexError> {
+        self.get()?.missing_vectors(limit).await
+    }
+
+    async fn clear_vectors(&self) -> Result<(), IndexError> {
+        self.get()?.clear_vectors().await
+    }
+
+    async fn nearest(
+        &self,
+        query: &[f32],
+        request: &SearchRequest,
+    ) -> Result<Vec<Hit>, IndexError> {
+        self.get()?.nearest(query, request).await
     }
 }

@@ -8,6 +8,7 @@ mod memory;
 mod normalize;
 mod port;
 mod snippet;
+mod vector_cache;
 mod vectors;
 
 pub use chunk::{
@@ -23,7 +24,8 @@ pub use port::{
     terms_to_search,
 };
 pub use snippet::snippet;
+pub use vector_cache::{CacheRefresh, Nearest, VectorCache, VectorRow, VectorStamp};
 pub use vectors::{
-    ChunkVector, HashingEmbedder, RRF_K, VectorIndex, best_hits, check_vectors, cosine,
-    decode_vector, encode_vector, other_model, reciprocal_rank_fusion,
+    ChunkVector, HashingEmbedder, RRF_K, SearchIndex, VectorIndex, best_hits, check_vectors,
+    cosine, decode_vector, encode_vector, other_model, reciprocal_rank_fusion,
 };

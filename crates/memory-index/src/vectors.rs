@@ -184,6 +184,13 @@ pub trait VectorIndex: Send + Sync {
     -> Result<Vec<Hit>, IndexError>;
 }
 
+/// An index with both lanes: what the backends shipped here give (in memory, SQLite,
+/// PostgreSQL). An `Arc<dyn SearchIndex>` coerces to either port, so one open index serves
+/// the words and the vectors of a scope.
+pub trait SearchIndex: crate::MemoryIndex + VectorIndex {}
+
+impl<T: crate::MemoryIndex + VectorIndex + ?Sized> SearchIndex for T {}
+
 /// Ranks `(score, chunk)` pairs into hits: best first, ties by source then part, one hit
 /// per source, at most `limit`. Shared by the vector lanes of every backend.
 pub fn best_hits<'a>(

@@ -12,9 +12,9 @@ use chrono::Offset;
 use context_builder::{BuilderConfig, ContextBuilder, Host};
 use dream::DreamSchedule;
 use index_sqlite::SqliteIndex;
-use llm_port::{Cl100kBase, Clock, LlmClient, TextSink, TokenCounter};
+use llm_port::{Cl100kBase, Clock, Embedder, LlmClient, TextSink, TokenCounter};
 use memory_core::ConsolidationConfig;
-use memory_index::{LazyIndex, MemoryIndex};
+use memory_index::{LazyIndex, SearchIndex};
 use memory_scope::{
     ChatType, FileLinks, IdentityResolver, Inbound, LinkTable, ModeResolver, NoMemoryReason,
     Resolution, ScopeDirs, ScopeKey, Subject,
@@ -108,6 +108,8 @@ pub struct Bot {
     pub clock: Arc<dyn Clock>,
     /// The prompt builder.
     pub builder: Arc<ContextBuilder>,
+    /// The `search_memory` tool the turns offer (with the configured embedder, if any).
+    pub search: Arc<SearchMemory>,
 }
 
 impl std::fmt::Debug for Bot {
@@ -154,6 +156,29 @@ pub fn model_client(config: &Config) -> Result<Arc<dyn LlmClient>, AppError> {
         llm_port::RetryPolicy::default(),
         Arc::new(llm_port::TokioClock::system()),
     )))
+}
+
+/// The embedder of memory search's vector lane, when the configuration names one.
+pub fn embedder(config: &Config) -> Result<Option<Arc<dyn Embedder>>, AppError> {
+    let Some(embeddings) = &config.embeddings else {
+        return Ok(None);
+    };
+    let timeouts = llm_http::Timeouts {
+        connect: Duration::from_secs(10),
+        idle: Duration::from_secs(config.request_timeout_secs),
+    };
+    let mut openai = llm_openai::OpenAiConfig::new(&embeddings.base_url, &embeddings.model)
+        .with_api_key(embeddings.api_key.clone())
+        .with_timeouts(timeouts);
+    openai.provider = "the embeddings server".into();
+    let embedder = llm_openai::OpenAiEmbedder::new(openai, embeddings.dimensions).map_err(|e| {
+        AppError::Config {
+            key: "search.embeddings_url".into(),
+            file: config.source.clone(),
+            reason: e.to_string(),
+        }
+    })?;
+    Ok(Some(Arc::new(embedder)))
 }
 
 /// Every scope's memory on files: the agent scope is the workspace as nanobot-ai lays it
@@ -264,7 +289,7 @@ impl FileBackend {
                     repair.reason
                 );
             }
-            Ok(Arc::new(index) as Arc<dyn MemoryIndex>)
+            Ok(Arc::new(index) as Arc<dyn SearchIndex>)
         }));
         Ok(ScopeStores::stepwise(
             sessions,
@@ -274,7 +299,7 @@ impl FileBackend {
             versions,
             Arc::new(FileLease::open(&root)?),
         )
-        .with_index(Arc::new(index)))
+        .with_search_index(Arc::new(index)))
     }
 }
 
@@ -475,6 +500,11 @@ impl Bot {
             builder_config(&config),
             counter.clone(),
         ));
+        let mut search = SearchMemory::new(counter.clone());
+        if let Some(embedder) = embedder(&config)? {
+            search = search.with_embedder(embedder, config.embed_per_search);
+        }
+        let search = Arc::new(search);
         let agent = Arc::new(
             Agent::new(
                 agent_settings(&config),
@@ -485,7 +515,7 @@ impl Bot {
                 counter.clone(),
             )
             .with_progress(progress_printer())
-            .with_tool(Arc::new(SearchMemory::new(counter))),
+            .with_tool(search.clone()),
         );
         let resolver = Arc::new(
             ModeResolver::new(config.isolation, links.clone()).with_bot_ids(config.bot_ids.clone()),
@@ -521,6 +551,7 @@ impl Bot {
             llm,
             clock,
             builder,
+            search,
         })
     }
 

@@ -393,12 +393,37 @@ pub async fn memory_search(bot: &Bot, search: &MemorySearch<'_>) -> Result<Strin
         .indexer(index.clone(), bot.agent.counter().clone())
         .sync()
         .await?;
-    let hits = index.search(&request).await?;
+    let mut tool = memory_search::SearchMemoryTool::new(
+        index,
+        bot.agent.counter().clone(),
+        memory_search::DEFAULT_BUDGET_TOKENS,
+    );
+    let mut notes = Vec::new();
+    if let Some(lane) = bot.search.vector_lane(&bot.memory) {
+        match lane.embed_missing(bot.config.embed_per_search).await {
+            Ok(pass) if pass.more => notes.push(format!(
+                "some of memory has no vector yet: each search embeds {} chunks, `nanobot memory reindex` embeds them all",
+                bot.config.embed_per_search
+            )),
+            Ok(_) => {}
+            Err(error) => notes.push(format!("embedding failed: {error}")),
+        }
+        tool = tool.with_vector_lane(lane);
+    }
+    let (hits, note) = tool.hits(&request).await?;
+    notes.extend(note);
     if search.json {
+        for note in &notes {
+            tracing::warn!("{note}");
+        }
         return Ok(serde_json::to_string_pretty(&hits).unwrap_or_else(|_| "[]".into()));
     }
+    let notes: String = notes.iter().map(|n| format!("\n({n})")).collect();
     if hits.is_empty() {
-        return Ok(format!("Nothing in memory matches {:?}.", search.query));
+        return Ok(format!(
+            "Nothing in memory matches {:?}.{notes}",
+            search.query
+        ));
     }
     let mut out = String::new();
     for (n, hit) in hits.iter().enumerate() {
@@ -415,7 +440,7 @@ pub async fn memory_search(bot: &Bot, search: &MemorySearch<'_>) -> Result<Strin
             hit.snippet
         );
     }
-    Ok(out.trim_end().to_owned())
+    Ok(format!("{}{notes}", out.trim_end()))
 }
 
 /// `nanobot memory reindex`: feeds the scope's index everything again, in place
@@ -429,7 +454,7 @@ pub async fn memory_reindex(bot: &Bot) -> Result<String, AppError> {
         .reindex()
         .await?;
     let stats = index.stats().await?;
-    Ok(format!(
+    let mut said = format!(
         "Search index rebuilt in {:.1} s: {} history entries, {} memory files, {} messages of {} sessions ({} chunks).",
         started.elapsed().as_secs_f64(),
         pass.entries,
@@ -437,7 +462,24 @@ pub async fn memory_reindex(bot: &Bot) -> Result<String, AppError> {
         pass.messages,
         pass.sessions,
         stats.chunks
-    ))
+    );
+    if let Some(lane) = bot.search.vector_lane(&bot.memory) {
+        // Every vector again, with the configured model (also what resumes a lane paused
+        // by a model change).
+        let started = std::time::Instant::now();
+        let embedded = lane.reembed().await?;
+        let _ = write!(
+            said,
+            "\nEmbedded {} chunks with {} in {:.1} s.",
+            embedded.embedded,
+            bot.config
+                .embeddings
+                .as_ref()
+                .map_or("the configured model", |e| e.model.as_str()),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(said)
 }
 
 /// `nanobot memory history [N]`.

@@ -40,6 +40,10 @@ impl Provider {
     }
 }
 
+/// The longest vector an embedding model may be configured with (the largest models
+/// today give 4,096 numbers).
+pub const MAX_EMBEDDING_DIMENSIONS: i64 = 16_384;
+
 /// The effective configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -110,6 +114,26 @@ pub struct Config {
     pub dream_max_tokens: u64,
     /// Journal entries per Dream run.
     pub dream_batch_entries: usize,
+    /// The embedding model behind memory search's vector lane (`None`: words only).
+    pub embeddings: Option<EmbeddingsConfig>,
+    /// Chunks `search_memory` embeds before it searches (the rest: later searches, or
+    /// `nanobot memory reindex` at once).
+    pub embed_per_search: usize,
+}
+
+/// An OpenAI-compatible `/v1/embeddings` endpoint for memory search's vector lane.
+#[derive(Debug, Clone)]
+pub struct EmbeddingsConfig {
+    /// The API root (`…/v1`).
+    pub base_url: String,
+    /// The model's name, sent with each request and kept beside the vectors.
+    pub model: String,
+    /// The model's vector length: with the name, what tells two models' vectors apart.
+    pub dimensions: usize,
+    /// The API key (never printed).
+    pub api_key: Option<ApiKey>,
+    /// The variable the key is read from (`None`: no key is sent).
+    pub api_key_env: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -120,6 +144,17 @@ struct FileConfig {
     llm: Option<LlmSection>,
     memory: Option<MemorySection>,
     dream: Option<DreamSection>,
+    search: Option<SearchSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchSection {
+    embeddings_url: Option<String>,
+    embeddings_model: Option<String>,
+    embeddings_dimensions: Option<i64>,
+    embeddings_api_key_env: Option<String>,
+    embed_per_search: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -172,7 +207,7 @@ struct DreamSection {
 }
 
 /// Every key with its environment variable, for the README and `config show`.
-pub const KEYS: [(&str, &str, &str); 29] = [
+pub const KEYS: [(&str, &str, &str); 34] = [
     ("workspace", "NANOBOT_WORKSPACE", "~/.nanobot/workspace"),
     ("storage.backend", "NANOBOT_STORAGE", "files"),
     (
@@ -246,6 +281,27 @@ pub const KEYS: [(&str, &str, &str); 29] = [
     ("dream.max_steps", "NANOBOT_DREAM_MAX_STEPS", "30"),
     ("dream.max_tokens", "NANOBOT_DREAM_MAX_TOKENS", "400000"),
     ("dream.mode", "NANOBOT_DREAM_MODE", "auto"),
+    (
+        "search.embeddings_url",
+        "NANOBOT_EMBEDDINGS_URL",
+        "none (words only)",
+    ),
+    (
+        "search.embeddings_model",
+        "NANOBOT_EMBEDDINGS_MODEL",
+        "none; required with a URL",
+    ),
+    (
+        "search.embeddings_dimensions",
+        "NANOBOT_EMBEDDINGS_DIMENSIONS",
+        "none; required with a URL",
+    ),
+    (
+        "search.embeddings_api_key_env",
+        "NANOBOT_EMBEDDINGS_API_KEY_ENV",
+        "none (no key sent)",
+    ),
+    ("search.embed_per_search", "NANOBOT_EMBED_PER_SEARCH", "64"),
 ];
 
 impl Config {
@@ -281,6 +337,7 @@ impl Config {
         let storage = file.storage.unwrap_or_default();
         let memory = file.memory.unwrap_or_default();
         let dream = file.dream.unwrap_or_default();
+        let search = file.search.unwrap_or_default();
 
         let text = |key: &str, var: &str, from_file: Option<String>| {
             env(var).or(from_file).map(|v| (key.to_owned(), v))
@@ -524,7 +581,89 @@ impl Config {
         {
             return Err(bad("llm.temperature", format!("{t} is outside 0 to 2")));
         }
+        let embeddings_url = text(
+            "search.embeddings_url",
+            "NANOBOT_EMBEDDINGS_URL",
+            search.embeddings_url,
+        )
+        .map(|(_, v)| v.trim().trim_end_matches('/').to_owned())
+        .filter(|v| !v.is_empty());
+        let embeddings_model = text(
+            "search.embeddings_model",
+            "NANOBOT_EMBEDDINGS_MODEL",
+            search.embeddings_model,
+        )
+        .map(|(_, v)| v.trim().to_owned())
+        .filter(|v| !v.is_empty());
+        let embeddings_dimensions = int(
+            "search.embeddings_dimensions",
+            "NANOBOT_EMBEDDINGS_DIMENSIONS",
+            search.embeddings_dimensions,
+            1,
+        )?;
+        if let Some(dimensions) = embeddings_dimensions
+            && dimensions > MAX_EMBEDDING_DIMENSIONS
+        {
+            return Err(bad(
+                "search.embeddings_dimensions",
+                format!("{dimensions} is above the maximum {MAX_EMBEDDING_DIMENSIONS}"),
+            ));
+        }
+        let embeddings_api_key_env = text(
+            "search.embeddings_api_key_env",
+            "NANOBOT_EMBEDDINGS_API_KEY_ENV",
+            search.embeddings_api_key_env,
+        )
+        .map(|(_, v)| v.trim().to_owned())
+        .filter(|v| !v.is_empty());
+        let embeddings = match (embeddings_url, embeddings_model, embeddings_dimensions) {
+            (None, None, None) => None,
+            (None, _, _) => {
+                return Err(bad(
+                    "search.embeddings_url",
+                    "an embedding model is named but not where it is served: set the URL of its OpenAI-compatible API too (NANOBOT_EMBEDDINGS_URL), e.g. http://127.0.0.1:8090/v1".into(),
+                ));
+            }
+            (Some(url), _, _) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                return Err(bad(
+                    "search.embeddings_url",
+                    format!("{url:?} must start with http:// or https://"),
+                ));
+            }
+            (Some(_), None, _) => {
+                return Err(bad(
+                    "search.embeddings_model",
+                    "an embeddings URL is set: name the model too (NANOBOT_EMBEDDINGS_MODEL), e.g. all-MiniLM-L6-v2".into(),
+                ));
+            }
+            (Some(_), Some(_), None) => {
+                return Err(bad(
+                    "search.embeddings_dimensions",
+                    "an embeddings URL is set: give the model's vector length too (NANOBOT_EMBEDDINGS_DIMENSIONS), e.g. 384 for all-MiniLM-L6-v2".into(),
+                ));
+            }
+            (Some(base_url), Some(model), Some(dimensions)) => Some(EmbeddingsConfig {
+                base_url,
+                model,
+                dimensions: dimensions as usize,
+                api_key: embeddings_api_key_env
+                    .as_deref()
+                    .and_then(env)
+                    .and_then(ApiKey::new),
+                api_key_env: embeddings_api_key_env,
+            }),
+        };
+        let embed_per_search = int(
+            "search.embed_per_search",
+            "NANOBOT_EMBED_PER_SEARCH",
+            search.embed_per_search,
+            0,
+        )?
+        .unwrap_or(nanobot_turn::DEFAULT_EMBED_PER_SEARCH as i64)
+            as usize;
         let config = Config {
+            embeddings,
+            embed_per_search,
             isolation,
             bot_ids,
             temperature: temperature.map(|t| t as f32),
@@ -619,7 +758,7 @@ impl Config {
     /// The effective configuration as TOML, the key redacted.
     pub fn show(&self) -> String {
         format!(
-            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndatabase_url = {:?}\nschema = {:?}\ndurability = {:?}\nlayout = {:?}\nsessions_root = {:?}\nturn_wait_secs = {}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\ntemperature = {}\nnative_tools = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\narchive_with_schema = {}\nisolation = {:?}\nbot_ids = {:?}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\nmode = {:?}\n",
+            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndatabase_url = {:?}\nschema = {:?}\ndurability = {:?}\nlayout = {:?}\nsessions_root = {:?}\nturn_wait_secs = {}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\ntemperature = {}\nnative_tools = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\narchive_with_schema = {}\nisolation = {:?}\nbot_ids = {:?}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\nmode = {:?}\n\n[search]\n{}embed_per_search = {}\n",
             self.source
                 .as_ref()
                 .map_or("defaults and the environment".to_owned(), |p| p
@@ -663,6 +802,18 @@ impl Config {
             self.dream_max_tokens,
             self.dream_batch_entries,
             self.dream_mode.name(),
+            self.embeddings.as_ref().map_or_else(
+                || "# embeddings_url: none (words only)\n".to_owned(),
+                |e| format!(
+                    "embeddings_url = {:?}\nembeddings_model = {:?}\nembeddings_dimensions = {}\nembeddings_api_key_env = {:?}  # key {}\n",
+                    e.base_url,
+                    e.model,
+                    e.dimensions,
+                    e.api_key_env.as_deref().unwrap_or(""),
+                    if e.api_key.is_some() { "set (***)" } else { "not set" }
+                )
+            ),
+            self.embed_per_search,
         )
     }
 }

@@ -126,7 +126,7 @@ impl MemoryBackend for PgBackend {
                     .map_err(TurnError::Memory)?;
                 (documents, Arc::new(files))
             };
-        let index: Arc<dyn memory_index::MemoryIndex> = Arc::new(pg.index());
+        let index = Arc::new(pg.index());
         Ok(ScopeStores {
             sessions,
             journal: pg.clone(),
@@ -136,8 +136,9 @@ impl MemoryBackend for PgBackend {
             lease: pg.clone(),
             archive: pg.clone(),
             commit: pg,
-            // The scope's search index, in the same database (migration 2).
-            index: Some(index),
+            // The scope's search index and its vectors, in the same database (migration 2).
+            index: Some(index.clone()),
+            vectors: Some(index),
         })
     }
 

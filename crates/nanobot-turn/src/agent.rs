@@ -286,6 +286,7 @@ impl Agent {
             autocompact,
             dream: Arc::new(dream),
             index: stores.index,
+            vectors: stores.vectors,
             prompt_files: stores.prompt_files,
             prompt,
         })

@@ -90,7 +90,7 @@ impl MemoryBackend for InMemoryBackend {
             Ok(versions),
             Arc::new(MemoryLeaseStore::with_clock(self.clock.clone())),
         )
-        .with_index(Arc::new(InMemoryIndex::new()));
+        .with_search_index(Arc::new(InMemoryIndex::new()));
         scopes.insert(scope.clone(), stores.clone());
         Ok(stores)
     }

@@ -8,7 +8,7 @@ use context_builder::{ContextBuilder, CurrentMessage, JournalEntry, Summary, Tur
 use dream::Dream;
 use llm_port::Message;
 use memory_core::{AutoCompact, Consolidator, PromptBuilder, SessionSummary, replayed_messages};
-use memory_index::MemoryIndex;
+use memory_index::{MemoryIndex, SearchIndex, VectorIndex};
 use memory_scope::ScopeKey;
 use memory_store::{
     ArchiveJournal, HistoryJournal, MemoryCommit, MemoryDocuments, MemoryLease, MemoryVersions,
@@ -43,6 +43,8 @@ pub struct ScopeStores {
     /// Its search index (`None`: the backend keeps none, and `search_memory` is not
     /// offered).
     pub index: Option<Arc<dyn MemoryIndex>>,
+    /// The vectors beside that index, for search's second lane (`None`: words only).
+    pub vectors: Option<Arc<dyn VectorIndex>>,
 }
 
 impl ScopeStores {
@@ -75,12 +77,21 @@ impl ScopeStores {
             versions,
             lease,
             index: None,
+            vectors: None,
         }
     }
 
-    /// The same stores with `index` as the scope's search index.
+    /// The same stores with `index` as the scope's search index (words only).
     pub fn with_index(mut self, index: Arc<dyn MemoryIndex>) -> Self {
         self.index = Some(index);
+        self
+    }
+
+    /// The same stores with `index` as the scope's search index and its vectors (an
+    /// embedder configured in `SearchMemory` then adds the vector lane).
+    pub fn with_search_index(mut self, index: Arc<dyn SearchIndex>) -> Self {
+        self.index = Some(index.clone());
+        self.vectors = Some(index);
         self
     }
 }
@@ -119,6 +130,8 @@ pub struct ScopeMemory {
     pub dream: Arc<Dream>,
     /// Its search index, if the backend keeps one.
     pub index: Option<Arc<dyn MemoryIndex>>,
+    /// The vectors beside it, if the backend keeps them.
+    pub vectors: Option<Arc<dyn VectorIndex>>,
     pub(crate) prompt_files: Arc<dyn PromptFiles>,
     pub(crate) prompt: Arc<ContextPrompt>,
 }

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use llm_port::ToolDefinition;
 use llm_port::tokens::TokenCounter;
+use llm_port::{Embedder, ToolDefinition};
 use memory_index::{Hit, session_prefix};
-use memory_search::{DEFAULT_BUDGET_TOKENS, Indexer, SearchMemoryTool};
+use memory_search::{DEFAULT_BUDGET_TOKENS, EMBED_BATCH, Indexer, SearchMemoryTool, VectorLane};
 use session_store::SessionKey;
 
 use crate::memory::ScopeMemory;
@@ -70,12 +70,20 @@ pub trait TurnTool: Send + Sync {
     async fn call(&self, context: ToolContext<'_>, arguments: &str) -> ToolOutput;
 }
 
+/// Chunks a search embeds before it runs, by default: one request to the embedder, so a
+/// search waits for at most one batch; the rest are embedded by later searches or at once
+/// by `nanobot memory reindex`.
+pub const DEFAULT_EMBED_PER_SEARCH: usize = EMBED_BATCH;
+
 /// `search_memory`: searches the scope's index (history journal, memory files, past
 /// sessions) after bringing it up to date, and returns the results as recalled, untrusted
-/// data ([`memory_search::render`]).
+/// data ([`memory_search::render`]). With an embedder and a backend that keeps vectors,
+/// it also searches by meaning and fuses both rankings ([`memory_search::VectorLane`]).
 pub struct SearchMemory {
     counter: Arc<dyn TokenCounter>,
     budget_tokens: usize,
+    embedder: Option<Arc<dyn Embedder>>,
+    embed_per_search: usize,
 }
 
 impl SearchMemory {
@@ -85,6 +93,8 @@ impl SearchMemory {
         SearchMemory {
             counter,
             budget_tokens: DEFAULT_BUDGET_TOKENS,
+            embedder: None,
+            embed_per_search: DEFAULT_EMBED_PER_SEARCH,
         }
     }
 
@@ -92,6 +102,24 @@ impl SearchMemory {
     pub fn with_budget(mut self, budget_tokens: usize) -> Self {
         self.budget_tokens = budget_tokens;
         self
+    }
+
+    /// Also searches by meaning with `embedder`'s vectors, in scopes whose backend keeps
+    /// vectors ([`ScopeMemory::vectors`]); before each search up to `embed_per_search`
+    /// chunks without a vector get one.
+    pub fn with_embedder(mut self, embedder: Arc<dyn Embedder>, embed_per_search: usize) -> Self {
+        self.embedder = Some(embedder);
+        self.embed_per_search = embed_per_search;
+        self
+    }
+
+    /// The vector lane of `memory`, when this tool has an embedder and the backend keeps
+    /// vectors.
+    pub fn vector_lane(&self, memory: &ScopeMemory) -> Option<VectorLane> {
+        Some(VectorLane::new(
+            memory.vectors.clone()?,
+            self.embedder.clone()?,
+        ))
     }
 }
 
@@ -134,7 +162,16 @@ impl TurnTool for SearchMemory {
                 .and_then(|seq| seq.parse::<usize>().ok())
                 .is_some_and(|seq| seq >= live_from)
         };
-        let tool = SearchMemoryTool::new(index.clone(), self.counter.clone(), self.budget_tokens);
+        let mut tool =
+            SearchMemoryTool::new(index.clone(), self.counter.clone(), self.budget_tokens);
+        if let Some(lane) = self.vector_lane(memory) {
+            // A failing embedder leaves the chunks without vectors for the next search; the
+            // search itself says whether the lane answered.
+            if let Err(error) = lane.embed_missing(self.embed_per_search).await {
+                tracing::warn!(error = %error, "embedding before a memory search failed");
+            }
+            tool = tool.with_vector_lane(lane);
+        }
         let outcome = tool.call_leaving_out(arguments, &live).await;
         ToolOutput {
             content: outcome.text,

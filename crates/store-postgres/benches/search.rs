@@ -17,7 +17,7 @@
 mod search_workload;
 
 use memory_scope::{ScopeKey, Subject};
-use search_workload::{arg, corpus, measure, queries};
+use search_workload::{arg, corpus, measure, measure_vectors, queries};
 use serde_json::{Value, json};
 use sqlx::Row;
 use store_postgres::testing::{TestSchema, url};
@@ -49,6 +49,7 @@ fn main() {
                 .unwrap();
             let index = scope.index();
             let mut figures = measure(&index, &texts, &queries).await;
+            figures["vector_lane"] = measure_vectors(&index, &queries).await;
             let bytes: i64 = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "SELECT pg_total_relation_size('{q}.search_chunks') + pg_total_relation_size('{q}.search_terms')",
                 q = store.schema().quoted().replace('\'', "''")

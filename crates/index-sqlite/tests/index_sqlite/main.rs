@@ -270,6 +270,18 @@ async fn the_sqlite_index_passes_the_vector_suite() {
     );
 }
 
+/// Two opens of one file (two processes): each keeps its own copy of the vectors, and
+/// each copy follows what the other writes.
+#[tokio::test]
+async fn copies_of_the_vectors_follow_another_handles_writes() {
+    let dir = TempDir::new("index-vector-copies");
+    let reader = SqliteIndex::open_in(dir.path()).unwrap();
+    let writer = SqliteIndex::open_in(dir.path()).unwrap();
+    conformance::vector_copies_follow_other_handles(&reader, &writer)
+        .await
+        .unwrap();
+}
+
 /// Processes that open a scope's index for the first time at once (two `nanobot memory
 /// search` started together) share one index: none finds the others' half-made schema
 /// damaged and deletes the file under them.

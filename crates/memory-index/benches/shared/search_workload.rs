@@ -12,7 +12,10 @@ use std::time::Instant;
 use bench_workload::{SEED, SplitMix64, ZH, history_entries};
 use serde_json::{Value, json};
 
-use memory_index::{GroupUpdate, MemoryIndex, SearchRequest, journal_chunk};
+use memory_index::{
+    ChunkVector, GroupUpdate, HashingEmbedder, MemoryIndex, SearchIndex, SearchRequest,
+    VectorIndex, journal_chunk,
+};
 
 /// Chunks fed per `replace` (the indexer's journal batch).
 pub(crate) const BATCH: usize = 500;
@@ -125,5 +128,67 @@ pub(crate) async fn measure(
         "queries_with_hits": answered,
         "all": summary(all),
         "by_kind": by_kind.into_iter().map(|(k, v)| (k.to_owned(), summary(v))).collect::<serde_json::Map<_, _>>(),
+    })
+}
+
+/// Dimensions of the vector lane's figures: all-MiniLM-L6-v2's (the model CI serves).
+pub(crate) const VECTOR_DIMENSIONS: usize = 384;
+
+/// The vector lane of an index [`measure`] fed: every chunk given a vector of
+/// [`VECTOR_DIMENSIONS`] numbers (the hashing embedder's: the cost of ranking does not depend
+/// on what the numbers mean) as an embedding pass stores them, then each of `queries`
+/// answered by `nearest`, timed.
+pub(crate) async fn measure_vectors<I: SearchIndex + ?Sized>(
+    index: &I,
+    queries: &[(&'static str, String)],
+) -> Value {
+    let embedder = HashingEmbedder::new(VECTOR_DIMENSIONS);
+    let model = llm_port::Embedder::model(&embedder);
+    let started = Instant::now();
+    let mut stored = 0;
+    loop {
+        let missing = VectorIndex::missing_vectors(index, BATCH)
+            .await
+            .expect("chunks without vectors");
+        if missing.is_empty() {
+            break;
+        }
+        stored += missing.len();
+        let vectors = missing
+            .into_iter()
+            .map(|chunk| ChunkVector {
+                vector: embedder.vector(&chunk.text),
+                group: chunk.group,
+                part: chunk.part,
+            })
+            .collect();
+        index
+            .put_vectors(&model, vectors)
+            .await
+            .expect("store vectors");
+    }
+    let store_s = started.elapsed().as_secs_f64();
+    let query_vectors: Vec<Vec<f32>> = queries.iter().map(|(_, q)| embedder.vector(q)).collect();
+    for vector in query_vectors.iter().take(5) {
+        index
+            .nearest(vector, &SearchRequest::new("warm-up"))
+            .await
+            .expect("nearest");
+    }
+    let mut all = Vec::new();
+    for ((_, query), vector) in queries.iter().zip(&query_vectors) {
+        let t = Instant::now();
+        let hits = index
+            .nearest(vector, &SearchRequest::new(query.clone()))
+            .await
+            .expect("nearest");
+        all.push(t.elapsed().as_secs_f64());
+        assert!(!hits.is_empty());
+    }
+    json!({
+        "vectors": stored,
+        "dimensions": VECTOR_DIMENSIONS,
+        "store_vectors_per_s": stored as f64 / store_s,
+        "nearest": summary(all),
     })
 }

@@ -38,6 +38,9 @@ fn nanobot(workspace: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
         "OPENAI_API_KEY",
         "ANTHROPIC_API_KEY",
         "RUST_LOG",
+        "NANOBOT_EMBEDDINGS_URL",
+        "NANOBOT_EMBEDDINGS_MODEL",
+        "NANOBOT_EMBEDDINGS_DIMENSIONS",
     ] {
         command.env_remove(var);
     }
@@ -523,6 +526,98 @@ async fn why_an_archive_went_raw_is_kept_for_status() {
         line.ends_with("messages 2-6: asked with a schema: the answer was unfinished (Length)"),
         "{line}"
     );
+}
+
+/// Memory search's embedding model: all three of URL, model and dimensions or none, each
+/// missing one named; the environment wins; `config show` never prints the key.
+#[test]
+fn the_embeddings_configuration_is_checked_and_its_key_never_shown() {
+    let load = |file: &str, env: &[(&str, &str)]| {
+        let scratch = TempDir::new("config-embeddings");
+        let path = scratch.path().join("nanobot.toml");
+        std::fs::write(&path, file).unwrap();
+        let env: std::collections::HashMap<String, String> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        nanobot_app::Config::load(Some(&path), &|name| env.get(name).cloned())
+    };
+    let defaults = load("", &[]).unwrap();
+    assert!(defaults.embeddings.is_none());
+    assert_eq!(defaults.embed_per_search, 64);
+
+    let full = "[search]\nembeddings_url = \"http://127.0.0.1:8090/v1/\"\nembeddings_model = \"all-MiniLM-L6-v2\"\nembeddings_dimensions = 384\nembeddings_api_key_env = \"EMBED_KEY\"\n";
+    let config = load(full, &[("EMBED_KEY", "sk-embed-SECRET")]).unwrap();
+    let embeddings = config.embeddings.clone().unwrap();
+    assert_eq!(embeddings.base_url, "http://127.0.0.1:8090/v1");
+    assert_eq!(
+        (embeddings.model.as_str(), embeddings.dimensions),
+        ("all-MiniLM-L6-v2", 384)
+    );
+    assert!(embeddings.api_key.is_some());
+    let shown = config.show();
+    assert!(!shown.contains("SECRET"), "{shown}");
+    assert!(
+        shown.contains("embeddings_model = \"all-MiniLM-L6-v2\"")
+            && shown.contains("embeddings_api_key_env = \"EMBED_KEY\"  # key set (***)"),
+        "{shown}"
+    );
+    let overridden = load(
+        full,
+        &[
+            ("NANOBOT_EMBEDDINGS_DIMENSIONS", "768"),
+            ("NANOBOT_EMBED_PER_SEARCH", "0"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(overridden.embeddings.unwrap().dimensions, 768);
+    assert_eq!(overridden.embed_per_search, 0);
+
+    for (file, env, key) in [
+        (
+            "[search]\nembeddings_url = \"http://127.0.0.1:8090/v1\"\n",
+            &[][..],
+            "search.embeddings_model",
+        ),
+        (
+            "[search]\nembeddings_url = \"http://127.0.0.1:8090/v1\"\nembeddings_model = \"m\"\n",
+            &[][..],
+            "search.embeddings_dimensions",
+        ),
+        (
+            "[search]\nembeddings_model = \"m\"\n",
+            &[][..],
+            "search.embeddings_url",
+        ),
+        (
+            "[search]\nembeddings_url = \"ftp://x\"\nembeddings_model = \"m\"\nembeddings_dimensions = 3\n",
+            &[][..],
+            "search.embeddings_url",
+        ),
+        (
+            full,
+            &[("NANOBOT_EMBEDDINGS_DIMENSIONS", "0")][..],
+            "search.embeddings_dimensions",
+        ),
+        (
+            full,
+            &[("NANOBOT_EMBEDDINGS_DIMENSIONS", "99999999")][..],
+            "search.embeddings_dimensions",
+        ),
+        (
+            "[search]\nembed_per_search = -1\n",
+            &[][..],
+            "search.embed_per_search",
+        ),
+        (
+            "[search]\nembedings_url = \"x\"\n",
+            &[][..],
+            "embedings_url",
+        ),
+    ] {
+        let error = load(file, env).unwrap_err().to_string();
+        assert!(error.contains(key), "{file:?} {env:?}: {error}");
+    }
 }
 
 /// The committed inputs of the `config_file` fuzz target (`fuzz/corpus/config_file/`):

@@ -171,6 +171,30 @@ async fn memory_search_works_on_postgres() {
     assert_eq!(again, first);
 }
 
+/// Search by meaning on PostgreSQL: the scope's `PgIndex` keeps the vectors
+/// (`search::search_by_meaning_checks`, with the real embedding model).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_search_finds_by_meaning_on_postgres() {
+    let test = "memory_search_finds_by_meaning_on_postgres";
+    let (Some(url), Some(embeddings)) = (available(test), super::search::embeddings_url(test))
+    else {
+        return;
+    };
+    let ws = super::search::meaning_workspace("pg-search-meaning");
+    let store = TestSchema::new(&url).store().await;
+    let env = pg_env(&url, &store);
+    let ws_arg = ws.path().display().to_string();
+    let out = run(ws.path(), &["import", &ws_arg], &env);
+    assert!(out.status.success(), "{}", text(&out, ws.path()));
+    // Nothing is read from the files from now on: the journal is in the database.
+    std::fs::remove_file(ws.path().join("memory/history.jsonl")).unwrap();
+    tokio::task::spawn_blocking(move || {
+        super::search::search_by_meaning_checks(ws.path(), &embeddings, &env);
+    })
+    .await
+    .unwrap();
+}
+
 fn message_lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()

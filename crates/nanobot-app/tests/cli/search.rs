@@ -148,3 +148,105 @@ fn memory_search_names_what_is_wrong_with_its_arguments() {
     let hits: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert!(hits.iter().all(|h| h["kind"] == "sessions"), "{hits:?}");
 }
+
+/// The entries of the search-by-meaning check, as nanobot-ai writes its journal.
+pub(crate) fn meaning_workspace(label: &str) -> TempDir {
+    let ws = TempDir::new(label);
+    std::fs::create_dir_all(ws.path().join("memory")).unwrap();
+    let entries = [
+        "The user adopted a kitten called Miso in April.",
+        "The user booked the train to Lyon for the conference in June.",
+        "The user paid the plumber's invoice INV-88 on Friday.",
+        "The user is learning to play the cello on weekends.",
+        "The user's laptop battery is failing and needs a replacement.",
+    ];
+    let journal: String = entries
+        .iter()
+        .enumerate()
+        .map(|(n, content)| {
+            let at = format!("2026-0{}-02 10:00", n + 1);
+            format!(
+                "{}\n",
+                serde_json::json!({"cursor": n + 1, "timestamp": at, "content": content})
+            )
+        })
+        .collect();
+    std::fs::write(ws.path().join("memory/history.jsonl"), journal).unwrap();
+    ws
+}
+
+/// The real embedding model's URL, or `None` after saying the test skips.
+pub(crate) fn embeddings_url(test: &str) -> Option<String> {
+    bench_workload::testing::required_env(
+        "NANOBOT_TEST_EMBEDDINGS_URL",
+        test,
+        "start one with `cargo xtask llm start --model minilm --port 8090`",
+    )
+}
+
+/// Search by meaning through the app on the storage `storage` names, in a workspace made by
+/// [`meaning_workspace`] (and imported, for a database): a query that shares no word with
+/// the entry it means finds nothing by words and finds it first with the configured
+/// embedder; another model's name pauses the lane and the search says so while words still
+/// answer; `memory reindex` embeds everything with the configured model, after which the
+/// lane answers again.
+pub(crate) fn search_by_meaning_checks(ws: &Path, url: &str, storage: &[(&'static str, String)]) {
+    let envs = |model: Option<&str>| {
+        let mut envs = storage.to_vec();
+        if let Some(model) = model {
+            envs.push(("NANOBOT_EMBEDDINGS_URL", url.to_owned()));
+            envs.push(("NANOBOT_EMBEDDINGS_MODEL", model.to_owned()));
+            envs.push(("NANOBOT_EMBEDDINGS_DIMENSIONS", "384".to_owned()));
+        }
+        envs
+    };
+    let run = |model: Option<&str>, args: &[&str]| {
+        let envs = envs(model);
+        let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let out = nanobot(ws, args, &envs);
+        let said = text(&out, ws);
+        assert!(out.status.success(), "{args:?}: {said}");
+        said
+    };
+    let search = |model: Option<&str>, query: &str| run(model, &["memory", "search", query]);
+
+    let words = search(None, "feline companion");
+    assert!(words.contains("Nothing in memory matches"), "{words}");
+    let meaning = search(Some("all-MiniLM-L6-v2"), "feline companion");
+    assert!(
+        meaning.starts_with("[1] history#1 ") && meaning.contains("kitten called Miso"),
+        "{meaning}"
+    );
+    assert!(!meaning.contains("paused"), "{meaning}");
+
+    let paused = search(Some("another-model"), "feline companion");
+    assert!(
+        paused.contains("vector search is paused: the index holds vectors of all-MiniLM-L6-v2 (384 dimensions), the embedder is another-model (384 dimensions)"),
+        "{paused}"
+    );
+    let train = search(Some("another-model"), "Lyon");
+    assert!(train.starts_with("[1] history#2 "), "{train}");
+
+    let said = run(Some("another-model"), &["memory", "reindex"]);
+    assert!(
+        said.contains("Embedded 5 chunks with another-model"),
+        "{said}"
+    );
+    let resumed = search(Some("another-model"), "feline companion");
+    assert!(
+        resumed.starts_with("[1] history#1 ") && !resumed.contains("paused"),
+        "{resumed}"
+    );
+}
+
+/// [`search_by_meaning_checks`] on files, with the real embedding model `.ci/run` serves.
+#[test]
+fn memory_search_finds_by_meaning_with_a_configured_embedding_model() {
+    let Some(url) =
+        embeddings_url("memory_search_finds_by_meaning_with_a_configured_embedding_model")
+    else {
+        return;
+    };
+    let ws = meaning_workspace("cli-search-meaning");
+    search_by_meaning_checks(ws.path(), &url, &[]);
+}

@@ -455,3 +455,113 @@ async fn a_call_id_given_again_in_a_later_turn_is_made_unique() {
     assert_eq!(ids, ["call_1", "call_5_0"]);
     agent.finish().await.unwrap();
 }
+
+/// A model that knows a few meanings: pets, travel, money. Texts sharing none of its words
+/// still land near each other when they mean the same (what words alone cannot find).
+struct MeaningEmbedder {
+    name: &'static str,
+}
+
+const MEANINGS: [&[&str]; 3] = [
+    &["kitten", "cat", "feline", "pet", "tabby"],
+    &["train", "flight", "trip", "journey", "travel"],
+    &["invoice", "bill", "payment", "money"],
+];
+
+#[async_trait::async_trait]
+impl llm_port::Embedder for MeaningEmbedder {
+    fn model(&self) -> llm_port::EmbeddingModel {
+        llm_port::EmbeddingModel {
+            name: self.name.into(),
+            dimensions: 4,
+        }
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, llm_port::LlmError> {
+        Ok(texts
+            .iter()
+            .map(|text| {
+                let text = text.to_lowercase();
+                let mut vector = vec![0.0f32; 4];
+                for (axis, words) in MEANINGS.iter().enumerate() {
+                    vector[axis] = words.iter().filter(|w| text.contains(*w)).count() as f32;
+                }
+                vector[3] = 0.1;
+                vector
+            })
+            .collect())
+    }
+}
+
+/// The vector lane in the turn: with an embedder, `search_memory` embeds what has no vector
+/// yet and finds by meaning what shares no word with the query; another model pauses the
+/// lane, and the result says so while the words still answer.
+#[tokio::test]
+async fn search_memory_with_an_embedder_finds_by_meaning_and_says_when_the_lane_is_paused() {
+    let (_llm, agent) = scripted();
+    let memory = agent_memory(&agent).await;
+    remembered_but_not_injected(
+        &memory,
+        &[
+            "The user adopted a kitten called Miso in April.",
+            "The user booked the train to Lyon for the conference.",
+            "The user paid the plumber's invoice INV-88 on Friday.",
+        ],
+    )
+    .await;
+    let key = SessionKey::new("cli:today").unwrap();
+    let context = ToolContext {
+        memory: &memory,
+        session: &key,
+    };
+    let query = r#"{"query": "feline companion", "sources": ["history"]}"#;
+
+    let words_only = SearchMemory::new(Arc::new(Cl100kBase));
+    let said = words_only.call(context, query).await;
+    assert!(said.content.contains("No results."), "{}", said.content);
+
+    let vectors = memory
+        .vectors
+        .clone()
+        .expect("the in-memory backend keeps vectors");
+    let tool = SearchMemory::new(Arc::new(Cl100kBase)).with_embedder(
+        Arc::new(MeaningEmbedder {
+            name: "meanings-v1",
+        }),
+        64,
+    );
+    let said = tool.call(context, query).await;
+    assert!(said.recalled);
+    assert!(
+        said.content.contains("[1] history#1") && said.content.contains("kitten called Miso"),
+        "{}",
+        said.content
+    );
+    assert!(!said.content.contains("paused"), "{}", said.content);
+    assert!(
+        vectors.missing_vectors(10).await.unwrap().is_empty(),
+        "the search embedded every chunk"
+    );
+
+    // Another model: nothing of it mixed in, the words still answer, and the result says
+    // why the meaning was not searched.
+    let other = SearchMemory::new(Arc::new(Cl100kBase)).with_embedder(
+        Arc::new(MeaningEmbedder {
+            name: "meanings-v2",
+        }),
+        64,
+    );
+    let said = other
+        .call(context, r#"{"query": "Lyon", "sources": ["history"]}"#)
+        .await;
+    assert!(said.content.contains("history#2"), "{}", said.content);
+    assert!(
+        said.content.contains("vector search is paused: the index holds vectors of meanings-v1 (4 dimensions), the embedder is meanings-v2 (4 dimensions)"),
+        "{}",
+        said.content
+    );
+    assert_eq!(
+        vectors.vector_model().await.unwrap().map(|m| m.name),
+        Some("meanings-v1".to_owned())
+    );
+}
