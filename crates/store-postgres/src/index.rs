@@ -23,10 +23,10 @@ use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use llm_port::EmbeddingModel;
 use memory_index::{
-    COMMON_QUERY_WINDOW, COMMON_TERM_SHARE, Chunk, ChunkVector, GroupUpdate, Hit, IndexError,
-    IndexStats, MemoryIndex, QueryTerm, SearchRequest, SourceKind, VectorIndex, check_updates,
-    check_vectors, cosine, decode_vector, encode_vector, other_model, query_terms, snippet,
-    terms_to_search,
+    COMMON_QUERY_WINDOW, COMMON_TERM_SHARE, CacheRefresh, Chunk, ChunkVector, GroupUpdate, Hit,
+    IndexError, IndexStats, MemoryIndex, QueryTerm, SearchRequest, SourceKind, VectorCache,
+    VectorIndex, VectorRow, VectorStamp, check_updates, check_vectors, decode_vector,
+    encode_vector, other_model, query_terms, snippet, terms_to_search,
 };
 use sqlx::Row;
 
@@ -46,6 +46,9 @@ const MAX_TSVECTOR_BYTES: usize = 512 * 1024;
 pub struct PgIndex {
     inner: Arc<Inner>,
     scope_id: i64,
+    /// This handle's copy of the scope's vectors (`memory_index::VectorCache`), held
+    /// while it is brought up to date and ranked in.
+    vectors: Arc<tokio::sync::Mutex<VectorCache>>,
 }
 
 impl std::fmt::Debug for PgIndex {
@@ -62,6 +65,7 @@ impl PgScope {
         PgIndex {
             inner: self.inner.clone(),
             scope_id: self.scope_id,
+            vectors: Arc::new(tokio::sync::Mutex::new(VectorCache::new())),
         }
     }
 }
@@ -181,7 +185,8 @@ impl PgIndex {
         bind: Vec<String>,
     ) -> Result<(HashMap<String, i64>, i64), IndexError> {
         let rows = crate::query(&format!(
-            "DELETE FROM {} WHERE scope_id = $1 AND {condition} RETURNING tsvector_to_array(terms)",
+            "DELETE FROM {} WHERE scope_id = $1 AND {condition} \
+             RETURNING tsvector_to_array(terms), vector IS NOT NULL",
             self.t("search_chunks")
         ))
         .bind(self.scope_id)
@@ -189,6 +194,9 @@ impl PgIndex {
         .fetch_all(&mut *tx)
         .await
         .map_err(failed("remove chunks from the search index"))?;
+        if rows.iter().any(|row| row.get::<bool, _>(1)) {
+            self.vectors_gone(tx).await?;
+        }
         let mut changes: HashMap<String, i64> = HashMap::new();
         for row in &rows {
             let lexemes: Vec<String> = row.get(0);
@@ -197,6 +205,63 @@ impl PgIndex {
             }
         }
         Ok((changes, rows.len() as i64))
+    }
+
+    /// Records that stored vectors went away: every copy of them reads them again.
+    async fn vectors_gone(&self, tx: &mut sqlx::PgConnection) -> Result<(), IndexError> {
+        crate::query(&format!(
+            "UPDATE {} SET vectors_epoch = (vectors_epoch + 1) % 4611686018427387903 WHERE scope_id = $1",
+            self.t("search_heads")
+        ))
+        .bind(self.scope_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(failed("record removed vectors"))?;
+        Ok(())
+    }
+
+    /// The scope's vector stamp and the vectors numbered `from` or above (all of them for
+    /// `None`), read in one statement so both are of one snapshot. `None` when the scope's
+    /// index has no head row yet (it holds nothing).
+    async fn vector_rows(
+        &self,
+        from: Option<i64>,
+    ) -> Result<Option<(VectorStamp, Vec<VectorRow>)>, IndexError> {
+        let rows = crate::query(&format!(
+            "WITH h AS (SELECT vectors_epoch, next_seq FROM {heads} WHERE scope_id = $1) \
+             SELECT h.vectors_epoch, h.next_seq, c.chunk_id, c.source, c.part, c.kind, c.at, c.vector \
+             FROM h LEFT JOIN {chunks} c ON c.scope_id = $1 AND c.vector IS NOT NULL \
+               AND ($2::bigint IS NULL OR c.vector_seq >= $2)",
+            heads = self.t("search_heads"),
+            chunks = self.t("search_chunks"),
+        ))
+        .bind(self.scope_id)
+        .bind(from)
+        .fetch_all(&self.inner.pool())
+        .await
+        .map_err(failed("read vectors"))?;
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let stamp = VectorStamp {
+            epoch: first.get(0),
+            next: first.get(1),
+        };
+        let vectors = rows
+            .iter()
+            .filter_map(|row| {
+                let vector: Option<&[u8]> = row.get(7);
+                Some(VectorRow {
+                    key: row.get::<Option<i64>, _>(2)?,
+                    source: row.get(3),
+                    part: u32::try_from(row.get::<i32, _>(4)).ok()?,
+                    kind: SourceKind::from_name(row.get::<&str, _>(5))?,
+                    at: row.get(6),
+                    vector: decode_vector(vector?),
+                })
+            })
+            .collect();
+        Ok(Some((stamp, vectors)))
     }
 
     /// Applies term-count changes and the change of the chunk count.
@@ -726,16 +791,20 @@ impl VectorIndex for PgIndex {
                         .execute(&mut *tx)
                         .await
                         .map_err(failed("record the vectors' model"))?;
+                        // Numbered for the copies of the vectors; a chunk keeps the vector
+                        // it has (stored vectors never change).
+                        let first = self.take_seqs(tx, blobs.len() as i64).await?;
                         crate::query(&format!(
-                            "UPDATE {} c SET vector = x.vector \
-                             FROM unnest($2::text[], $3::int[], $4::bytea[]) AS x(grp, part, vector) \
-                             WHERE c.scope_id = $1 AND c.grp = x.grp AND c.part = x.part",
+                            "UPDATE {} c SET vector = x.vector, vector_seq = $5 + x.i - 1 \
+                             FROM unnest($2::text[], $3::int[], $4::bytea[]) WITH ORDINALITY AS x(grp, part, vector, i) \
+                             WHERE c.scope_id = $1 AND c.grp = x.grp AND c.part = x.part AND c.vector IS NULL",
                             self.t("search_chunks")
                         ))
                         .bind(self.scope_id)
                         .bind(&groups)
                         .bind(&parts)
                         .bind(&blobs)
+                        .bind(first)
                         .execute(&mut *tx)
                         .await
                         .map_err(failed("store vectors"))?;
@@ -786,13 +855,14 @@ impl VectorIndex for PgIndex {
                     async |tx| {
                         self.lock(tx).await?;
                         crate::query(&format!(
-                            "UPDATE {} SET vector = NULL WHERE scope_id = $1 AND vector IS NOT NULL",
+                            "UPDATE {} SET vector = NULL, vector_seq = NULL WHERE scope_id = $1 AND vector IS NOT NULL",
                             self.t("search_chunks")
                         ))
                         .bind(self.scope_id)
                         .execute(&mut *tx)
                         .await
                         .map_err(failed("clear vectors"))?;
+                        self.vectors_gone(tx).await?;
                         crate::query(&format!(
                             "UPDATE {} SET vector_model = NULL, vector_dims = NULL WHERE scope_id = $1",
                             self.t("search_heads")
@@ -817,45 +887,38 @@ impl VectorIndex for PgIndex {
         request.check()?;
         self.inner
             .deadline("index nearest", async {
-                let (kinds, since) = bounds(request);
-                // Ranked here without the texts; only the hits' texts are read.
-                let rows = crate::query(&format!(
-                    "SELECT chunk_id, source, part, kind, at, vector FROM {} \
-                     WHERE scope_id = $1 AND vector IS NOT NULL AND kind = ANY($2) \
-                       AND ($3::timestamp IS NULL OR at >= $3)",
-                    self.t("search_chunks")
-                ))
-                .bind(self.scope_id)
-                .bind(&kinds)
-                .bind(since)
-                .fetch_all(&self.inner.pool())
-                .await
-                .map_err(failed("read vectors"))?;
-                let mut scored: Vec<(Ranked, i32)> = rows
-                    .iter()
-                    .map(|row| {
-                        let vector: &[u8] = row.get(5);
-                        (
-                            Ranked {
-                                id: row.get(0),
-                                source: row.get(1),
-                                kind: row.get(3),
-                                at: row.get(4),
-                                score: f64::from(cosine(query, &decode_vector(vector))),
-                            },
-                            row.get(2),
-                        )
-                    })
-                    .collect();
-                scored.sort_by(|a, b| {
-                    b.0.score
-                        .total_cmp(&a.0.score)
-                        .then_with(|| a.0.source.cmp(&b.0.source))
-                        .then_with(|| a.1.cmp(&b.1))
-                });
+                let mut copy = self.vectors.lock().await;
+                // One small read when the copy is current; the new vectors when some were
+                // stored since; all of them when some went away.
+                let Some((stamp, rows)) = self.vector_stamp_or_rows(&copy).await? else {
+                    return Ok(Vec::new());
+                };
+                match (copy.refresh_for(stamp), rows) {
+                    (CacheRefresh::Current, _) => {}
+                    (CacheRefresh::Append { .. }, Some(Fetched::Since(rows))) => {
+                        copy.append(stamp, rows);
+                    }
+                    (_, Some(Fetched::All(rows))) => copy.reload(stamp, rows),
+                    // A vector went away between the two reads: read them all.
+                    _ => match self.vector_rows(None).await? {
+                        Some((stamp, rows)) => copy.reload(stamp, rows),
+                        None => return Ok(Vec::new()),
+                    },
+                }
+                let nearest = copy.nearest(query, request);
+                drop(copy);
                 let terms = query_terms(&request.query);
                 self.hits(
-                    scored.into_iter().map(|(ranked, _)| ranked).collect(),
+                    nearest
+                        .into_iter()
+                        .map(|found| Ranked {
+                            id: found.key,
+                            source: found.source,
+                            kind: found.kind.name().to_owned(),
+                            at: found.at,
+                            score: found.score,
+                        })
+                        .collect(),
                     request.limit,
                     &terms,
                 )
@@ -863,6 +926,50 @@ impl VectorIndex for PgIndex {
                 .map_err(failed("read the hits"))
             })
             .await
+    }
+}
+
+/// Vectors read to bring a copy up to date.
+enum Fetched {
+    /// Those stored since the copy's stamp.
+    Since(Vec<VectorRow>),
+    /// Every one.
+    All(Vec<VectorRow>),
+}
+
+impl PgIndex {
+    /// The scope's stamp, and the rows `copy` needs when it is not current (with the
+    /// stamp of their own snapshot).
+    async fn vector_stamp_or_rows(
+        &self,
+        copy: &VectorCache,
+    ) -> Result<Option<(VectorStamp, Option<Fetched>)>, IndexError> {
+        let stamp = crate::query(&format!(
+            "SELECT vectors_epoch, next_seq FROM {} WHERE scope_id = $1",
+            self.t("search_heads")
+        ))
+        .bind(self.scope_id)
+        .fetch_optional(&self.inner.pool())
+        .await
+        .map_err(failed("read the vectors' stamp"))?
+        .map(|row| VectorStamp {
+            epoch: row.get(0),
+            next: row.get(1),
+        });
+        let Some(stamp) = stamp else {
+            return Ok(None);
+        };
+        Ok(match copy.refresh_for(stamp) {
+            CacheRefresh::Current => Some((stamp, None)),
+            CacheRefresh::Append { from } => self
+                .vector_rows(Some(from))
+                .await?
+                .map(|(stamp, rows)| (stamp, Some(Fetched::Since(rows)))),
+            CacheRefresh::Reload => self
+                .vector_rows(None)
+                .await?
+                .map(|(stamp, rows)| (stamp, Some(Fetched::All(rows)))),
+        })
     }
 }
 

@@ -50,6 +50,14 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0002_search.sql"),
         additive: true,
     },
+    Migration {
+        version: 3,
+        name: "search_vectors",
+        sql: include_str!("../migrations/0003_search_vectors.sql"),
+        // A release before it would store vectors without numbering them, and copies of
+        // the vectors kept by this one would miss them.
+        additive: false,
+    },
 ];
 
 /// The newest migration this release knows.

@@ -41,6 +41,10 @@ fn released_migrations_are_pinned_by_checksum() {
             2,
             "02d4ecb2d6fce7bf8c29a4f75e46667c7384f346d540ce80074412a034c33320",
         ),
+        (
+            3,
+            "a56b67dde76734ae2568b7de794418a4d3e26b163209addfcf090f2e5cf7318f",
+        ),
     ];
     let actual: Vec<(i64, String)> = MIGRATIONS
         .iter()

@@ -150,6 +150,23 @@ async fn two_instances_indexing_one_scope_at_once_keep_the_counts_exact() {
 }
 
 /// What one scope holds is never found from another, whatever they share.
+/// Two instances on one scope: each keeps its own copy of the vectors, and the copy
+/// follows what the other instance writes (migration 3's stamp).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_of_the_vectors_follow_another_instances_writes() {
+    if !available() {
+        return;
+    }
+    let store = store().await;
+    let other = second_instance(&store).await;
+    let reader = index_of(&store, "shared").await;
+    let writer = index_of(&other, "shared").await;
+    conformance::vector_copies_follow_other_handles(&reader, &writer)
+        .await
+        .unwrap();
+    term_counts_are_exact(&store).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_search_sees_its_scope_only() {
     if !available() {
