@@ -36,5 +36,14 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             other.api_key = llm_http::ApiKey::new("another-key-of-another-length");
             assert_eq!(shown, other.show(), "show() depends on the API key's value");
         }
+        if let Some(embeddings) = &config.embeddings
+            && embeddings.api_key.is_some()
+        {
+            let mut other = config.clone();
+            if let Some(e) = other.embeddings.as_mut() {
+                e.api_key = llm_http::ApiKey::new("another-key-of-another-length");
+            }
+            assert_eq!(shown, other.show(), "show() depends on the embeddings key's value");
+        }
     }
 });

@@ -626,6 +626,7 @@ fn the_embeddings_configuration_is_checked_and_its_key_never_shown() {
 fn the_config_fuzz_corpus_replays() {
     let scratch = TempDir::new("fuzz-config");
     let mut loaded = 0;
+    let mut searched = 0;
     for (input, data) in bench_workload::testing::fuzz_corpus("config_file") {
         let split = data.iter().position(|&b| b == 0).unwrap_or(data.len());
         let env: std::collections::HashMap<String, String> =
@@ -646,9 +647,18 @@ fn the_config_fuzz_corpus_replays() {
                     other.api_key = llm_http::ApiKey::new("another-key-of-another-length");
                     assert_eq!(config.show(), other.show(), "{}", input.display());
                 }
+                if config.embeddings.as_ref().is_some_and(|e| e.api_key.is_some()) {
+                    let mut other = config.clone();
+                    if let Some(e) = other.embeddings.as_mut() {
+                        e.api_key = llm_http::ApiKey::new("another-key-of-another-length");
+                    }
+                    assert_eq!(config.show(), other.show(), "{}", input.display());
+                    searched += 1;
+                }
             }
             Err(error) => assert!(!error.to_string().is_empty()),
         }
     }
     assert!(loaded >= 1, "the example configuration loads");
+    assert!(searched >= 1, "an input with an embeddings key loads");
 }
