@@ -12,7 +12,7 @@ use memory_index::{
     QueryTerm, SearchRequest, SourceKind, VectorCache, check_updates, normalize, query_terms,
     snippet, terms_to_search,
 };
-use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 mod vectors;
 
@@ -151,7 +151,7 @@ impl MemoryIndex for SqliteIndex {
     async fn replace(&self, updates: Vec<GroupUpdate>) -> Result<(), IndexError> {
         check_updates(&updates)?;
         self.with_connection("replacing chunks", move |connection| {
-            let transaction = connection.transaction()?;
+            let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
             for update in &updates {
                 remove_groups(&transaction, "grp = ?1", &update.group)?;
                 let mut insert = transaction.prepare(
@@ -179,7 +179,8 @@ impl MemoryIndex for SqliteIndex {
     async fn remove_prefix(&self, prefix: &str) -> Result<(), IndexError> {
         let prefix = prefix.to_owned();
         self.with_connection("removing chunks", move |connection| {
-            let transaction = connection.transaction()?;
+            let transaction =
+                connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
             remove_groups(
                 &transaction,
                 "grp >= ?1 AND grp < ?1 || char(1114111)",
@@ -224,7 +225,8 @@ impl MemoryIndex for SqliteIndex {
 
     async fn set_marks(&self, marks: Vec<(String, Option<String>)>) -> Result<(), IndexError> {
         self.with_connection("setting marks", move |connection| {
-            let transaction = connection.transaction()?;
+            let transaction =
+                connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
             for (name, value) in &marks {
                 match value {
                     Some(value) => transaction.execute(

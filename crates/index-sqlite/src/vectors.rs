@@ -10,7 +10,7 @@ use memory_index::{
     CacheRefresh, Chunk, ChunkVector, Hit, IndexError, SearchRequest, VectorIndex, VectorRow,
     VectorStamp, check_vectors, decode_vector, encode_vector, other_model, query_terms, snippet,
 };
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use crate::{SqliteIndex, TIME_FORMAT, kind_of};
 
@@ -102,7 +102,7 @@ impl VectorIndex for SqliteIndex {
         let wanted = model.clone();
         let refused = self
             .with_connection("storing vectors", move |connection| {
-                let transaction = connection.transaction()?;
+                let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 if let Some(held) = held_model(&transaction)?
                     && held != model
                 {
@@ -159,7 +159,8 @@ impl VectorIndex for SqliteIndex {
 
     async fn clear_vectors(&self) -> Result<(), IndexError> {
         self.with_connection("clearing vectors", |connection| {
-            let transaction = connection.transaction()?;
+            let transaction =
+                connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
             transaction.execute("DELETE FROM vectors", [])?;
             transaction.execute("DELETE FROM vector_model", [])?;
             bump_epoch(&transaction)?;

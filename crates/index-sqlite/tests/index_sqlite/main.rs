@@ -243,6 +243,61 @@ async fn two_writers_on_one_index_lose_nothing() {
     }
 }
 
+/// Every kind of write from several handles at once (processes indexing, embedding and
+/// marking one scope's index together, as searches started beside a reindex do): each
+/// waits for the others' transactions instead of failing with "database is locked" (a
+/// deferred transaction that read first cannot wait for the write lock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_of_every_kind_from_several_handles_wait_for_each_other() {
+    use memory_index::{ChunkVector, HashingEmbedder, VectorIndex};
+    let dir = TempDir::new("index-sqlite-all-writes");
+    let handles: Vec<SqliteIndex> = (0..4)
+        .map(|_| SqliteIndex::open_in(dir.path()).expect("open"))
+        .collect();
+    let embedder = HashingEmbedder::new(16);
+    let model = llm_port::Embedder::model(&embedder);
+    let mut tasks = Vec::new();
+    for (n, index) in handles.iter().cloned().enumerate() {
+        let model = model.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..60u64 {
+                let cursor = (n as u64) * 1_000 + i;
+                index
+                    .replace(GroupUpdate::from_chunks(vec![journal_chunk(
+                        cursor,
+                        "2026-01-01 10:00",
+                        &format!("entry {cursor} token{cursor}x"),
+                    )]))
+                    .await?;
+                index
+                    .set_marks(vec![(format!("mark-{n}"), Some(i.to_string()))])
+                    .await?;
+                let missing = index.missing_vectors(8).await?;
+                let vectors = missing
+                    .iter()
+                    .map(|chunk| ChunkVector {
+                        group: chunk.group.clone(),
+                        part: chunk.part,
+                        vector: embedder.vector(&chunk.text),
+                    })
+                    .collect();
+                index.put_vectors(&model, vectors).await?;
+                index
+                    .nearest(&embedder.vector("entry"), &SearchRequest::new("entry"))
+                    .await?;
+                if i % 20 == 19 {
+                    index.remove_prefix(&format!("history#{cursor}")).await?;
+                }
+            }
+            Ok::<_, memory_index::IndexError>(())
+        }));
+    }
+    for task in tasks {
+        task.await.expect("task").expect("every write waits its turn");
+    }
+    assert_eq!(handles[0].stats().await.expect("stats").chunks, 4 * 57);
+}
+
 /// A query whose every term is in most chunks ranks among the newest
 /// `COMMON_QUERY_WINDOW` chunks only (`conformance::common_query_window`).
 #[tokio::test]

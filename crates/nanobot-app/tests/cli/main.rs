@@ -647,7 +647,11 @@ fn the_config_fuzz_corpus_replays() {
                     other.api_key = llm_http::ApiKey::new("another-key-of-another-length");
                     assert_eq!(config.show(), other.show(), "{}", input.display());
                 }
-                if config.embeddings.as_ref().is_some_and(|e| e.api_key.is_some()) {
+                if config
+                    .embeddings
+                    .as_ref()
+                    .is_some_and(|e| e.api_key.is_some())
+                {
                     let mut other = config.clone();
                     if let Some(e) = other.embeddings.as_mut() {
                         e.api_key = llm_http::ApiKey::new("another-key-of-another-length");
