@@ -293,7 +293,9 @@ async fn writes_of_every_kind_from_several_handles_wait_for_each_other() {
         }));
     }
     for task in tasks {
-        task.await.expect("task").expect("every write waits its turn");
+        task.await
+            .expect("task")
+            .expect("every write waits its turn");
     }
     assert_eq!(handles[0].stats().await.expect("stats").chunks, 4 * 57);
 }
