@@ -1,0 +1,159 @@
+#![doc = include_str!("../README.md")]
+
+mod chat;
+mod error;
+mod identity;
+
+pub use error::ServeError;
+pub use identity::{
+    API_PLATFORM, ApiKeyEntry, Caller, MAX_REQUEST_ID_CHARS, UserBinding, authenticate, checked_id,
+    session_key,
+};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use nanobot_turn::Agent;
+use serde_json::json;
+use tokio::sync::Semaphore;
+
+/// How the server behaves; the app fills it from the configuration file.
+#[derive(Debug, Clone)]
+pub struct ServeSettings {
+    /// The model name `/v1/models` lists and requests may name (the agent's).
+    pub model_name: String,
+    /// The API keys; empty: no key is asked (the app allows that on loopback only).
+    pub keys: Vec<ApiKeyEntry>,
+    /// Turns running at once, over every session; more get 429.
+    pub max_concurrent_turns: usize,
+    /// The largest request body, in bytes.
+    pub body_limit: usize,
+    /// How long a non-streamed request waits for its turn's answer (504 after; the turn
+    /// still finishes and is stored).
+    pub request_timeout: Duration,
+    /// How often a streamed answer sends a keep-alive comment while it waits.
+    pub keep_alive: Duration,
+}
+
+impl ServeSettings {
+    /// Settings for `model_name`: no keys, 16 turns at once, a 20 MB body limit (nanobot's),
+    /// a 120 s request timeout, keep-alive every 15 s.
+    pub fn new(model_name: impl Into<String>) -> ServeSettings {
+        ServeSettings {
+            model_name: model_name.into(),
+            keys: Vec::new(),
+            max_concurrent_turns: 16,
+            body_limit: 20 * 1024 * 1024,
+            request_timeout: Duration::from_secs(120),
+            keep_alive: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Whether the server's storage can serve turns (`GET /health/ready`): a check the app
+/// supplies (the database reachable, its migrations current).
+pub type Readiness = Arc<
+    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// The server: an agent, its settings and the limits shared by every request.
+pub struct Server {
+    pub(crate) agent: Arc<Agent>,
+    pub(crate) settings: ServeSettings,
+    pub(crate) turns: Arc<Semaphore>,
+    readiness: Option<Readiness>,
+}
+
+impl Server {
+    /// A server of `agent` with `settings`.
+    pub fn new(agent: Arc<Agent>, settings: ServeSettings) -> Server {
+        Server {
+            agent,
+            turns: Arc::new(Semaphore::new(settings.max_concurrent_turns.max(1))),
+            settings,
+            readiness: None,
+        }
+    }
+
+    /// `GET /health/ready` also runs `check` (storage reachable, migrations current).
+    pub fn with_readiness(mut self, check: Readiness) -> Server {
+        self.readiness = Some(check);
+        self
+    }
+
+    /// The routes, ready for `axum::serve`.
+    pub fn router(self) -> Router {
+        let limit = self.settings.body_limit;
+        Router::new()
+            .route("/health", get(health))
+            .route("/health/ready", get(ready))
+            .route("/v1/models", get(models))
+            .route("/v1/chat/completions", post(chat::completions))
+            .layer(DefaultBodyLimit::max(limit))
+            .with_state(Arc::new(self))
+    }
+
+    /// The caller of a request, or 401.
+    pub(crate) fn caller(&self, headers: &HeaderMap) -> Result<Caller, ServeError> {
+        if self.settings.keys.is_empty() {
+            return Ok(Caller::local());
+        }
+        let key = authenticate(&self.settings.keys, headers).ok_or(ServeError::Unauthorized)?;
+        Ok(Caller {
+            key: key.name.clone(),
+            tenant: key.tenant.clone(),
+            binding: key.binding.clone(),
+        })
+    }
+}
+
+/// Liveness: never authenticated.
+async fn health() -> Response {
+    (StatusCode::OK, axum::Json(json!({"status": "ok"}))).into_response()
+}
+
+/// Readiness: the app's check, when it gave one.
+async fn ready(State(server): State<Arc<Server>>) -> Response {
+    let outcome = match &server.readiness {
+        Some(check) => check().await,
+        None => Ok(()),
+    };
+    match outcome {
+        Ok(()) => (StatusCode::OK, axum::Json(json!({"status": "ready"}))).into_response(),
+        Err(reason) => {
+            let mut response = (
+                StatusCode::SERVICE_UNAVAILABLE,
+                axum::Json(json!({"status": "not ready", "reason": reason})),
+            )
+                .into_response();
+            response
+                .headers_mut()
+                .insert("retry-after", HeaderValue::from_static("5"));
+            response
+        }
+    }
+}
+
+/// The one model served: the agent.
+async fn models(State(server): State<Arc<Server>>, headers: HeaderMap) -> Response {
+    if let Err(error) = server.caller(&headers) {
+        return error.into_response();
+    }
+    axum::Json(json!({
+        "object": "list",
+        "data": [{
+            "id": server.settings.model_name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "nanobot-rs",
+        }],
+    }))
+    .into_response()
+}

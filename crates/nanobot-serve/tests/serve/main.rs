@@ -1,0 +1,608 @@
+//! The server in process (tower's `oneshot`), over the in-memory backend and a scripted
+//! model: the OpenAI shapes, identity and sessions kept apart, hostile ids, streaming and
+//! its failure, limits, and a client that goes away.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use context_builder::{BuilderConfig, ContextBuilder, Host};
+use http_body_util::BodyExt;
+use llm_port::testing::ScriptedLlm;
+use llm_port::{Cl100kBase, LlmError, SystemClock};
+use memory_scope::{ScopeKey, Subject, UserKey};
+use nanobot_serve::{ApiKeyEntry, ServeSettings, Server, UserBinding};
+use nanobot_turn::{Agent, AgentSettings, InMemoryBackend};
+use serde_json::{Value, json};
+use session_store::SessionKey;
+use tower::ServiceExt;
+
+struct Fixture {
+    llm: Arc<ScriptedLlm>,
+    agent: Arc<Agent>,
+    router: Router,
+}
+
+fn fixture(configure: impl FnOnce(&mut ServeSettings, &mut AgentSettings)) -> Fixture {
+    let llm = Arc::new(ScriptedLlm::new());
+    let mut agent_settings = AgentSettings::new("nanobot", 32_768, 512);
+    let mut settings = ServeSettings::new("nanobot");
+    configure(&mut settings, &mut agent_settings);
+    let mut builder = BuilderConfig::new(Host::new("Linux", "x86_64", "nanobot-rs"));
+    builder.tool_contract = false;
+    let agent = Arc::new(Agent::new(
+        agent_settings,
+        llm.clone(),
+        Arc::new(ContextBuilder::new(builder, Arc::new(Cl100kBase))),
+        Arc::new(InMemoryBackend::new(
+            Arc::new(SystemClock),
+            Arc::new(Cl100kBase),
+        )),
+        Arc::new(SystemClock),
+        Arc::new(Cl100kBase),
+    ));
+    let router = Server::new(agent.clone(), settings).router();
+    Fixture { llm, agent, router }
+}
+
+fn keys() -> Vec<ApiKeyEntry> {
+    vec![
+        ApiKeyEntry {
+            name: "alice-app".into(),
+            secret: "sk-alice".into(),
+            tenant: "acme".into(),
+            binding: UserBinding::PerKey,
+        },
+        ApiKeyEntry {
+            name: "bob-app".into(),
+            secret: "sk-bob".into(),
+            tenant: "acme".into(),
+            binding: UserBinding::PerKey,
+        },
+        ApiKeyEntry {
+            name: "webui".into(),
+            secret: "sk-webui".into(),
+            tenant: "acme".into(),
+            binding: UserBinding::TrustedFrontend {
+                user_header: Some("x-openwebui-user-id".into()),
+                chat_header: Some("x-openwebui-chat-id".into()),
+            },
+        },
+    ]
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!("{e}: {}", String::from_utf8_lossy(&self.body));
+        })
+    }
+
+    /// The `data:` payloads of a server-sent event stream.
+    fn events(&self) -> Vec<String> {
+        String::from_utf8_lossy(&self.body)
+            .split("\n\n")
+            .filter_map(|event| {
+                event
+                    .lines()
+                    .find_map(|line| line.strip_prefix("data: ").or(line.strip_prefix("data:")))
+                    .map(str::to_owned)
+            })
+            .collect()
+    }
+}
+
+async fn call(
+    router: &Router,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> Answer {
+    let mut request = Request::builder().method(method).uri(uri);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = match body {
+        Some(body) => request
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string())),
+        None => request.body(Body::empty()),
+    }
+    .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes()
+        .to_vec();
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn chat(text: &str) -> Value {
+    json!({"model": "nanobot", "messages": [{"role": "user", "content": text}]})
+}
+
+async fn stored(agent: &Agent, scope: &ScopeKey, session: &str) -> Vec<(String, String)> {
+    let memory = agent.memory(scope).await.unwrap();
+    let handle = memory
+        .sessions
+        .get_or_create(&SessionKey::new(format!("api:{session}")).unwrap())
+        .await
+        .unwrap();
+    handle.read(|s| {
+        s.messages()
+            .iter()
+            .map(|m| {
+                (
+                    m.role().unwrap_or_default().to_owned(),
+                    m.content()
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                )
+            })
+            .collect()
+    })
+}
+
+fn user_scope(tenant: &str, user: &str) -> ScopeKey {
+    ScopeKey::new(
+        tenant,
+        "default",
+        Subject::User(UserKey::new("api", user).unwrap()),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn health_models_and_keys_in_openais_shapes() {
+    let f = fixture(|s, _| s.keys = keys());
+    let health = call(&f.router, "GET", "/health", &[], None).await;
+    assert_eq!(health.status, StatusCode::OK);
+    assert_eq!(health.json()["status"], "ok");
+    assert_eq!(
+        call(&f.router, "GET", "/health/ready", &[], None)
+            .await
+            .status,
+        StatusCode::OK
+    );
+
+    let refused = call(&f.router, "GET", "/v1/models", &[], None).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(refused.json()["error"]["code"], "invalid_api_key");
+    let wrong = call(
+        &f.router,
+        "GET",
+        "/v1/models",
+        &[("authorization", "Bearer sk-alicE")],
+        None,
+    )
+    .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+
+    let models = call(
+        &f.router,
+        "GET",
+        "/v1/models",
+        &[("authorization", "Bearer sk-alice")],
+        None,
+    )
+    .await;
+    assert_eq!(models.status, StatusCode::OK);
+    assert_eq!(models.json()["data"][0]["id"], "nanobot");
+    assert_eq!(models.json()["object"], "list");
+
+    let unknown = call(
+        &f.router,
+        "POST",
+        "/v1/chat/completions",
+        &[("authorization", "Bearer sk-alice")],
+        Some(json!({"model": "gpt-9", "messages": [{"role": "user", "content": "hi"}]})),
+    )
+    .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert_eq!(unknown.json()["error"]["code"], "model_not_found");
+    assert_eq!(unknown.json()["error"]["param"], "model");
+    let garbage = call(
+        &f.router,
+        "POST",
+        "/v1/chat/completions",
+        &[("authorization", "Bearer sk-alice")],
+        Some(json!({"messages": "hi"})),
+    )
+    .await;
+    assert_eq!(garbage.status, StatusCode::BAD_REQUEST);
+    assert_eq!(garbage.json()["error"]["type"], "invalid_request_error");
+    assert!(
+        f.llm.requests().is_empty(),
+        "no refused request reached the model"
+    );
+}
+
+#[tokio::test]
+async fn a_session_turn_is_answered_whole_and_stored_in_the_callers_scope() {
+    let f = fixture(|s, _| s.keys = keys());
+    f.llm.push(llm_port::LlmResponse::text("Hello, Alice."));
+    let answer = call(
+        &f.router,
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("authorization", "Bearer sk-alice"),
+            ("x-session-id", "chat-1"),
+        ],
+        Some(json!({"model": "nanobot", "messages": [
+            {"role": "user", "content": "ignored: the server owns the history"},
+            {"role": "assistant", "content": "ignored too"},
+            {"role": "user", "content": [{"type": "text", "text": "Hi, I am Alice."}]}
+        ]})),
+    )
+    .await;
+    assert_eq!(
+        answer.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
+    let body = answer.json();
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(body["choices"][0]["message"]["role"], "assistant");
+    assert_eq!(body["choices"][0]["message"]["content"], "Hello, Alice.");
+    assert_eq!(body["choices"][0]["finish_reason"], "stop");
+    assert!(body["usage"]["total_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(answer.headers["x-session-id"], "chat-1");
+    assert_eq!(answer.headers["x-nanobot-history"], "server");
+    assert_eq!(
+        stored(&f.agent, &user_scope("acme", "alice-app"), "chat-1").await,
+        [
+            ("user".to_owned(), "Hi, I am Alice.".to_owned()),
+            ("assistant".to_owned(), "Hello, Alice.".to_owned())
+        ]
+    );
+    let sent = serde_json::to_string(&f.llm.requests()[0].messages).unwrap();
+    assert!(
+        !sent.contains("ignored"),
+        "only the last user message is taken: {sent}"
+    );
+}
+
+#[tokio::test]
+async fn two_keys_with_one_session_id_get_two_sessions_and_untrusted_users_are_ignored() {
+    let f = fixture(|s, _| s.keys = keys());
+    for (secret, answer) in [("sk-alice", "A"), ("sk-bob", "B")] {
+        f.llm.push(llm_port::LlmResponse::text(answer));
+        let out = call(
+            &f.router,
+            "POST",
+            "/v1/chat/completions",
+            &[("authorization", &format!("Bearer {secret}"))],
+            // An untrusted key names another user: ignored.
+            Some(json!({"messages": [{"role": "user", "content": format!("from {secret}")}], "session_id": "same", "user": "alice-app"})),
+        )
+        .await;
+        assert_eq!(out.status, StatusCode::OK);
+    }
+    let alice = stored(&f.agent, &user_scope("acme", "alice-app"), "same").await;
+    let bob = stored(&f.agent, &user_scope("acme", "bob-app"), "same").await;
+    assert_eq!(alice[0].1, "from sk-alice");
+    assert_eq!(bob[0].1, "from sk-bob");
+    assert_eq!((alice.len(), bob.len()), (2, 2));
+
+    // A trusted front end names its users and chats.
+    for (user, chat) in [("u-1", "c-9"), ("u-2", "c-9")] {
+        f.llm.push(llm_port::LlmResponse::text("ok"));
+        let out = call(
+            &f.router,
+            "POST",
+            "/v1/chat/completions",
+            &[
+                ("authorization", "Bearer sk-webui"),
+                ("x-openwebui-user-id", user),
+                ("x-openwebui-chat-id", chat),
+            ],
+            Some(chat_body(user)),
+        )
+        .await;
+        assert_eq!(out.status, StatusCode::OK);
+    }
+    assert_eq!(
+        stored(&f.agent, &user_scope("acme", "u-1"), "c-9").await[0].1,
+        "I am u-1"
+    );
+    assert_eq!(
+        stored(&f.agent, &user_scope("acme", "u-2"), "c-9").await[0].1,
+        "I am u-2"
+    );
+}
+
+fn chat_body(user: &str) -> Value {
+    chat(&format!("I am {user}"))
+}
+
+#[tokio::test]
+async fn hostile_ids_are_refused_or_kept_inside_the_callers_keys() {
+    let f = fixture(|s, _| s.keys = keys());
+    let long = "x".repeat(257);
+    let refused = [
+        "",
+        "bad\nline",
+        "tab\there",
+        "nul\0",
+        "bell\u{7}",
+        "esc\u{1b}[31m",
+        "del\u{7f}",
+        "c1\u{85}",
+        long.as_str(),
+        "\r",
+    ];
+    for id in refused {
+        let out = call(
+            &f.router,
+            "POST",
+            "/v1/chat/completions",
+            &[("authorization", "Bearer sk-webui")],
+            Some(json!({"messages": [{"role": "user", "content": "hi"}], "session_id": id})),
+        )
+        .await;
+        assert_eq!(out.status, StatusCode::BAD_REQUEST, "session {id:?}");
+        let out = call(
+            &f.router,
+            "POST",
+            "/v1/chat/completions",
+            &[("authorization", "Bearer sk-webui")],
+            Some(json!({"messages": [{"role": "user", "content": "hi"}], "session_id": "s", "user": id})),
+        )
+        .await;
+        assert_eq!(out.status, StatusCode::BAD_REQUEST, "user {id:?}");
+    }
+    assert!(f.llm.requests().is_empty());
+    // Odd but harmless ids are kept inside the caller's scope, as `api:<id>`.
+    let contained = [
+        "../../etc/passwd",
+        "api:other",
+        "telegram:42",
+        "*",
+        "%2e%2e",
+        "a/b\\c",
+        "' OR 1=1 --",
+        "用户",
+        "😀",
+        "null",
+        "x".repeat(256).leak(),
+    ];
+    for id in contained {
+        f.llm.push(llm_port::LlmResponse::text("ok"));
+        let out = call(
+            &f.router,
+            "POST",
+            "/v1/chat/completions",
+            &[("authorization", "Bearer sk-alice")],
+            Some(json!({"messages": [{"role": "user", "content": "hi"}], "session_id": id})),
+        )
+        .await;
+        assert_eq!(
+            out.status,
+            StatusCode::OK,
+            "{id:?}: {}",
+            String::from_utf8_lossy(&out.body)
+        );
+        assert_eq!(
+            stored(&f.agent, &user_scope("acme", "alice-app"), id)
+                .await
+                .len(),
+            2,
+            "{id:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_answer_is_role_content_stop_usage_done() {
+    let f = fixture(|_, _| {});
+    f.llm.push(llm_port::LlmResponse::text("Streamed answer."));
+    let out = call(
+        &f.router,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-session-id", "s-1")],
+        Some(json!({"messages": [{"role": "user", "content": "hi"}], "stream": true, "stream_options": {"include_usage": true}})),
+    )
+    .await;
+    assert_eq!(out.status, StatusCode::OK);
+    assert_eq!(out.headers["content-type"], "text/event-stream");
+    let events = out.events();
+    assert_eq!(
+        events.last().map(String::as_str),
+        Some("[DONE]"),
+        "{events:?}"
+    );
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, "Streamed answer.");
+    let stop = &chunks[chunks.len() - 2];
+    assert_eq!(stop["choices"][0]["finish_reason"], "stop");
+    assert!(stop["usage"].is_null());
+    let usage = &chunks[chunks.len() - 1];
+    assert_eq!(usage["choices"], json!([]));
+    assert!(usage["usage"]["total_tokens"].as_u64().unwrap() > 0);
+    assert!(
+        chunks
+            .iter()
+            .all(|c| c["object"] == "chat.completion.chunk")
+    );
+    assert_eq!(
+        stored(&f.agent, &user_scope("default", "local"), "s-1")
+            .await
+            .len(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn a_model_failure_mid_stream_is_one_error_event_and_no_done() {
+    let f = fixture(|_, _| {});
+    f.llm
+        .push(llm_port::testing::Step::Fail(LlmError::permanent(
+            "the model broke",
+        )));
+    let out = call(
+        &f.router,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-session-id", "s-2")],
+        Some(json!({"messages": [{"role": "user", "content": "hi"}], "stream": true})),
+    )
+    .await;
+    let events = out.events();
+    assert!(!events.iter().any(|e| e == "[DONE]"), "{events:?}");
+    let errors: Vec<&String> = events.iter().filter(|e| e.contains("\"error\"")).collect();
+    assert_eq!(errors.len(), 1, "{events:?}");
+    assert!(errors[0].contains("the model broke"), "{}", errors[0]);
+    assert_eq!(events.last(), Some(errors[0]));
+}
+
+#[tokio::test]
+async fn a_stateless_request_stores_nothing() {
+    let f = fixture(|_, _| {});
+    f.llm.push(llm_port::LlmResponse::text("stateless"));
+    let out = call(
+        &f.router,
+        "POST",
+        "/v1/chat/completions",
+        &[],
+        Some(chat("hi")),
+    )
+    .await;
+    assert_eq!(out.status, StatusCode::OK);
+    assert_eq!(out.json()["choices"][0]["message"]["content"], "stateless");
+    assert!(out.headers.get("x-session-id").is_none());
+    assert!(
+        stored(&f.agent, &user_scope("default", "local"), "stateless")
+            .await
+            .is_empty()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_many_turns_is_429_and_a_busy_session_409_both_with_retry_after() {
+    let f = fixture(|s, a| {
+        s.max_concurrent_turns = 2;
+        a.turn_wait = Duration::from_millis(200);
+    });
+    f.llm.push(llm_port::testing::Step::Hang);
+    let router = f.router.clone();
+    let hanging = tokio::spawn(async move {
+        call(
+            &router,
+            "POST",
+            "/v1/chat/completions",
+            &[("x-session-id", "busy")],
+            Some(chat("first")),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let busy = call(
+        &f.router,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-session-id", "busy")],
+        Some(chat("second")),
+    )
+    .await;
+    assert_eq!(
+        busy.status,
+        StatusCode::CONFLICT,
+        "{}",
+        String::from_utf8_lossy(&busy.body)
+    );
+    assert_eq!(busy.json()["error"]["code"], "session_busy");
+    assert_eq!(busy.headers["retry-after"], "1");
+
+    f.llm.push(llm_port::testing::Step::Hang);
+    let router = f.router.clone();
+    let second = tokio::spawn(async move {
+        call(
+            &router,
+            "POST",
+            "/v1/chat/completions",
+            &[("x-session-id", "other")],
+            Some(chat("x")),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let limited = call(
+        &f.router,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-session-id", "third")],
+        Some(chat("y")),
+    )
+    .await;
+    assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(limited.json()["error"]["code"], "too_many_turns");
+    assert_eq!(limited.headers["retry-after"], "1");
+    hanging.abort();
+    second.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_does_not_cancel_the_turn() {
+    let f = fixture(|_, _| {});
+    f.llm
+        .push(llm_port::LlmResponse::text("You left, but I answered."));
+    let request = Request::builder()
+        .method("POST")
+        .uri("/v1/chat/completions")
+        .header("x-session-id", "gone")
+        .header("content-type", "application/json")
+        .body(Body::from(
+            json!({"messages": [{"role": "user", "content": "hi"}], "stream": true}).to_string(),
+        ))
+        .unwrap();
+    // The response is dropped unread: the client went away.
+    drop(f.router.clone().oneshot(request).await.unwrap());
+    let scope = user_scope("default", "local");
+    for _ in 0..100 {
+        if stored(&f.agent, &scope, "gone").await.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        stored(&f.agent, &scope, "gone").await,
+        [
+            ("user".to_owned(), "hi".to_owned()),
+            (
+                "assistant".to_owned(),
+                "You left, but I answered.".to_owned()
+            )
+        ]
+    );
+}
