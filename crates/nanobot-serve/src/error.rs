@@ -23,6 +23,8 @@ pub enum ServeError {
     },
     /// The model asked for is not served (404).
     ModelNotFound(String),
+    /// The session (or other thing) named does not exist (404).
+    NotFound(String),
     /// Another turn of the session is running and did not finish within the wait (409).
     SessionBusy,
     /// Too many turns at once (429).
@@ -71,7 +73,7 @@ impl ServeError {
         match self {
             ServeError::Unauthorized => StatusCode::UNAUTHORIZED,
             ServeError::BadRequest { .. } => StatusCode::BAD_REQUEST,
-            ServeError::ModelNotFound(_) => StatusCode::NOT_FOUND,
+            ServeError::ModelNotFound(_) | ServeError::NotFound(_) => StatusCode::NOT_FOUND,
             ServeError::SessionBusy => StatusCode::CONFLICT,
             ServeError::TooManyTurns => StatusCode::TOO_MANY_REQUESTS,
             ServeError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
@@ -95,6 +97,7 @@ impl ServeError {
             ServeError::ModelNotFound(_) => {
                 ("invalid_request_error", "model_not_found", Some("model"))
             }
+            ServeError::NotFound(_) => ("invalid_request_error", "not_found", None),
             ServeError::SessionBusy => ("conflict_error", "session_busy", None),
             ServeError::TooManyTurns => ("rate_limit_error", "too_many_turns", None),
             ServeError::Timeout { .. } => ("timeout_error", "turn_timeout", None),
@@ -113,6 +116,7 @@ impl fmt::Display for ServeError {
             }
             ServeError::BadRequest { message, .. } => f.write_str(message),
             ServeError::ModelNotFound(model) => write!(f, "the model {model:?} is not served here"),
+            ServeError::NotFound(what) => f.write_str(what),
             ServeError::SessionBusy => f.write_str(
                 "another turn of this session is running; try again when it has finished",
             ),

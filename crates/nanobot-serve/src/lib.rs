@@ -3,6 +3,8 @@
 mod chat;
 mod error;
 mod identity;
+mod search;
+mod sessions;
 
 pub use error::ServeError;
 pub use identity::{
@@ -68,6 +70,8 @@ pub struct Server {
     pub(crate) agent: Arc<Agent>,
     pub(crate) settings: ServeSettings,
     pub(crate) turns: Arc<Semaphore>,
+    /// The `search_memory` tool the agent offers (its embedder serves the search route).
+    pub(crate) search: Option<Arc<nanobot_turn::SearchMemory>>,
     readiness: Option<Readiness>,
 }
 
@@ -78,8 +82,16 @@ impl Server {
             agent,
             turns: Arc::new(Semaphore::new(settings.max_concurrent_turns.max(1))),
             settings,
+            search: None,
             readiness: None,
         }
+    }
+
+    /// `POST /v1/memory/search` searches as `search` does (by meaning too, when it has an
+    /// embedder); without it, by words only.
+    pub fn with_search(mut self, search: Arc<nanobot_turn::SearchMemory>) -> Server {
+        self.search = Some(search);
+        self
     }
 
     /// `GET /health/ready` also runs `check` (storage reachable, migrations current).
@@ -96,6 +108,11 @@ impl Server {
             .route("/health/ready", get(ready))
             .route("/v1/models", get(models))
             .route("/v1/chat/completions", post(chat::completions))
+            .route("/v1/sessions", get(sessions::list))
+            .route("/v1/sessions/{id}/messages", get(sessions::messages))
+            .route("/v1/sessions/{id}/clear", post(sessions::clear))
+            .route("/v1/sessions/{id}", axum::routing::delete(sessions::delete))
+            .route("/v1/memory/search", post(search::search))
             .layer(DefaultBodyLimit::max(limit))
             .with_state(Arc::new(self))
     }

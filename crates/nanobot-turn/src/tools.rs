@@ -113,6 +113,16 @@ impl SearchMemory {
         self
     }
 
+    /// Chunks embedded before each search.
+    pub fn embed_per_search(&self) -> usize {
+        self.embed_per_search
+    }
+
+    /// The results' budget, in tokens.
+    pub fn budget_tokens(&self) -> usize {
+        self.budget_tokens
+    }
+
     /// The vector lane of `memory`, when this tool has an embedder and the backend keeps
     /// vectors.
     pub fn vector_lane(&self, memory: &ScopeMemory) -> Option<VectorLane> {

@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -12,7 +13,9 @@ use axum::http::{Request, StatusCode};
 use context_builder::{BuilderConfig, ContextBuilder, Host};
 use http_body_util::BodyExt;
 use llm_port::testing::ScriptedLlm;
-use llm_port::{Cl100kBase, LlmError, SystemClock};
+use llm_port::{
+    Capabilities, Cl100kBase, LlmClient, LlmError, LlmRequest, LlmResponse, SystemClock, TextSink,
+};
 use memory_scope::{ScopeKey, Subject, UserKey};
 use nanobot_serve::{ApiKeyEntry, ServeSettings, Server, UserBinding};
 use nanobot_turn::{Agent, AgentSettings, InMemoryBackend};
@@ -28,6 +31,14 @@ struct Fixture {
 
 fn fixture(configure: impl FnOnce(&mut ServeSettings, &mut AgentSettings)) -> Fixture {
     let llm = Arc::new(ScriptedLlm::new());
+    let (agent, router) = serve(llm.clone(), configure);
+    Fixture { llm, agent, router }
+}
+
+fn serve(
+    llm: Arc<dyn LlmClient>,
+    configure: impl FnOnce(&mut ServeSettings, &mut AgentSettings),
+) -> (Arc<Agent>, Router) {
     let mut agent_settings = AgentSettings::new("nanobot", 32_768, 512);
     let mut settings = ServeSettings::new("nanobot");
     configure(&mut settings, &mut agent_settings);
@@ -35,7 +46,7 @@ fn fixture(configure: impl FnOnce(&mut ServeSettings, &mut AgentSettings)) -> Fi
     builder.tool_contract = false;
     let agent = Arc::new(Agent::new(
         agent_settings,
-        llm.clone(),
+        llm,
         Arc::new(ContextBuilder::new(builder, Arc::new(Cl100kBase))),
         Arc::new(InMemoryBackend::new(
             Arc::new(SystemClock),
@@ -45,7 +56,7 @@ fn fixture(configure: impl FnOnce(&mut ServeSettings, &mut AgentSettings)) -> Fi
         Arc::new(Cl100kBase),
     ));
     let router = Server::new(agent.clone(), settings).router();
-    Fixture { llm, agent, router }
+    (agent, router)
 }
 
 fn keys() -> Vec<ApiKeyEntry> {
@@ -572,11 +583,48 @@ async fn too_many_turns_is_429_and_a_busy_session_409_both_with_retry_after() {
     second.abort();
 }
 
+/// A model that types: each piece goes to the sink, then a pause.
+struct Typing {
+    pieces: Vec<&'static str>,
+    pause: Duration,
+    calls: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl LlmClient for Typing {
+    async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
+        let silent: TextSink = Arc::new(|_: &str| {});
+        self.complete_streaming(request, &silent).await
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new(128_000)
+    }
+
+    async fn complete_streaming(
+        &self,
+        _request: &LlmRequest,
+        sink: &TextSink,
+    ) -> Result<LlmResponse, LlmError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        for piece in &self.pieces {
+            sink(piece);
+            tokio::time::sleep(self.pause).await;
+        }
+        Ok(LlmResponse::text(self.pieces.concat()))
+    }
+}
+
+/// The first token reaches the client while the model is still typing; the client then
+/// goes away, and the turn still finishes and is stored whole, with one model call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_that_goes_away_does_not_cancel_the_turn() {
-    let f = fixture(|_, _| {});
-    f.llm
-        .push(llm_port::LlmResponse::text("You left, but I answered."));
+async fn a_client_that_goes_away_after_the_first_token_does_not_cancel_the_turn() {
+    let typing = Arc::new(Typing {
+        pieces: vec!["You ", "left, ", "but I ", "answered."],
+        pause: Duration::from_millis(100),
+        calls: AtomicUsize::new(0),
+    });
+    let (agent, router) = serve(typing.clone(), |_, _| {});
     let request = Request::builder()
         .method("POST")
         .uri("/v1/chat/completions")
@@ -586,17 +634,29 @@ async fn a_client_that_goes_away_does_not_cancel_the_turn() {
             json!({"messages": [{"role": "user", "content": "hi"}], "stream": true}).to_string(),
         ))
         .unwrap();
-    // The response is dropped unread: the client went away.
-    drop(f.router.clone().oneshot(request).await.unwrap());
+    let started = std::time::Instant::now();
+    let mut body = router.oneshot(request).await.unwrap().into_body();
+    let mut seen = String::new();
+    while !seen.contains("You ") {
+        let frame = body.frame().await.unwrap().unwrap();
+        seen.push_str(&String::from_utf8_lossy(frame.data_ref().unwrap()));
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(300),
+        "the first token came before the answer was done: {:?}",
+        started.elapsed()
+    );
+    // The client goes away.
+    drop(body);
     let scope = user_scope("default", "local");
     for _ in 0..100 {
-        if stored(&f.agent, &scope, "gone").await.len() == 2 {
+        if stored(&agent, &scope, "gone").await.len() == 2 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(
-        stored(&f.agent, &scope, "gone").await,
+        stored(&agent, &scope, "gone").await,
         [
             ("user".to_owned(), "hi".to_owned()),
             (
@@ -605,4 +665,168 @@ async fn a_client_that_goes_away_does_not_cancel_the_turn() {
             )
         ]
     );
+    assert_eq!(typing.calls.load(Ordering::SeqCst), 1);
+}
+
+/// The session routes reach the caller's own sessions only: listed, read, cleared
+/// (archived into the caller's memory) and deleted; another key's session of the same id
+/// is untouched.
+#[tokio::test]
+async fn session_routes_reach_the_callers_own_sessions_only() {
+    let f = fixture(|s, _| s.keys = keys());
+    let alice = [("authorization", "Bearer sk-alice")];
+    let bob = [("authorization", "Bearer sk-bob")];
+    for (who, text) in [
+        (&alice, "alice one"),
+        (&alice, "alice two"),
+        (&bob, "bob one"),
+    ] {
+        f.llm
+            .push(llm_port::LlmResponse::text(format!("re: {text}")));
+        let out = call(
+            &f.router,
+            "POST",
+            "/v1/chat/completions",
+            &[who[0], ("x-session-id", "s1")],
+            Some(chat(text)),
+        )
+        .await;
+        assert_eq!(out.status, StatusCode::OK);
+    }
+    let listed = call(&f.router, "GET", "/v1/sessions", &alice, None).await;
+    assert_eq!(listed.status, StatusCode::OK);
+    let data = listed.json()["data"].clone();
+    assert_eq!(data.as_array().unwrap().len(), 1, "{data}");
+    assert_eq!(data[0]["id"], "s1");
+    assert_eq!(data[0]["message_count"], 4);
+
+    let read = call(&f.router, "GET", "/v1/sessions/s1/messages", &alice, None).await;
+    let messages = read.json()["data"].clone();
+    let texts: Vec<&str> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        ["alice one", "re: alice one", "alice two", "re: alice two"]
+    );
+    assert!(
+        messages.as_array().unwrap().iter().all(|m| m
+            .as_object()
+            .unwrap()
+            .keys()
+            .all(|k| !k.starts_with('_'))),
+        "{messages}"
+    );
+    let missing = call(&f.router, "GET", "/v1/sessions/nope/messages", &alice, None).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(missing.json()["error"]["code"], "not_found");
+    let hostile = call(
+        &f.router,
+        "GET",
+        "/v1/sessions/bad%0Aid/messages",
+        &alice,
+        None,
+    )
+    .await;
+    assert_eq!(hostile.status, StatusCode::BAD_REQUEST);
+
+    // `/new`: the archive's summary comes from the model.
+    f.llm
+        .push(llm_port::LlmResponse::text("- Alice said one and two."));
+    let cleared = call(&f.router, "POST", "/v1/sessions/s1/clear", &alice, None).await;
+    assert_eq!(
+        cleared.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&cleared.body)
+    );
+    assert!(
+        stored(&f.agent, &user_scope("acme", "alice-app"), "s1")
+            .await
+            .is_empty()
+    );
+    let memory = f
+        .agent
+        .memory(&user_scope("acme", "alice-app"))
+        .await
+        .unwrap();
+    let journal = memory.journal.read_last(5).await.unwrap();
+    assert!(
+        journal
+            .iter()
+            .any(|e| e.content.contains("Alice said one and two")),
+        "{journal:?}"
+    );
+
+    let deleted = call(&f.router, "DELETE", "/v1/sessions/s1", &alice, None).await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT);
+    let again = call(&f.router, "DELETE", "/v1/sessions/s1", &alice, None).await;
+    assert_eq!(again.status, StatusCode::NOT_FOUND);
+    // Bob's session of the same id is untouched.
+    assert_eq!(
+        stored(&f.agent, &user_scope("acme", "bob-app"), "s1")
+            .await
+            .len(),
+        2
+    );
+    let unauthorised = call(&f.router, "GET", "/v1/sessions", &[], None).await;
+    assert_eq!(unauthorised.status, StatusCode::UNAUTHORIZED);
+}
+
+/// `POST /v1/memory/search` searches the caller's memory only, as JSON hits.
+#[tokio::test]
+async fn memory_search_finds_the_callers_memory_only() {
+    let f = fixture(|s, _| s.keys = keys());
+    f.llm.push(llm_port::LlmResponse::text("Noted."));
+    let said = call(
+        &f.router,
+        "POST",
+        "/v1/chat/completions",
+        &[("authorization", "Bearer sk-alice"), ("x-session-id", "s1")],
+        Some(chat("My locker code is 4417-B.")),
+    )
+    .await;
+    assert_eq!(said.status, StatusCode::OK);
+    let search = |secret: &'static str| {
+        let router = f.router.clone();
+        async move {
+            call(
+                &router,
+                "POST",
+                "/v1/memory/search",
+                &[("authorization", secret)],
+                Some(json!({"query": "4417-B", "limit": 3})),
+            )
+            .await
+        }
+    };
+    let alice = search("Bearer sk-alice").await;
+    assert_eq!(
+        alice.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&alice.body)
+    );
+    let hits = alice.json()["data"].clone();
+    assert_eq!(hits[0]["source"], "session:api:s1#0", "{hits}");
+    assert!(hits[0]["snippet"].as_str().unwrap().contains("4417-B"));
+    let bob = search("Bearer sk-bob").await;
+    assert_eq!(
+        bob.json()["data"],
+        json!([]),
+        "another key's memory is not searched"
+    );
+    let bad = call(
+        &f.router,
+        "POST",
+        "/v1/memory/search",
+        &[("authorization", "Bearer sk-alice")],
+        Some(json!({"query": ""})),
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad.json()["error"]["param"], "query");
 }

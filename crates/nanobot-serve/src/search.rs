@@ -1,0 +1,79 @@
+//! `POST /v1/memory/search`: the caller's memory searched as the `search_memory` tool
+//! searches it (journal, memory files, past sessions; by meaning too when the app gave an
+//! embedder), answered as JSON hits for applications.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use memory_search::SearchMemoryTool;
+use serde_json::{Value, json};
+
+use crate::Server;
+use crate::error::ServeError;
+
+pub(crate) async fn search(
+    State(server): State<Arc<Server>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    run(&server, &headers, &body)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn run(server: &Server, headers: &HeaderMap, body: &[u8]) -> Result<Response, ServeError> {
+    let caller = server.caller(headers)?;
+    let text = std::str::from_utf8(body)
+        .map_err(|_| ServeError::bad_request("query", "the body is not UTF-8 JSON"))?;
+    let request = memory_search::parse_arguments(text)
+        .map_err(|reason| ServeError::bad_request("query", reason))?;
+    let body_user = serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|v| v.get("user").and_then(Value::as_str).map(str::to_owned));
+    let user = caller.user(headers, body_user.as_deref())?;
+    let memory = server
+        .agent
+        .memory(&caller.scope(&user)?)
+        .await
+        .map_err(|e| ServeError::from_turn(&e))?;
+    let Some(index) = memory.index.clone() else {
+        return Err(ServeError::NotFound(
+            "this storage keeps no search index, so memory search is not available".into(),
+        ));
+    };
+    let counter = server.agent.counter().clone();
+    // What was written since the last search becomes searchable now; a failing pass
+    // leaves what was indexed before searchable.
+    if let Err(error) = memory.indexer(index.clone(), counter.clone()).sync().await {
+        tracing::warn!(error = %error, "indexing before a memory search failed");
+    }
+    let mut tool = SearchMemoryTool::new(index, counter, memory_search::DEFAULT_BUDGET_TOKENS);
+    if let Some(search) = &server.search
+        && let Some(lane) = search.vector_lane(&memory)
+    {
+        if let Err(error) = lane.embed_missing(search.embed_per_search()).await {
+            tracing::warn!(error = %error, "embedding before a memory search failed");
+        }
+        tool = tool.with_vector_lane(lane);
+    }
+    let (hits, note) = tool.hits(&request).await.map_err(|e| {
+        if e.is_retryable() {
+            ServeError::Upstream {
+                message: format!("memory search is unavailable right now: {e}"),
+                retryable: true,
+            }
+        } else {
+            ServeError::Internal(format!("memory search failed: {e}"))
+        }
+    })?;
+    Ok(axum::Json(json!({
+        "object": "list",
+        "query": request.query,
+        "data": hits,
+        "note": note,
+    }))
+    .into_response())
+}
