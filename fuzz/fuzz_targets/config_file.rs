@@ -45,5 +45,12 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             }
             assert_eq!(shown, other.show(), "show() depends on the embeddings key's value");
         }
+        if config.serve_keys.iter().any(|k| k.secret.is_some()) {
+            let mut other = config.clone();
+            for key in other.serve_keys.iter_mut().filter(|k| k.secret.is_some()) {
+                key.secret = llm_http::ApiKey::new("another-secret-of-another-length");
+            }
+            assert_eq!(shown, other.show(), "show() depends on a serve key's secret");
+        }
     }
 });

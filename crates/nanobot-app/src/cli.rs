@@ -107,6 +107,13 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         sessions_root: Option<PathBuf>,
     },
+    /// The bot behind an OpenAI-compatible API (chat completions, sessions, memory search)
+    /// until Ctrl-C: serve.listen, [[serve.keys]].
+    Serve {
+        /// The address and port (default: serve.listen, 127.0.0.1:8080).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+    },
     /// The configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -471,6 +478,10 @@ async fn dispatch(
         Command::Chat => {
             let bot = Arc::new(open_for_turns(&cli, load_config(&cli, env)?, &key).await?);
             chat(bot, key).await
+        }
+        Command::Serve { listen } => {
+            let bot = open(load_config(&cli, env)?).await?;
+            crate::serve::serve(bot, listen.as_deref(), out).await
         }
         Command::Sessions(SessionsCommand::List) => {
             let bot = open_in_scope(&cli, load_config(&cli, env)?, &key).await?;

@@ -119,6 +119,37 @@ pub struct Config {
     /// Chunks `search_memory` embeds before it searches (the rest: later searches, or
     /// `nanobot memory reindex` at once).
     pub embed_per_search: usize,
+    /// Where `nanobot serve` listens.
+    pub serve_listen: String,
+    /// `nanobot serve`'s API keys (`[[serve.keys]]`), secrets read from the environment.
+    pub serve_keys: Vec<ServeKey>,
+    /// Turns `nanobot serve` runs at once; more get 429.
+    pub serve_max_turns: usize,
+    /// How long a non-streamed request waits for its answer (504 after; the turn goes on).
+    pub serve_request_timeout_secs: u64,
+    /// The largest request body `nanobot serve` takes.
+    pub serve_body_limit_bytes: usize,
+}
+
+/// One API key of `nanobot serve` (`[[serve.keys]]`).
+#[derive(Debug, Clone)]
+pub struct ServeKey {
+    /// Its name (logs, and the user of a `per-key` binding).
+    pub name: String,
+    /// The variable holding the secret.
+    pub secret_env: String,
+    /// The secret, when the variable is set (never printed).
+    pub secret: Option<ApiKey>,
+    /// The tenant whose memory its callers use.
+    pub tenant: String,
+    /// `per-key`, `fixed` or `trusted`.
+    pub binding: String,
+    /// The user of a `fixed` binding.
+    pub user: Option<String>,
+    /// The header a `trusted` front end names its users in.
+    pub user_header: Option<String>,
+    /// The header a `trusted` front end names its chats in (the session).
+    pub chat_header: Option<String>,
 }
 
 /// An OpenAI-compatible `/v1/embeddings` endpoint for memory search's vector lane.
@@ -145,6 +176,29 @@ struct FileConfig {
     memory: Option<MemorySection>,
     dream: Option<DreamSection>,
     search: Option<SearchSection>,
+    serve: Option<ServeSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServeSection {
+    listen: Option<String>,
+    max_concurrent_turns: Option<i64>,
+    request_timeout_secs: Option<i64>,
+    body_limit_bytes: Option<i64>,
+    keys: Option<Vec<ServeKeySection>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServeKeySection {
+    name: Option<String>,
+    secret_env: Option<String>,
+    tenant: Option<String>,
+    binding: Option<String>,
+    user: Option<String>,
+    user_header: Option<String>,
+    chat_header: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -207,7 +261,7 @@ struct DreamSection {
 }
 
 /// Every key with its environment variable, for the README and `config show`.
-pub const KEYS: [(&str, &str, &str); 34] = [
+pub const KEYS: [(&str, &str, &str); 38] = [
     ("workspace", "NANOBOT_WORKSPACE", "~/.nanobot/workspace"),
     ("storage.backend", "NANOBOT_STORAGE", "files"),
     (
@@ -302,6 +356,22 @@ pub const KEYS: [(&str, &str, &str); 34] = [
         "none (no key sent)",
     ),
     ("search.embed_per_search", "NANOBOT_EMBED_PER_SEARCH", "64"),
+    ("serve.listen", "NANOBOT_SERVE_LISTEN", "127.0.0.1:8080"),
+    (
+        "serve.max_concurrent_turns",
+        "NANOBOT_SERVE_MAX_TURNS",
+        "16",
+    ),
+    (
+        "serve.request_timeout_secs",
+        "NANOBOT_SERVE_REQUEST_TIMEOUT_SECS",
+        "120",
+    ),
+    (
+        "serve.body_limit_bytes",
+        "NANOBOT_SERVE_BODY_LIMIT_BYTES",
+        "20971520",
+    ),
 ];
 
 impl Config {
@@ -338,6 +408,7 @@ impl Config {
         let memory = file.memory.unwrap_or_default();
         let dream = file.dream.unwrap_or_default();
         let search = file.search.unwrap_or_default();
+        let serve = file.serve.unwrap_or_default();
 
         let text = |key: &str, var: &str, from_file: Option<String>| {
             env(var).or(from_file).map(|v| (key.to_owned(), v))
@@ -661,7 +732,46 @@ impl Config {
         )?
         .unwrap_or(nanobot_turn::DEFAULT_EMBED_PER_SEARCH as i64)
             as usize;
+        let serve_listen = text("serve.listen", "NANOBOT_SERVE_LISTEN", serve.listen)
+            .map(|(_, v)| v.trim().to_owned())
+            .unwrap_or_else(|| "127.0.0.1:8080".into());
+        if serve_listen.parse::<std::net::SocketAddr>().is_err() {
+            return Err(bad(
+                "serve.listen",
+                format!("{serve_listen:?} is not an address and port, e.g. 127.0.0.1:8080"),
+            ));
+        }
+        let mut serve_keys: Vec<ServeKey> = Vec::new();
+        for (n, key) in serve.keys.unwrap_or_default().into_iter().enumerate() {
+            serve_keys.push(
+                serve_key(n, key, env, &serve_keys)
+                    .map_err(|(field, reason)| bad(&format!("serve.keys[{n}].{field}"), reason))?,
+            );
+        }
         let config = Config {
+            serve_listen,
+            serve_keys,
+            serve_max_turns: int(
+                "serve.max_concurrent_turns",
+                "NANOBOT_SERVE_MAX_TURNS",
+                serve.max_concurrent_turns,
+                1,
+            )?
+            .unwrap_or(16) as usize,
+            serve_request_timeout_secs: int(
+                "serve.request_timeout_secs",
+                "NANOBOT_SERVE_REQUEST_TIMEOUT_SECS",
+                serve.request_timeout_secs,
+                1,
+            )?
+            .unwrap_or(120) as u64,
+            serve_body_limit_bytes: int(
+                "serve.body_limit_bytes",
+                "NANOBOT_SERVE_BODY_LIMIT_BYTES",
+                serve.body_limit_bytes,
+                1_024,
+            )?
+            .unwrap_or(20 * 1024 * 1024) as usize,
             embeddings,
             embed_per_search,
             isolation,
@@ -758,7 +868,7 @@ impl Config {
     /// The effective configuration as TOML, the key redacted.
     pub fn show(&self) -> String {
         format!(
-            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndatabase_url = {:?}\nschema = {:?}\ndurability = {:?}\nlayout = {:?}\nsessions_root = {:?}\nturn_wait_secs = {}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\ntemperature = {}\nnative_tools = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\narchive_with_schema = {}\nisolation = {:?}\nbot_ids = {:?}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\nmode = {:?}\n\n[search]\n{}embed_per_search = {}\n",
+            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndatabase_url = {:?}\nschema = {:?}\ndurability = {:?}\nlayout = {:?}\nsessions_root = {:?}\nturn_wait_secs = {}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\ntemperature = {}\nnative_tools = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\narchive_with_schema = {}\nisolation = {:?}\nbot_ids = {:?}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\nmode = {:?}\n\n[search]\n{}embed_per_search = {}\n\n[serve]\nlisten = {:?}\nmax_concurrent_turns = {}\nrequest_timeout_secs = {}\nbody_limit_bytes = {}\n{}",
             self.source
                 .as_ref()
                 .map_or("defaults and the environment".to_owned(), |p| p
@@ -814,11 +924,130 @@ impl Config {
                 )
             ),
             self.embed_per_search,
+            self.serve_listen,
+            self.serve_max_turns,
+            self.serve_request_timeout_secs,
+            self.serve_body_limit_bytes,
+            self.serve_keys
+                .iter()
+                .map(|k| format!(
+                    "\n[[serve.keys]]\nname = {:?}\nsecret_env = {:?}  # secret {}\ntenant = {:?}\nbinding = {:?}\n{}{}{}",
+                    k.name,
+                    k.secret_env,
+                    if k.secret.is_some() { "set (***)" } else { "not set" },
+                    k.tenant,
+                    k.binding,
+                    k.user.as_ref().map_or(String::new(), |u| format!("user = {u:?}\n")),
+                    k.user_header.as_ref().map_or(String::new(), |h| format!("user_header = {h:?}\n")),
+                    k.chat_header.as_ref().map_or(String::new(), |h| format!("chat_header = {h:?}\n")),
+                ))
+                .collect::<String>(),
         )
     }
 }
 
 use chrono::Offset;
+
+/// One `[[serve.keys]]` entry checked: the field at fault and why, else the key.
+fn serve_key(
+    n: usize,
+    key: ServeKeySection,
+    env: &dyn Fn(&str) -> Option<String>,
+    earlier: &[ServeKey],
+) -> Result<ServeKey, (&'static str, String)> {
+    let name = key
+        .name
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
+        .ok_or(("name", format!("key {n} needs a name")))?;
+    if name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err((
+            "name",
+            format!("{name:?} must be 1 to 64 of A-Z a-z 0-9 - _ ."),
+        ));
+    }
+    if earlier.iter().any(|k| k.name == name) {
+        return Err(("name", format!("{name:?} names two keys")));
+    }
+    let secret_env = key
+        .secret_env
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .ok_or((
+            "secret_env",
+            format!(
+                "key {name:?}: name the environment variable holding its secret (secrets are never written in the file)"
+            ),
+        ))?;
+    let tenant = key
+        .tenant
+        .map(|t| t.trim().to_owned())
+        .unwrap_or_else(|| memory_scope::DEFAULT_NAME.to_owned());
+    memory_scope::ScopeKey::new(
+        &tenant,
+        memory_scope::DEFAULT_NAME,
+        memory_scope::Subject::Agent,
+    )
+    .map_err(|e| ("tenant", e.to_string()))?;
+    let binding = key
+        .binding
+        .map(|b| b.trim().to_ascii_lowercase())
+        .unwrap_or_else(|| "per-key".to_owned());
+    let header = |field: &'static str, value: Option<String>| match value {
+        None => Ok(None),
+        Some(h) if !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') => {
+            Ok(Some(h.to_ascii_lowercase()))
+        }
+        Some(h) => Err((field, format!("{h:?} is not a header name"))),
+    };
+    let user_header = header("user_header", key.user_header)?;
+    let chat_header = header("chat_header", key.chat_header)?;
+    let user = key
+        .user
+        .map(|u| u.trim().to_owned())
+        .filter(|u| !u.is_empty());
+    match binding.as_str() {
+        "per-key" | "trusted" if user.is_some() => {
+            return Err((
+                "user",
+                format!("a {binding} key names no user; the binding \"fixed\" does"),
+            ));
+        }
+        "per-key" | "fixed" if user_header.is_some() || chat_header.is_some() => {
+            return Err((
+                "binding",
+                "only a \"trusted\" front end may name users or chats in headers".into(),
+            ));
+        }
+        "fixed" if user.is_none() => {
+            return Err((
+                "user",
+                format!("key {name:?} is bound to a fixed user: name it"),
+            ));
+        }
+        "per-key" | "fixed" | "trusted" => {}
+        other => {
+            return Err((
+                "binding",
+                format!("{other:?} is not one of per-key, fixed, trusted"),
+            ));
+        }
+    }
+    Ok(ServeKey {
+        secret: env(&secret_env).and_then(ApiKey::new),
+        name,
+        secret_env,
+        tenant,
+        binding,
+        user,
+        user_header,
+        chat_header,
+    })
+}
 
 /// `url` with its password replaced by `***`, for anything printed.
 pub fn redact_url(url: &str) -> String {

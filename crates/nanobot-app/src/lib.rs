@@ -9,6 +9,7 @@ mod error;
 pub mod logging;
 pub mod pg;
 pub mod scopes;
+pub mod serve;
 pub mod transfer;
 
 pub use bot::{Bot, TurnReport, model_client};

@@ -22,6 +22,7 @@ mod postgres;
 mod racing;
 mod scopes;
 mod search;
+mod serve;
 
 fn nanobot(workspace: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_nanobot"));
@@ -627,6 +628,7 @@ fn the_config_fuzz_corpus_replays() {
     let scratch = TempDir::new("fuzz-config");
     let mut loaded = 0;
     let mut searched = 0;
+    let mut served = 0;
     for (input, data) in bench_workload::testing::fuzz_corpus("config_file") {
         let split = data.iter().position(|&b| b == 0).unwrap_or(data.len());
         let env: std::collections::HashMap<String, String> =
@@ -659,10 +661,96 @@ fn the_config_fuzz_corpus_replays() {
                     assert_eq!(config.show(), other.show(), "{}", input.display());
                     searched += 1;
                 }
+                if config.serve_keys.iter().any(|k| k.secret.is_some()) {
+                    let mut other = config.clone();
+                    for key in other.serve_keys.iter_mut().filter(|k| k.secret.is_some()) {
+                        key.secret = llm_http::ApiKey::new("another-secret-of-another-length");
+                    }
+                    assert_eq!(config.show(), other.show(), "{}", input.display());
+                    served += 1;
+                }
             }
             Err(error) => assert!(!error.to_string().is_empty()),
         }
     }
     assert!(loaded >= 1, "the example configuration loads");
     assert!(searched >= 1, "an input with an embeddings key loads");
+    assert!(served >= 1, "an input with a serve key's secret loads");
+}
+
+/// `[[serve.keys]]`: each key checked with the field at fault named; secrets only from the
+/// environment and never shown.
+#[test]
+fn serve_keys_are_checked_and_their_secrets_never_shown() {
+    let load = |file: &str, env: &[(&str, &str)]| {
+        let scratch = TempDir::new("config-serve");
+        let path = scratch.path().join("nanobot.toml");
+        std::fs::write(&path, file).unwrap();
+        let env: std::collections::HashMap<String, String> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        nanobot_app::Config::load(Some(&path), &|name| env.get(name).cloned())
+    };
+    let good = "[serve]\nlisten = \"0.0.0.0:9000\"\n\n[[serve.keys]]\nname = \"alice\"\nsecret_env = \"K1\"\n\n[[serve.keys]]\nname = \"webui\"\nsecret_env = \"K2\"\ntenant = \"acme\"\nbinding = \"trusted\"\nuser_header = \"X-OpenWebUI-User-Id\"\nchat_header = \"X-OpenWebUI-Chat-Id\"\n\n[[serve.keys]]\nname = \"kiosk\"\nsecret_env = \"K3\"\nbinding = \"fixed\"\nuser = \"front-desk\"\n";
+    let config = load(good, &[("K1", "sk-one-SECRET"), ("K2", "sk-two-SECRET")]).unwrap();
+    assert_eq!(config.serve_listen, "0.0.0.0:9000");
+    assert_eq!(config.serve_keys.len(), 3);
+    assert!(config.serve_keys[0].secret.is_some() && config.serve_keys[2].secret.is_none());
+    assert_eq!(
+        config.serve_keys[1].user_header.as_deref(),
+        Some("x-openwebui-user-id")
+    );
+    assert_eq!(config.serve_keys[1].tenant, "acme");
+    let shown = config.show();
+    assert!(!shown.contains("SECRET"), "{shown}");
+    assert!(
+        shown.contains("name = \"kiosk\"") && shown.contains("# secret not set"),
+        "{shown}"
+    );
+
+    for (file, field) in [
+        ("[[serve.keys]]\nsecret_env = \"K\"\n", "serve.keys[0].name"),
+        (
+            "[[serve.keys]]\nname = \"a b\"\nsecret_env = \"K\"\n",
+            "serve.keys[0].name",
+        ),
+        ("[[serve.keys]]\nname = \"a\"\n", "serve.keys[0].secret_env"),
+        (
+            "[[serve.keys]]\nname = \"a\"\nsecret_env = \"K\"\n[[serve.keys]]\nname = \"a\"\nsecret_env = \"L\"\n",
+            "serve.keys[1].name",
+        ),
+        (
+            "[[serve.keys]]\nname = \"a\"\nsecret_env = \"K\"\nbinding = \"fixed\"\n",
+            "serve.keys[0].user",
+        ),
+        (
+            "[[serve.keys]]\nname = \"a\"\nsecret_env = \"K\"\nbinding = \"root\"\n",
+            "serve.keys[0].binding",
+        ),
+        (
+            "[[serve.keys]]\nname = \"a\"\nsecret_env = \"K\"\nuser_header = \"X-User\"\n",
+            "serve.keys[0].binding",
+        ),
+        (
+            "[[serve.keys]]\nname = \"a\"\nsecret_env = \"K\"\nbinding = \"trusted\"\nuser_header = \"bad header\"\n",
+            "serve.keys[0].user_header",
+        ),
+        (
+            "[[serve.keys]]\nname = \"a\"\nsecret_env = \"K\"\ntenant = \"\"\n",
+            "serve.keys[0].tenant",
+        ),
+        (
+            "[[serve.keys]]\nname = \"a\"\nsecret = \"sk-in-the-file\"\n",
+            "secret",
+        ),
+        ("[serve]\nlisten = \"localhost\"\n", "serve.listen"),
+        (
+            "[serve]\nmax_concurrent_turns = 0\n",
+            "serve.max_concurrent_turns",
+        ),
+    ] {
+        let error = load(file, &[]).unwrap_err().to_string();
+        assert!(error.contains(field), "{file:?}: {error}");
+    }
 }

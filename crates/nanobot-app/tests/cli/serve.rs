@@ -1,0 +1,192 @@
+//! `nanobot serve` as a user runs it: the release of the same configuration file as the CLI
+//! bot, keys from the environment, a loopback model; a non-loopback address without keys
+//! refused.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bench_workload::testing::TempDir;
+use serde_json::{Value, json};
+
+use crate::racing::echo_model;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn spawn_serve(workspace: &Path, args: &[&str], envs: &[(&str, &str)]) -> Child {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_nanobot"));
+    command
+        .arg("--workspace")
+        .arg(workspace)
+        .arg("serve")
+        .args(args)
+        .current_dir(workspace)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", workspace)
+        .env("NANOBOT_STREAM", "false")
+        .envs(envs.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command.spawn().unwrap()
+}
+
+/// One HTTP/1.1 request with `Connection: close`: the status and the body.
+fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&Value>,
+) -> (u16, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(&body);
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn wait_until_up(port: u16, child: &mut Child) {
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut stderr = String::new();
+            let _ = child
+                .stderr
+                .take()
+                .map(|mut e| e.read_to_string(&mut stderr));
+            panic!("nanobot serve exited with {status}: {stderr}");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "nanobot serve did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nanobot_serve_answers_openai_requests_with_keys_from_the_environment() {
+    let ws = TempDir::new("cli-serve");
+    let model = echo_model(Arc::new(Mutex::new(Vec::new()))).await;
+    std::fs::write(
+        ws.path().join("nanobot.toml"),
+        "[[serve.keys]]\nname = \"alice-app\"\nsecret_env = \"TEST_SERVE_KEY\"\n",
+    )
+    .unwrap();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let url = format!("{}/v1", model.url());
+    let path = ws.path().to_owned();
+    let results = tokio::task::spawn_blocking(move || {
+        let mut child = spawn_serve(
+            &path,
+            &["--listen", &listen],
+            &[("NANOBOT_BASE_URL", &url), ("TEST_SERVE_KEY", "sk-test-alice")],
+        );
+        wait_until_up(port, &mut child);
+        let key = [("authorization", "Bearer sk-test-alice")];
+        let health = http(port, "GET", "/health", &[], None);
+        let refused = http(port, "GET", "/v1/models", &[], None);
+        let models = http(port, "GET", "/v1/models", &key, None);
+        let mut answers = Vec::new();
+        for n in 1..=2 {
+            answers.push(http(
+                port,
+                "POST",
+                "/v1/chat/completions",
+                &[key[0], ("x-session-id", "s1")],
+                Some(&json!({"model": "nanobot", "messages": [{"role": "user", "content": format!("turn {n}")}]})),
+            ));
+        }
+        let messages = http(port, "GET", "/v1/sessions/s1/messages", &key, None);
+        let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+        let status = child.wait().unwrap();
+        (health, refused, models, answers, messages, status)
+    })
+    .await
+    .unwrap();
+    let (health, refused, models, answers, messages, status) = results;
+    assert_eq!(health.0, 200);
+    assert_eq!(refused.0, 401, "{}", refused.1);
+    let models: Value = serde_json::from_str(&models.1).unwrap();
+    assert_eq!(models["data"][0]["id"], "nanobot");
+    for (n, (code, body)) in answers.iter().enumerate() {
+        assert_eq!(*code, 200, "{body}");
+        let body: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(
+            body["choices"][0]["message"]["content"],
+            format!("answer to {}", n + 1)
+        );
+    }
+    let messages: Value = serde_json::from_str(&messages.1).unwrap();
+    let texts: Vec<&str> = messages["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["turn 1", "answer to 1", "turn 2", "answer to 2"]);
+    assert!(
+        status.success(),
+        "Ctrl-C stops the server cleanly: {status}"
+    );
+}
+
+#[test]
+fn a_public_address_without_keys_is_refused_and_a_missing_secret_named() {
+    let ws = TempDir::new("cli-serve-refused");
+    let port = free_port().to_string();
+    let out = spawn_serve(ws.path(), &["--listen", &format!("0.0.0.0:{port}")], &[])
+        .wait_with_output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("refusing to listen on 0.0.0.0"), "{said}");
+
+    std::fs::write(
+        ws.path().join("nanobot.toml"),
+        "[[serve.keys]]\nname = \"webui\"\nsecret_env = \"TEST_SERVE_MISSING\"\nbinding = \"trusted\"\nuser_header = \"X-OpenWebUI-User-Id\"\n",
+    )
+    .unwrap();
+    let out = spawn_serve(ws.path(), &["--listen", &format!("127.0.0.1:{port}")], &[])
+        .wait_with_output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("serve.keys[0].secret_env") && said.contains("TEST_SERVE_MISSING"),
+        "{said}"
+    );
+}
