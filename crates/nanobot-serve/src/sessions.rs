@@ -30,6 +30,18 @@ async fn caller_memory(
         .map_err(|e| ServeError::from_turn(&e))
 }
 
+/// The caller's memory and the stored key of their session `id` (checked).
+async fn caller_session(
+    server: &Server,
+    headers: &HeaderMap,
+    id: &str,
+) -> Result<(Arc<ScopeMemory>, session_store::SessionKey, String), ServeError> {
+    let id = checked_id("session", id)?;
+    let memory = caller_memory(server, headers).await?;
+    let key = session_key(&id)?;
+    Ok((memory, key, id))
+}
+
 fn respond(outcome: Result<Response, ServeError>) -> Response {
     outcome.unwrap_or_else(IntoResponse::into_response)
 }
@@ -75,9 +87,7 @@ pub(crate) async fn messages(
 ) -> Response {
     respond(
         async {
-            let id = checked_id("session", &id)?;
-            let memory = caller_memory(&server, &headers).await?;
-            let key = session_key(&id)?;
+            let (memory, key, id) = caller_session(&server, &headers, &id).await?;
             let internal = |e: session_store::SessionError| ServeError::Internal(e.to_string());
             // Reading never creates a session.
             if memory.sessions.get_cached(&key).is_none()
@@ -129,9 +139,7 @@ pub(crate) async fn clear(
 ) -> Response {
     respond(
         async {
-            let id = checked_id("session", &id)?;
-            let memory = caller_memory(&server, &headers).await?;
-            let key = session_key(&id)?;
+            let (memory, key, id) = caller_session(&server, &headers, &id).await?;
             let said = server
                 .agent
                 .new_session(&memory, &key)
@@ -155,9 +163,7 @@ pub(crate) async fn delete(
 ) -> Response {
     respond(
         async {
-            let id = checked_id("session", &id)?;
-            let memory = caller_memory(&server, &headers).await?;
-            let key = session_key(&id)?;
+            let (memory, key, id) = caller_session(&server, &headers, &id).await?;
             let existed = memory
                 .sessions
                 .delete(&key)

@@ -529,20 +529,26 @@ async fn why_an_archive_went_raw_is_kept_for_status() {
     );
 }
 
+/// The configuration of `file` with the environment `env` only.
+fn load_config(
+    file: &str,
+    env: &[(&str, &str)],
+) -> Result<nanobot_app::Config, nanobot_app::AppError> {
+    let scratch = TempDir::new("config-load");
+    let path = scratch.path().join("nanobot.toml");
+    std::fs::write(&path, file).unwrap();
+    let env: std::collections::HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    nanobot_app::Config::load(Some(&path), &|name| env.get(name).cloned())
+}
+
 /// Memory search's embedding model: all three of URL, model and dimensions or none, each
 /// missing one named; the environment wins; `config show` never prints the key.
 #[test]
 fn the_embeddings_configuration_is_checked_and_its_key_never_shown() {
-    let load = |file: &str, env: &[(&str, &str)]| {
-        let scratch = TempDir::new("config-embeddings");
-        let path = scratch.path().join("nanobot.toml");
-        std::fs::write(&path, file).unwrap();
-        let env: std::collections::HashMap<String, String> = env
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        nanobot_app::Config::load(Some(&path), &|name| env.get(name).cloned())
-    };
+    let load = load_config;
     let defaults = load("", &[]).unwrap();
     assert!(defaults.embeddings.is_none());
     assert_eq!(defaults.embed_per_search, 64);
@@ -682,16 +688,7 @@ fn the_config_fuzz_corpus_replays() {
 /// environment and never shown.
 #[test]
 fn serve_keys_are_checked_and_their_secrets_never_shown() {
-    let load = |file: &str, env: &[(&str, &str)]| {
-        let scratch = TempDir::new("config-serve");
-        let path = scratch.path().join("nanobot.toml");
-        std::fs::write(&path, file).unwrap();
-        let env: std::collections::HashMap<String, String> = env
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        nanobot_app::Config::load(Some(&path), &|name| env.get(name).cloned())
-    };
+    let load = load_config;
     let good = "[serve]\nlisten = \"0.0.0.0:9000\"\n\n[[serve.keys]]\nname = \"alice\"\nsecret_env = \"K1\"\n\n[[serve.keys]]\nname = \"webui\"\nsecret_env = \"K2\"\ntenant = \"acme\"\nbinding = \"trusted\"\nuser_header = \"X-OpenWebUI-User-Id\"\nchat_header = \"X-OpenWebUI-Chat-Id\"\n\n[[serve.keys]]\nname = \"kiosk\"\nsecret_env = \"K3\"\nbinding = \"fixed\"\nuser = \"front-desk\"\n";
     let config = load(good, &[("K1", "sk-one-SECRET"), ("K2", "sk-two-SECRET")]).unwrap();
     assert_eq!(config.serve_listen, "0.0.0.0:9000");
