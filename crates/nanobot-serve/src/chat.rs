@@ -86,6 +86,13 @@ async fn run(server: Arc<Server>, headers: HeaderMap, body: Bytes) -> Result<Res
     let text = last_user_text(&request.messages)?;
     let user = caller.user(&headers, request.user.as_deref())?;
     let session = caller.session(&headers, request.session_id.as_deref())?;
+    tracing::info!(
+        key = %caller.key,
+        user = %crate::log_id(&user),
+        session = %session.as_deref().map_or_else(|| "-".to_owned(), crate::log_id),
+        stream = request.stream,
+        "chat completion"
+    );
     let permit = server
         .turns
         .clone()
@@ -339,6 +346,12 @@ fn data(value: &Value) -> Event {
 }
 
 static COMPLETIONS: AtomicU64 = AtomicU64::new(0);
+
+/// An id for a request that brought none.
+pub(crate) fn new_request_id() -> String {
+    let n = COMPLETIONS.fetch_add(1, Ordering::Relaxed);
+    format!("req-{:x}{n:x}", now_nanos())
+}
 
 fn completion_id() -> String {
     let n = COMPLETIONS.fetch_add(1, Ordering::Relaxed);

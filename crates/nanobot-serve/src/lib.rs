@@ -114,6 +114,7 @@ impl Server {
             .route("/v1/sessions/{id}", axum::routing::delete(sessions::delete))
             .route("/v1/memory/search", post(search::search))
             .layer(DefaultBodyLimit::max(limit))
+            .layer(axum::middleware::from_fn(request_id))
             .with_state(Arc::new(self))
     }
 
@@ -129,6 +130,39 @@ impl Server {
             binding: key.binding.clone(),
         })
     }
+}
+
+/// Every response carries `x-request-id`: the client's, when it sent a sane one (1 to 128
+/// visible ASCII characters), else one of ours.
+async fn request_id(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let given = request
+        .headers()
+        .get("x-request-id")
+        .filter(|v| {
+            let bytes = v.as_bytes();
+            (1..=128).contains(&bytes.len()) && bytes.iter().all(|b| b.is_ascii_graphic())
+        })
+        .cloned();
+    let id = given.unwrap_or_else(|| {
+        HeaderValue::from_str(&chat::new_request_id()).unwrap_or(HeaderValue::from_static("-"))
+    });
+    let span = tracing::info_span!("request", id = ?id, method = %request.method(), path = %request.uri().path());
+    let mut response = {
+        use tracing::Instrument;
+        next.run(request).instrument(span).await
+    };
+    response.headers_mut().insert("x-request-id", id);
+    response
+}
+
+/// A stand-in for a user or session id in logs: the first 12 hex digits of its SHA-256
+/// (ids name people; logs at info level never carry them).
+pub(crate) fn log_id(id: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(id.as_bytes())[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Liveness: never authenticated.

@@ -830,3 +830,76 @@ async fn memory_search_finds_the_callers_memory_only() {
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     assert_eq!(bad.json()["error"]["param"], "query");
 }
+
+/// A log line writer into a shared buffer.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Every response carries `x-request-id` (the client's when sane, else ours), and the logs
+/// at info level carry neither the user's nor the session's id nor the message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_ids_on_every_answer_and_no_raw_ids_or_text_in_info_logs() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    tracing::subscriber::set_global_default(
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish(),
+    )
+    .unwrap();
+    let f = fixture(|s, _| s.keys = keys());
+    f.llm.push(llm_port::LlmResponse::text("A private answer."));
+    let out = call(
+        &f.router,
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("authorization", "Bearer sk-webui"),
+            ("x-openwebui-user-id", "user-raw-id-4471"),
+            ("x-session-id", "session-raw-id-9932"),
+            ("x-request-id", "req-from-client-1"),
+        ],
+        Some(chat("my very private text")),
+    )
+    .await;
+    assert_eq!(out.status, StatusCode::OK);
+    assert_eq!(out.headers["x-request-id"], "req-from-client-1");
+    let health = call(
+        &f.router,
+        "GET",
+        "/health",
+        &[("x-request-id", "an id with spaces")],
+        None,
+    )
+    .await;
+    let generated = health.headers["x-request-id"].to_str().unwrap().to_owned();
+    assert!(generated.starts_with("req-"), "{generated}");
+    let refused = call(&f.router, "GET", "/v1/models", &[], None).await;
+    assert!(refused.headers.contains_key("x-request-id"));
+
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(logs.contains("chat completion"), "{logs}");
+    assert!(logs.contains("req-from-client-1"), "{logs}");
+    for secret in [
+        "user-raw-id-4471",
+        "session-raw-id-9932",
+        "my very private text",
+        "A private answer",
+        "sk-webui",
+    ] {
+        assert!(!logs.contains(secret), "{secret} in the logs: {logs}");
+    }
+}
