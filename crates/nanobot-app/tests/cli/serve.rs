@@ -190,3 +190,64 @@ fn a_public_address_without_keys_is_refused_and_a_missing_secret_named() {
         "{said}"
     );
 }
+
+/// Acceptance 1 of issue 18: the official `openai` Python client (pinned by hash in
+/// `crates/nanobot-serve/tests/openai_client/requirements.txt`; `.ci/run` installs it and
+/// names its Python in `NANOBOT_TEST_OPENAI_PYTHON`) against `nanobot serve`: models, a
+/// whole answer, a stream, a stream with usage, and the error shapes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_openai_python_client_works_against_nanobot_serve() {
+    let Some(python) = bench_workload::testing::required_env(
+        "NANOBOT_TEST_OPENAI_PYTHON",
+        "the_official_openai_python_client_works_against_nanobot_serve",
+        "install crates/nanobot-serve/tests/openai_client/requirements.txt in a venv and name its python",
+    ) else {
+        return;
+    };
+    let ws = TempDir::new("cli-serve-openai");
+    let model = echo_model(Arc::new(Mutex::new(Vec::new()))).await;
+    std::fs::write(
+        ws.path().join("nanobot.toml"),
+        "[[serve.keys]]\nname = \"client\"\nsecret_env = \"TEST_SERVE_KEY\"\n",
+    )
+    .unwrap();
+    let port = free_port();
+    let url = format!("{}/v1", model.url());
+    let path = ws.path().to_owned();
+    let check =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../nanobot-serve/tests/openai_client/check.py");
+    let (out, status) = tokio::task::spawn_blocking(move || {
+        let listen = format!("127.0.0.1:{port}");
+        let mut child = spawn_serve(
+            &path,
+            &["--listen", &listen],
+            &[
+                ("NANOBOT_BASE_URL", &url),
+                ("TEST_SERVE_KEY", "sk-openai-client"),
+            ],
+        );
+        wait_until_up(port, &mut child);
+        let out = Command::new(python)
+            .arg(check)
+            .arg(format!("http://127.0.0.1:{port}/v1"))
+            .arg("sk-openai-client")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("OPENAI_BASE_URL")
+            .output()
+            .unwrap();
+        let _ = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        (out, child.wait().unwrap())
+    })
+    .await
+    .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    println!("{report}");
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(status.success());
+}
