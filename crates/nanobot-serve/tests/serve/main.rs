@@ -903,3 +903,110 @@ async fn request_ids_on_every_answer_and_no_raw_ids_or_text_in_info_logs() {
         assert!(!logs.contains(secret), "{secret} in the logs: {logs}");
     }
 }
+
+/// A model that answers `X` with `answer to X` after a pause.
+struct Echo {
+    pause: Duration,
+    calls: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl LlmClient for Echo {
+    async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(self.pause).await;
+        // The message's last line: the user's text (a runtime note may come before it).
+        let last = request
+            .messages
+            .last()
+            .and_then(|m| m.content())
+            .and_then(|c| c.as_text())
+            .and_then(|t| t.lines().last())
+            .unwrap_or_default()
+            .to_owned();
+        Ok(LlmResponse::text(format!("answer to {last}")))
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new(128_000)
+    }
+}
+
+/// Acceptance 2 of issue 18, in one process: 50 clients × 20 turns over 10 sessions with a
+/// model of 50 ms: every session holds its turns whole and in each client's order, none
+/// lost, doubled or crossing sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_clients_over_ten_sessions_lose_double_and_cross_nothing() {
+    const CLIENTS: usize = 50;
+    const TURNS: usize = 20;
+    const SESSIONS: usize = 10;
+    let echo = Arc::new(Echo {
+        pause: Duration::from_millis(50),
+        calls: AtomicUsize::new(0),
+    });
+    let (agent, router) = serve(echo.clone(), |s, a| {
+        s.max_concurrent_turns = CLIENTS;
+        a.turn_wait = Duration::from_secs(120);
+    });
+    let started = std::time::Instant::now();
+    let mut clients = Vec::new();
+    for c in 0..CLIENTS {
+        let router = router.clone();
+        clients.push(tokio::spawn(async move {
+            let session = format!("s{}", c % SESSIONS);
+            let mut failures = Vec::new();
+            for t in 0..TURNS {
+                let text = format!("c{c} t{t}");
+                let out = call(
+                    &router,
+                    "POST",
+                    "/v1/chat/completions",
+                    &[("x-session-id", &session)],
+                    Some(chat(&text)),
+                )
+                .await;
+                if out.status != StatusCode::OK {
+                    failures.push(format!("{text}: {}", out.status));
+                    continue;
+                }
+                let answer = out.json()["choices"][0]["message"]["content"].clone();
+                if answer != json!(format!("answer to {text}")) {
+                    failures.push(format!("{text}: got {answer}"));
+                }
+            }
+            failures
+        }));
+    }
+    let mut failures = Vec::new();
+    for client in clients {
+        failures.extend(client.await.unwrap());
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+    let scope = user_scope("default", "local");
+    for s in 0..SESSIONS {
+        let messages = stored(&agent, &scope, &format!("s{s}")).await;
+        assert_eq!(messages.len(), 2 * TURNS * CLIENTS / SESSIONS, "session s{s}");
+        let mut last_turn = std::collections::HashMap::new();
+        for pair in messages.chunks(2) {
+            let (user, assistant) = (&pair[0], &pair[1]);
+            assert_eq!(user.0, "user");
+            assert_eq!(assistant, &("assistant".to_owned(), format!("answer to {}", user.1)));
+            let (client, turn) = user.1.split_once(' ').unwrap();
+            let client: usize = client[1..].parse().unwrap();
+            let turn: usize = turn[1..].parse().unwrap();
+            assert_eq!(client % SESSIONS, s, "a message crossed sessions: {user:?}");
+            let previous = last_turn.insert(client, turn);
+            assert_eq!(
+                previous.map_or(0, |p| p + 1),
+                turn,
+                "client {client}'s turns out of order or doubled in s{s}"
+            );
+        }
+    }
+    assert_eq!(echo.calls.load(Ordering::SeqCst), CLIENTS * TURNS);
+    println!(
+        "{} turns over {SESSIONS} sessions in {:.1?}",
+        CLIENTS * TURNS,
+        started.elapsed()
+    );
+}
