@@ -89,38 +89,25 @@ pub(crate) async fn messages(
         async {
             let (memory, key, id) = caller_session(&server, &headers, &id).await?;
             let internal = |e: session_store::SessionError| ServeError::Internal(e.to_string());
-            // Reading never creates a session.
-            if memory.sessions.get_cached(&key).is_none()
-                && memory
-                    .sessions
-                    .store()
-                    .load(&key)
-                    .await
-                    .map_err(internal)?
-                    .is_none()
-            {
+            // Read from the store, not this process's cache: another instance may have
+            // taken the latest turns (and reading never creates a session).
+            let Some(loaded) = memory.sessions.store().load(&key).await.map_err(internal)? else {
                 return Err(ServeError::NotFound(format!("no session {id:?}")));
-            }
-            let handle = memory
-                .sessions
-                .get_or_create(&key)
-                .await
-                .map_err(internal)?;
-            let data: Vec<Value> = handle.read(|session| {
-                session
-                    .messages()
-                    .iter()
-                    .map(|message| {
-                        let fields: Map<String, Value> = message
-                            .fields()
-                            .iter()
-                            .filter(|(name, _)| !name.starts_with('_'))
-                            .map(|(name, value)| (name.clone(), value.clone()))
-                            .collect();
-                        Value::Object(fields)
-                    })
-                    .collect()
-            });
+            };
+            let data: Vec<Value> = loaded
+                .session
+                .messages()
+                .iter()
+                .map(|message| {
+                    let fields: Map<String, Value> = message
+                        .fields()
+                        .iter()
+                        .filter(|(name, _)| !name.starts_with('_'))
+                        .map(|(name, value)| (name.clone(), value.clone()))
+                        .collect();
+                    Value::Object(fields)
+                })
+                .collect();
             Ok(
                 axum::Json(json!({"object": "list", "session_id": id, "data": data}))
                     .into_response(),
@@ -140,6 +127,8 @@ pub(crate) async fn clear(
     respond(
         async {
             let (memory, key, id) = caller_session(&server, &headers, &id).await?;
+            // The session as stored now (another instance may have taken the latest turns).
+            memory.sessions.invalidate(&key);
             let said = server
                 .agent
                 .new_session(&memory, &key)

@@ -17,7 +17,7 @@ use store_postgres::testing::{TestSchema, url};
 
 use super::{nanobot, text};
 
-fn available(test: &str) -> Option<String> {
+pub(crate) fn available(test: &str) -> Option<String> {
     let found = url();
     if found.is_none() {
         bench_workload::testing::skip(
@@ -29,7 +29,7 @@ fn available(test: &str) -> Option<String> {
 }
 
 /// The environment that points `nanobot` at `store`'s schema.
-fn pg_env(url: &str, store: &PgStore) -> Vec<(&'static str, String)> {
+pub(crate) fn pg_env(url: &str, store: &PgStore) -> Vec<(&'static str, String)> {
     vec![
         ("NANOBOT_STORAGE", "postgres".to_owned()),
         ("NANOBOT_DATABASE_URL", url.to_owned()),

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::racing::echo_model;
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -22,7 +22,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn spawn_serve(workspace: &Path, args: &[&str], envs: &[(&str, &str)]) -> Child {
+pub(crate) fn spawn_serve(workspace: &Path, args: &[&str], envs: &[(&str, &str)]) -> Child {
     let mut command = Command::new(env!("CARGO_BIN_EXE_nanobot"));
     command
         .arg("--workspace")
@@ -41,7 +41,7 @@ fn spawn_serve(workspace: &Path, args: &[&str], envs: &[(&str, &str)]) -> Child 
 }
 
 /// One HTTP/1.1 request with `Connection: close`: the status and the body.
-fn http(
+pub(crate) fn http(
     port: u16,
     method: &str,
     path: &str,
@@ -77,7 +77,7 @@ fn http(
     (status, body)
 }
 
-fn wait_until_up(port: u16, child: &mut Child) {
+pub(crate) fn wait_until_up(port: u16, child: &mut Child) {
     let started = Instant::now();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         if let Ok(Some(status)) = child.try_wait() {
@@ -250,4 +250,127 @@ async fn the_official_openai_python_client_works_against_nanobot_serve() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(status.success());
+}
+
+/// Acceptance 2 of issue 18 across instances: two `nanobot serve` processes on one
+/// PostgreSQL schema, requests dealt to them in turn (round-robin), 50 clients × 20 turns
+/// over 10 sessions: every session whole, in each client's order, nothing lost, doubled or
+/// crossed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_on_one_database_behind_round_robin_lose_double_and_cross_nothing() {
+    const CLIENTS: usize = 50;
+    const TURNS: usize = 20;
+    const SESSIONS: usize = 10;
+    let Some(url) = crate::postgres::available(
+        "two_servers_on_one_database_behind_round_robin_lose_double_and_cross_nothing",
+    ) else {
+        return;
+    };
+    let ws = TempDir::new("cli-serve-pg");
+    let store = store_postgres::testing::TestSchema::new(&url).store().await;
+    let model = echo_model(Arc::new(Mutex::new(Vec::new()))).await;
+    let mut env = crate::postgres::pg_env(&url, &store);
+    env.push(("NANOBOT_BASE_URL", format!("{}/v1", model.url())));
+    env.push(("NANOBOT_SERVE_MAX_TURNS", CLIENTS.to_string()));
+    env.push(("NANOBOT_TURN_WAIT_SECS", "300".to_owned()));
+    let path = ws.path().to_owned();
+    let (failures, stored) = tokio::task::spawn_blocking(move || {
+        let envs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let ports = [free_port(), free_port()];
+        let mut children: Vec<Child> = ports
+            .iter()
+            .map(|port| spawn_serve(&path, &["--listen", &format!("127.0.0.1:{port}")], &envs))
+            .collect();
+        for (port, child) in ports.iter().zip(&mut children) {
+            wait_until_up(*port, child);
+        }
+        let dealt = std::sync::atomic::AtomicUsize::new(0);
+        let failures: Vec<String> = std::thread::scope(|threads| {
+            let workers: Vec<_> = (0..CLIENTS)
+                .map(|c| {
+                    let dealt = &dealt;
+                    threads.spawn(move || {
+                        let session = format!("s{}", c % SESSIONS);
+                        let mut failures = Vec::new();
+                        for t in 0..TURNS {
+                            let port = ports[dealt.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 2];
+                            let text = format!("c{c}-t{t}");
+                            let (code, body) = http(
+                                port,
+                                "POST",
+                                "/v1/chat/completions",
+                                &[("x-session-id", &session)],
+                                Some(&json!({"messages": [{"role": "user", "content": format!("turn {text}")}]})),
+                            );
+                            let answer: Value = serde_json::from_str(&body).unwrap_or_default();
+                            if code != 200 || answer["choices"][0]["message"]["content"] != json!(format!("answer to {text}")) {
+                                failures.push(format!("{text} on {port}: {code} {body}"));
+                            }
+                        }
+                        failures
+                    })
+                })
+                .collect();
+            workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+        });
+        // Each session read through both servers: the same, whichever took its last turns.
+        let read = |port: u16, s: usize| -> Vec<String> {
+            let (_, body) = http(port, "GET", &format!("/v1/sessions/s{s}/messages"), &[], None);
+            let body: Value = serde_json::from_str(&body).unwrap_or_default();
+            body["data"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|m| {
+                    format!(
+                        "{}: {}",
+                        m["role"].as_str().unwrap_or("?"),
+                        m["content"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect()
+        };
+        let stored: Vec<(Vec<String>, Vec<String>)> = (0..SESSIONS)
+            .map(|s| (read(ports[0], s), read(ports[1], s)))
+            .collect();
+        for child in &mut children {
+            let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+            let _ = child.wait();
+        }
+        (failures, stored)
+    })
+    .await
+    .unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    for (s, (messages, through_other)) in stored.iter().enumerate() {
+        assert_eq!(messages, through_other, "s{s} read through the two servers");
+        assert_eq!(
+            messages.len(),
+            2 * TURNS * CLIENTS / SESSIONS,
+            "session s{s}"
+        );
+        let mut last_turn = std::collections::HashMap::new();
+        for pair in messages.chunks(2) {
+            let text = pair[0]
+                .strip_prefix("user: turn ")
+                .unwrap_or_else(|| panic!("{pair:?}"));
+            assert_eq!(pair[1], format!("assistant: answer to {text}"));
+            let (client, turn) = text.split_once('-').unwrap();
+            let client: usize = client[1..].parse().unwrap();
+            let turn: usize = turn[1..].parse().unwrap();
+            assert_eq!(client % SESSIONS, s, "crossed sessions: {text}");
+            let previous = last_turn.insert(client, turn);
+            assert_eq!(
+                previous.map_or(0, |p| p + 1),
+                turn,
+                "client {client} in s{s}"
+            );
+        }
+    }
 }

@@ -985,12 +985,19 @@ async fn fifty_clients_over_ten_sessions_lose_double_and_cross_nothing() {
     let scope = user_scope("default", "local");
     for s in 0..SESSIONS {
         let messages = stored(&agent, &scope, &format!("s{s}")).await;
-        assert_eq!(messages.len(), 2 * TURNS * CLIENTS / SESSIONS, "session s{s}");
+        assert_eq!(
+            messages.len(),
+            2 * TURNS * CLIENTS / SESSIONS,
+            "session s{s}"
+        );
         let mut last_turn = std::collections::HashMap::new();
         for pair in messages.chunks(2) {
             let (user, assistant) = (&pair[0], &pair[1]);
             assert_eq!(user.0, "user");
-            assert_eq!(assistant, &("assistant".to_owned(), format!("answer to {}", user.1)));
+            assert_eq!(
+                assistant,
+                &("assistant".to_owned(), format!("answer to {}", user.1))
+            );
             let (client, turn) = user.1.split_once(' ').unwrap();
             let client: usize = client[1..].parse().unwrap();
             let turn: usize = turn[1..].parse().unwrap();
