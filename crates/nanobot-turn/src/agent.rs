@@ -750,7 +750,13 @@ fn text_tool_call(text: &str, offered: &[ToolDefinition], step: usize) -> Option
     } else if let Some(tagged) = body.strip_prefix("<tool_call>") {
         body = tagged.strip_suffix("</tool_call>")?.trim().to_owned();
     }
-    let value: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&body).ok().or_else(|| {
+        // Small models that learnt their template's escaped braces write `{{"name": …}}`:
+        // the same call with every brace doubled.
+        body.starts_with("{{")
+            .then(|| serde_json::from_str(&body.replace("{{", "{").replace("}}", "}")).ok())
+            .flatten()
+    })?;
     let name = value.get("name")?.as_str()?;
     if !offered.iter().any(|d| d.function.name == name) {
         return None;

@@ -409,6 +409,30 @@ async fn a_tool_call_written_as_text_is_run_as_a_call() {
     agent.finish().await.unwrap();
 }
 
+/// Qwen2.5-Coder-1.5B, tried as a user, wrote its call with every brace doubled (its
+/// template's escaping): still read as the call.
+#[tokio::test]
+async fn a_tool_call_written_with_doubled_braces_is_run_as_a_call() {
+    let (llm, agent) = scripted();
+    let memory = agent_memory(&agent).await;
+    remembered_but_not_injected(&memory, &["The user's gym locker code is 4417-B."]).await;
+    llm.push(llm_port::LlmResponse::text(
+        r#"{{"name": "search_memory", "arguments": {"query": "locker", "sources": ["history"], "since": "", "limit": 5}}}}"#,
+    ));
+    llm.push(llm_port::LlmResponse::text("It is 4417-B."));
+    let key = SessionKey::new("cli:small").unwrap();
+    let report = agent
+        .turn(&memory, &key, "Which locker?", &silent())
+        .await
+        .unwrap();
+    assert_eq!(report.tool_calls, ["search_memory"]);
+    assert_eq!(report.answer, "It is 4417-B.");
+    let stored = stored(&memory, &key).await;
+    let found = stored[2].get("content").unwrap().as_str().unwrap();
+    assert!(found.contains("4417-B"), "{found}");
+    agent.finish().await.unwrap();
+}
+
 /// A provider (or a small model through the text fallback) that numbers its calls from 1 in
 /// every turn: the second turn's result still reaches the model, because a repeated id is
 /// replaced by one of the session's own (the governor would drop a result whose call was
