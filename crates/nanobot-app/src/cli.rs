@@ -750,42 +750,13 @@ async fn chat(bot: Arc<Bot>, key: SessionKey) -> Result<(), AppError> {
             ),
         );
     }
-    if let Some(schedule) = bot.schedule.clone() {
-        let (bot, stop) = (bot.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            loop {
-                let now = bot.clock.now();
-                let Ok(Some(next)) = bot.memory.dream.next_run(&schedule, now).await else {
-                    return;
-                };
-                let wait = (next - now).to_std().unwrap_or_default();
-                tokio::select! {
-                    () = stop.notified() => return,
-                    () = tokio::time::sleep(wait) => {}
-                }
-                // Every scope with unread history gets its run; idle ones cost nothing.
-                let Ok(results) = bot.agent.dream_tick(dream::Trigger::Scheduled).await else {
-                    continue;
-                };
-                for (scope, result) in results {
-                    let line = match result {
-                        Ok(report) if report.status == dream::RunStatus::NothingToDo => continue,
-                        Ok(report) => dream::format::run_reply(&report)
-                            .lines()
-                            .next()
-                            .unwrap_or("")
-                            .to_owned(),
-                        Err(e) => format!("failed: {e}"),
-                    };
-                    if scope.subject.is_agent() {
-                        println!("\n[dream] {line}");
-                    } else {
-                        println!("\n[dream {}] {line}", scope.subject);
-                    }
-                }
-            }
-        });
-    }
+    crate::bot::spawn_dream_schedule(bot.clone(), shutdown.clone(), |scope, line| {
+        if scope.subject.is_agent() {
+            println!("\n[dream] {line}");
+        } else {
+            println!("\n[dream {}] {line}", scope.subject);
+        }
+    });
     println!(
         "nanobot ({}, {}). /help for commands; Ctrl-D leaves.",
         bot.config.model, key

@@ -69,6 +69,14 @@ pub async fn serve(
     settings.max_concurrent_turns = bot.config.serve_max_turns;
     settings.request_timeout = Duration::from_secs(bot.config.serve_request_timeout_secs);
     settings.body_limit = bot.config.serve_body_limit_bytes;
+    let bot = Arc::new(bot);
+    // Dream keeps curating every scope's memory on its schedule while the server runs.
+    let stop = Arc::new(tokio::sync::Notify::new());
+    crate::bot::spawn_dream_schedule(bot.clone(), stop.clone(), |scope, line| {
+        // A scope names a person: logged as a hash.
+        let scope = nanobot_serve::log_id(&scope.subject.to_string());
+        tracing::info!(%scope, "dream: {line}");
+    });
     let mut server = Server::new(bot.agent.clone(), settings).with_search(bot.search.clone());
     if let Storage::Postgres(store) = &bot.storage {
         let store = store.clone();
@@ -99,6 +107,7 @@ pub async fn serve(
         })
         .await
         .map_err(|e| AppError::Usage(format!("the server failed: {e}")))?;
+    stop.notify_waiters();
     // Sessions written, background consolidations finished.
     bot.finish().await
 }

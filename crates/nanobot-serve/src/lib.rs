@@ -157,7 +157,7 @@ async fn request_id(request: axum::extract::Request, next: axum::middleware::Nex
 
 /// A stand-in for a user or session id in logs: the first 12 hex digits of its SHA-256
 /// (ids name people; logs at info level never carry them).
-pub(crate) fn log_id(id: &str) -> String {
+pub fn log_id(id: &str) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(id.as_bytes())[..6]
         .iter()
