@@ -42,7 +42,10 @@ async fn forced(
     (scope, attempts)
 }
 
-async fn dream_change(scope: &store_postgres::PgScope) -> MemoryChange {
+/// A Dream change under a lease, and the lease, which the caller holds until the commit
+/// returns (dropped, it is released in the background, and a commit after that is refused
+/// for a lost lease: seen in CI under load).
+async fn dream_change(scope: &store_postgres::PgScope) -> (MemoryChange, memory_store::Lease) {
     scope
         .write(Document::Memory, "# Memory\n", Expected::Absent)
         .await
@@ -53,7 +56,7 @@ async fn dream_change(scope: &store_postgres::PgScope) -> MemoryChange {
         .await
         .unwrap()
         .unwrap();
-    MemoryChange {
+    let change = MemoryChange {
         fence: lease.fence,
         files: vec![FileChange {
             file: MemoryFile::Document(Document::Memory),
@@ -63,7 +66,8 @@ async fn dream_change(scope: &store_postgres::PgScope) -> MemoryChange {
         cursor: None,
         version: None,
         time: chrono::Utc::now(),
-    }
+    };
+    (change, lease)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -73,7 +77,7 @@ async fn a_commit_refused_for_a_rival_is_retried_and_then_goes_through() {
     }
     for code in ["40001", "40P01"] {
         let (scope, attempts) = forced("memory commit", code, TRANSACTION_ATTEMPTS - 1).await;
-        let change = dream_change(&scope).await;
+        let (change, _lease) = dream_change(&scope).await;
         MemoryCommit::commit(&scope, &change).await.unwrap();
         assert_eq!(
             attempts.load(Ordering::SeqCst),
@@ -92,7 +96,7 @@ async fn a_commit_refused_every_time_stops_after_the_bound_and_writes_nothing() 
     }
     for code in ["40001", "40P01"] {
         let (scope, attempts) = forced("memory commit", code, u32::MAX).await;
-        let change = dream_change(&scope).await;
+        let (change, _lease) = dream_change(&scope).await;
         let error = MemoryCommit::commit(&scope, &change).await.unwrap_err();
         assert!(error.is_retryable(), "{code}: {error}");
         assert!(error.to_string().contains(code), "{code}: {error}");
@@ -112,7 +116,7 @@ async fn a_unique_violation_is_a_conflict_and_is_not_retried() {
         return;
     }
     let (scope, attempts) = forced("memory commit", "23505", u32::MAX).await;
-    let change = dream_change(&scope).await;
+    let (change, _lease) = dream_change(&scope).await;
     let error = MemoryCommit::commit(&scope, &change).await.unwrap_err();
     assert!(matches!(error, MemoryError::Conflict { .. }), "{error}");
     assert_eq!(attempts.load(Ordering::SeqCst), 1);
