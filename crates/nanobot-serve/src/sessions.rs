@@ -127,13 +127,19 @@ pub(crate) async fn clear(
     respond(
         async {
             let (memory, key, id) = caller_session(&server, &headers, &id).await?;
-            // The session as stored now (another instance may have taken the latest turns).
-            memory.sessions.invalidate(&key);
-            let said = server
-                .agent
-                .new_session(&memory, &key)
+            // As a turn would: wait for a turn of the session running here or in another
+            // instance (409 past the wait), and start from what is stored.
+            let lock = memory
+                .sessions
+                .lock_turn(&key, server.agent.settings().turn_wait)
                 .await
-                .map_err(|e| ServeError::from_turn(&e))?;
+                .map_err(|e| match e {
+                    session_store::SessionError::Busy { .. } => ServeError::SessionBusy,
+                    other => ServeError::Internal(other.to_string()),
+                })?;
+            let said = server.agent.new_session(&memory, &key).await;
+            lock.release().await;
+            let said = said.map_err(|e| ServeError::from_turn(&e))?;
             Ok(
                 axum::Json(json!({"session_id": id, "cleared": true, "message": said}))
                     .into_response(),

@@ -1017,3 +1017,38 @@ async fn fifty_clients_over_ten_sessions_lose_double_and_cross_nothing() {
         started.elapsed()
     );
 }
+
+/// `/clear` waits for a running turn of the session like another turn would: past the
+/// wait it is 409, and the running turn is not cut in two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clearing_a_session_with_a_turn_running_is_409() {
+    let f = fixture(|_, a| a.turn_wait = Duration::from_millis(200));
+    f.llm.push(llm_port::testing::Step::Hang);
+    let router = f.router.clone();
+    let running = tokio::spawn(async move {
+        call(
+            &router,
+            "POST",
+            "/v1/chat/completions",
+            &[("x-session-id", "busy")],
+            Some(chat("first")),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let cleared = call(&f.router, "POST", "/v1/sessions/busy/clear", &[], None).await;
+    assert_eq!(
+        cleared.status,
+        StatusCode::CONFLICT,
+        "{}",
+        String::from_utf8_lossy(&cleared.body)
+    );
+    assert_eq!(cleared.json()["error"]["code"], "session_busy");
+    assert_eq!(
+        stored(&f.agent, &user_scope("default", "local"), "busy")
+            .await
+            .len(),
+        1
+    );
+    running.abort();
+}
