@@ -393,24 +393,17 @@ pub async fn memory_search(bot: &Bot, search: &MemorySearch<'_>) -> Result<Strin
         .indexer(index.clone(), bot.agent.counter().clone())
         .sync()
         .await?;
-    let mut tool = memory_search::SearchMemoryTool::new(
-        index,
-        bot.agent.counter().clone(),
-        memory_search::DEFAULT_BUDGET_TOKENS,
-    );
+    let prepared = bot.search.prepare(&bot.memory, index).await;
     let mut notes = Vec::new();
-    if let Some(lane) = bot.search.vector_lane(&bot.memory) {
-        match lane.embed_missing(bot.config.embed_per_search).await {
-            Ok(pass) if pass.more => notes.push(format!(
-                "some of memory has no vector yet: each search embeds {} chunks, `nanobot memory reindex` embeds them all",
-                bot.config.embed_per_search
-            )),
-            Ok(_) => {}
-            Err(error) => notes.push(format!("embedding failed: {error}")),
-        }
-        tool = tool.with_vector_lane(lane);
+    match &prepared.embedding {
+        Some(Ok(pass)) if pass.more => notes.push(format!(
+            "some of memory has no vector yet: each search embeds {} chunks, `nanobot memory reindex` embeds them all",
+            bot.search.embed_per_search()
+        )),
+        Some(Err(error)) => notes.push(format!("embedding failed: {error}")),
+        _ => {}
     }
-    let (hits, note) = tool.hits(&request).await?;
+    let (hits, note) = prepared.tool.hits(&request).await?;
     notes.extend(note);
     if search.json {
         for note in &notes {

@@ -50,15 +50,14 @@ async fn run(server: &Server, headers: &HeaderMap, body: &[u8]) -> Result<Respon
     if let Err(error) = memory.indexer(index.clone(), counter.clone()).sync().await {
         tracing::warn!(error = %error, "indexing before a memory search failed");
     }
-    let mut tool = SearchMemoryTool::new(index, counter, memory_search::DEFAULT_BUDGET_TOKENS);
-    if let Some(search) = &server.search
-        && let Some(lane) = search.vector_lane(&memory)
-    {
-        if let Err(error) = lane.embed_missing(search.embed_per_search()).await {
-            tracing::warn!(error = %error, "embedding before a memory search failed");
+    let tool = match &server.search {
+        Some(search) => {
+            let prepared = search.prepare(&memory, index).await;
+            prepared.warn_if_embedding_failed();
+            prepared.tool
         }
-        tool = tool.with_vector_lane(lane);
-    }
+        None => SearchMemoryTool::new(index, counter, memory_search::DEFAULT_BUDGET_TOKENS),
+    };
     let (hits, note) = tool.hits(&request).await.map_err(|e| {
         if e.is_retryable() {
             ServeError::Upstream {

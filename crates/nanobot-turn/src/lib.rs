@@ -17,4 +17,6 @@ pub use notes::{
     BACKGROUND_FAILURE_KEY, RAW_ARCHIVE_KEY, background_failure, last_raw_archive,
     record_background_failure, record_raw_archives,
 };
-pub use tools::{DEFAULT_EMBED_PER_SEARCH, SearchMemory, ToolContext, ToolOutput, TurnTool};
+pub use tools::{
+    DEFAULT_EMBED_PER_SEARCH, PreparedSearch, SearchMemory, ToolContext, ToolOutput, TurnTool,
+};

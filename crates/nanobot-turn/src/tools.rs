@@ -7,7 +7,10 @@ use async_trait::async_trait;
 use llm_port::tokens::TokenCounter;
 use llm_port::{Embedder, ToolDefinition};
 use memory_index::{Hit, session_prefix};
-use memory_search::{DEFAULT_BUDGET_TOKENS, EMBED_BATCH, Indexer, SearchMemoryTool, VectorLane};
+use memory_search::{
+    DEFAULT_BUDGET_TOKENS, EMBED_BATCH, EmbedPass, Indexer, IndexingError, SearchMemoryTool,
+    VectorLane,
+};
 use session_store::SessionKey;
 
 use crate::memory::ScopeMemory;
@@ -131,6 +134,42 @@ impl SearchMemory {
             self.embedder.clone()?,
         ))
     }
+
+    /// The search over `index` of `memory` as every caller runs it (the tool, `nanobot
+    /// memory search`, the server's search route): within this tool's budget, and with the
+    /// vector lane when there is one, up to [`SearchMemory::embed_per_search`] missing
+    /// vectors given first. A failing embedder never fails the search: what the embedding
+    /// pass did is handed back for the caller to report.
+    pub async fn prepare(
+        &self,
+        memory: &ScopeMemory,
+        index: Arc<dyn memory_index::MemoryIndex>,
+    ) -> PreparedSearch {
+        let mut tool = SearchMemoryTool::new(index, self.counter.clone(), self.budget_tokens);
+        let mut embedding = None;
+        if let Some(lane) = self.vector_lane(memory) {
+            embedding = Some(lane.embed_missing(self.embed_per_search).await);
+            tool = tool.with_vector_lane(lane);
+        }
+        PreparedSearch { tool, embedding }
+    }
+}
+
+/// A search ready to run ([`SearchMemory::prepare`]).
+pub struct PreparedSearch {
+    /// The tool over the scope's index, with the vector lane when there is one.
+    pub tool: SearchMemoryTool,
+    /// What the embedding pass before it did (`None`: no vector lane).
+    pub embedding: Option<Result<EmbedPass, IndexingError>>,
+}
+
+impl PreparedSearch {
+    /// Logs a failed embedding pass (the search still runs on what has vectors).
+    pub fn warn_if_embedding_failed(&self) {
+        if let Some(Err(error)) = &self.embedding {
+            tracing::warn!(error = %error, "embedding before a memory search failed");
+        }
+    }
 }
 
 #[async_trait]
@@ -172,17 +211,11 @@ impl TurnTool for SearchMemory {
                 .and_then(|seq| seq.parse::<usize>().ok())
                 .is_some_and(|seq| seq >= live_from)
         };
-        let mut tool =
-            SearchMemoryTool::new(index.clone(), self.counter.clone(), self.budget_tokens);
-        if let Some(lane) = self.vector_lane(memory) {
-            // A failing embedder leaves the chunks without vectors for the next search; the
-            // search itself says whether the lane answered.
-            if let Err(error) = lane.embed_missing(self.embed_per_search).await {
-                tracing::warn!(error = %error, "embedding before a memory search failed");
-            }
-            tool = tool.with_vector_lane(lane);
-        }
-        let outcome = tool.call_leaving_out(arguments, &live).await;
+        // A failing embedder leaves the chunks without vectors for the next search; the
+        // search itself says whether the lane answered.
+        let prepared = self.prepare(memory, index.clone()).await;
+        prepared.warn_if_embedding_failed();
+        let outcome = prepared.tool.call_leaving_out(arguments, &live).await;
         ToolOutput {
             content: outcome.text,
             recalled: outcome.recalled,
