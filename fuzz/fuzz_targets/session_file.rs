@@ -28,7 +28,9 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         assert!(
             !again.repairs.iter().any(|r| matches!(
                 r,
-                session_store::Repair::TornTail { .. } | session_store::Repair::CorruptLine { .. }
+                session_store::Repair::TornTail { .. }
+                    | session_store::Repair::CorruptLine { .. }
+                    | session_store::Repair::TornLine1 { .. }
             )),
             "{:?} after {:?}",
             again.repairs,

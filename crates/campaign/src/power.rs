@@ -54,6 +54,7 @@ pub(crate) fn run_with(plan: &Plan, broken: Option<BrokenRule>) -> Family {
     family.set("writes_torn", totals.torn_writes);
     family.set("directory_entries_dropped", totals.dropped_entries);
     family.set("torn_tails_cut_and_reported", totals.torn_tails);
+    family.set("torn_line1_rebuilt_and_reported", totals.torn_line1s);
     family.zero("violations", totals.violations);
     family.zero("untracked_file_operations", totals.untracked);
     family.zero("failed_runs", totals.failed_runs);
@@ -71,6 +72,7 @@ struct Totals {
     torn_writes: u64,
     dropped_entries: u64,
     torn_tails: u64,
+    torn_line1s: u64,
     violations: u64,
     untracked: u64,
     failed_runs: u64,
@@ -129,6 +131,7 @@ fn one_workload(
             .collect();
         let found = runtime.block_on(workload::check(&after, level, level, &acks, &run.acks));
         totals.torn_tails += found.torn_tails;
+        totals.torn_line1s += found.torn_line1s;
         totals.violations += found.violations.len() as u64;
         for violation in found.violations {
             family.fail(format!(

@@ -65,6 +65,7 @@ pub(crate) fn run(plan: &Plan) -> Family {
     family.set("faults_injected", totals.fired);
     family.set("errors_returned", totals.errors);
     family.set("torn_tails_cut_and_reported", totals.torn_tails);
+    family.set("torn_line1_rebuilt_and_reported", totals.torn_line1s);
     family.zero("panics", totals.panics);
     family.zero("violations", totals.violations);
     family.zero("failed_runs", totals.failed_runs);
@@ -77,6 +78,7 @@ struct Totals {
     fired: u64,
     errors: u64,
     torn_tails: u64,
+    torn_line1s: u64,
     panics: u64,
     violations: u64,
     failed_runs: u64,
@@ -149,6 +151,7 @@ fn one_run(
         &run.acks,
     ));
     totals.torn_tails += found.torn_tails;
+    totals.torn_line1s += found.torn_line1s;
     totals.violations += found.violations.len() as u64;
     for violation in found.violations {
         family.fail(format!(

@@ -335,6 +335,8 @@ pub(crate) struct Findings {
     /// Broken promises: acknowledged data missing, damaged data, a store that did not open.
     pub(crate) violations: Vec<String>,
     pub(crate) torn_tails: u64,
+    /// Line 1 torn mid-rewrite and rebuilt from the record after it (nothing lost).
+    pub(crate) torn_line1s: u64,
 }
 
 /// Opens the stores of `dir` at `level` as a new process would and checks them against the
@@ -412,6 +414,7 @@ pub(crate) async fn check(
             for repair in &loaded.repairs {
                 match repair {
                     Repair::TornTail { .. } => found.torn_tails += 1,
+                    Repair::TornLine1 { .. } => found.torn_line1s += 1,
                     other => violation(format!("the session was damaged: {other:?}")),
                 }
             }

@@ -60,6 +60,14 @@ pub enum Repair {
         /// Why it was refused.
         reason: String,
     },
+    /// Line 1 (the padded copy of the last metadata record that nanobot-ai's listing reads,
+    /// rewritten in place at flush) was torn by a crash in the middle of that rewrite. A
+    /// later record holds the same metadata, so nothing was lost: the torn line was moved to
+    /// the sidecar and line 1 rebuilt from that record.
+    TornLine1 {
+        /// Bytes of the torn line.
+        bytes: usize,
+    },
     /// The consolidation pointer was not a count within the messages (negative, a float,
     /// past the end) and was reset to 0, so no history is hidden.
     PointerReset {
@@ -92,6 +100,10 @@ impl fmt::Display for Repair {
             Repair::CorruptLine { line, reason } => {
                 write!(f, "moved line {line} to the sidecar: {reason}")
             }
+            Repair::TornLine1 { bytes } => write!(
+                f,
+                "rebuilt line 1 from the last metadata record; its torn {bytes} bytes are in the sidecar"
+            ),
             Repair::PointerReset { found } => {
                 write!(f, "reset the consolidation pointer {found} to 0")
             }

@@ -21,6 +21,7 @@ impl Rendered {
             provider_state: self.provider_state,
             line1_capacity: self.line1_capacity,
             line1_current: true,
+            meta_after_line1: false,
             dead_bytes: 0,
             recorded: Some(self.meta),
             pending_updated_at: None,
@@ -88,6 +89,9 @@ pub(super) fn pad_to_bytes(mut line: String, width: usize) -> String {
     line.extend(std::iter::repeat_n(' ', missing));
     line
 }
+
+/// How every metadata line we write begins (`_type` first, as nanobot-ai writes it too).
+pub(super) const METADATA_PREFIX: &str = r#"{"_type": "metadata""#;
 
 pub(super) fn metadata_line(key: &SessionKey, meta: &SessionMeta) -> String {
     let mut record = Map::new();

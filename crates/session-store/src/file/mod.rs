@@ -23,6 +23,11 @@
 //! moved out of the file; both go, byte for byte, to `<file>.damaged` beside it, and each
 //! repair is reported in [`Loaded::repairs`]. The session still opens.
 //!
+//! Line 1 is never the only copy of the metadata when it is rewritten in place: a write that
+//! spans sectors can be torn by a power loss, so when no record after line 1 holds the
+//! metadata yet (a new or compacted file), flush appends one, synced, before the rewrite.
+//! A torn line 1 is then rebuilt from that record ([`Repair::TornLine1`]), losing nothing.
+//!
 //! # Several processes
 //!
 //! Every operation holds an advisory lock (`flock`) on the session file, and every write
@@ -75,6 +80,10 @@ use crate::replay::{ReplayView, replay_floor};
 use crate::session::{Session, SessionMeta, local_naive, parse_isoformat, python_isoformat};
 use crate::store::{Append, Loaded, Repair, Revision, SessionInfo, SessionStore, TurnLock};
 use listing::{ListingIndex, Stamp};
+
+/// The unit a disk writes whole: a write that spans several may reach the disk in part,
+/// whole sectors at a time.
+const SECTOR: usize = 512;
 
 /// Superseded records below this many bytes are never worth a compaction.
 const COMPACT_MIN_DEAD_BYTES: u64 = 64 * 1024;
@@ -129,6 +138,9 @@ struct FileState {
     /// Bytes of line 1, padding included, newline excluded.
     line1_capacity: usize,
     line1_current: bool,
+    /// A metadata record after line 1 holds the current metadata, so line 1 is not its only
+    /// copy and may be rewritten in place: a crash that tears line 1 then loses nothing.
+    meta_after_line1: bool,
     /// Bytes of superseded metadata and provider-state records after line 1.
     dead_bytes: u64,
     /// The metadata `meta_line` records, when known.

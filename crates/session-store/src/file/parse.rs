@@ -68,6 +68,7 @@ impl FileSessionStore {
                     provider_state: session.meta().provider_state.clone(),
                     line1_capacity: parsed.line1_capacity,
                     line1_current: parsed.line1_current,
+                    meta_after_line1: parsed.meta_after_line1,
                     dead_bytes: parsed.dead_bytes,
                     recorded: parsed.meta,
                     pending_updated_at: None,
@@ -117,6 +118,8 @@ pub(super) struct Parsed {
     pub(super) meta_line: String,
     line1_capacity: usize,
     line1_current: bool,
+    /// A metadata record follows line 1 (line 1 is not the only copy of the metadata).
+    meta_after_line1: bool,
     line1_mark: Option<TailMark>,
     pub(super) dead_bytes: u64,
     pub(super) repairs: Vec<Repair>,
@@ -137,6 +140,12 @@ pub(super) fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
     let mut appended_meta: Vec<u64> = Vec::new();
     let mut state_records: Vec<u64> = Vec::new();
     let mut latest_update: Option<NaiveDateTime> = None;
+    // (index in the repairs, bytes) of an undecodable line 1 that began as a metadata record.
+    let mut torn_line1: Option<(usize, usize)> = None;
+    // (line number, bytes) of a line 1 that parses but disagrees with its mark's sum, and
+    // the updated_at it claims.
+    let mut mismatched_line1: Option<(usize, Vec<u8>)> = None;
+    let mut mismatched_update: Option<NaiveDateTime> = None;
     let mut offset = 0;
     let mut line_no = 0;
     // One SIMD pass validates the whole file; lines are then slices of it. A file that is
@@ -186,6 +195,11 @@ pub(super) fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
                 break;
             }
             Err(reason) => {
+                if first_record && line.starts_with(METADATA_PREFIX.as_bytes()) {
+                    // Line 1 as our flush rewrites it: torn mid-rewrite, if a later record
+                    // holds the metadata (decided below).
+                    torn_line1 = Some((parsed.repairs.len(), line.len()));
+                }
                 parsed.repairs.push(Repair::CorruptLine {
                     line: line_no,
                     reason: reason.clone(),
@@ -204,9 +218,17 @@ pub(super) fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
                     .unwrap_or_default()
                     .trim_end()
                     .to_owned();
+                let mut mismatched = false;
                 if is_first {
                     parsed.line1_capacity = line.len();
-                    parsed.line1_mark = read_mark(&record);
+                    match read_mark(&record, &text) {
+                        Line1Mark::Whole(mark) => parsed.line1_mark = Some(mark),
+                        Line1Mark::Absent => {}
+                        Line1Mark::Mismatch => {
+                            mismatched = true;
+                            mismatched_line1 = Some((line_no, line.to_vec()));
+                        }
+                    }
                     line1_text = Some(text.clone());
                 } else {
                     appended_meta.push(line.len() as u64 + 1);
@@ -215,7 +237,11 @@ pub(super) fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
                 parsed.recorded_key = record.get("key").and_then(Value::as_str).map(str::to_owned);
                 let meta = read_meta(&record, now, &mut parsed.repairs);
                 if record.get("updated_at").is_some_and(Value::is_string) {
-                    latest_update = latest_update.max(Some(meta.updated_at));
+                    if mismatched {
+                        mismatched_update = Some(meta.updated_at);
+                    } else {
+                        latest_update = latest_update.max(Some(meta.updated_at));
+                    }
                 }
                 parsed.meta = Some(meta);
             }
@@ -226,6 +252,27 @@ pub(super) fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
             _ => parsed.messages.push(StoredMessage::from_map(record)),
         }
     }
+    if let (Some((index, bytes)), Some(_)) = (torn_line1, &parsed.meta) {
+        // Flush appends a record before it rewrites line 1 in place (see `flush`), so a
+        // later record holds what the torn line held: the repair loses nothing.
+        parsed.repairs[index] = Repair::TornLine1 { bytes };
+    }
+    if let Some((line_no, raw)) = mismatched_line1 {
+        if appended_meta.is_empty() {
+            // Nothing after it to fall back on, and flush never rewrites line 1 in place
+            // while it is the only copy: an edit by hand, taken as written (mark dropped).
+            latest_update = latest_update.max(mismatched_update);
+        } else {
+            // Torn mid-rewrite into a mix that parses; the last record holds the metadata.
+            parsed.repairs.push(Repair::TornLine1 { bytes: raw.len() });
+            parsed.corrupt.push((
+                line_no,
+                "line 1 does not match its sum (torn in the middle of a rewrite)".to_owned(),
+                raw,
+            ));
+        }
+    }
+    parsed.meta_after_line1 = !appended_meta.is_empty();
     parsed.line1_current = line1_text.is_some() && appended_meta.is_empty();
     let superseded = |sizes: &[u64]| sizes.iter().rev().skip(1).sum::<u64>();
     parsed.dead_bytes = superseded(&appended_meta) + superseded(&state_records);

@@ -120,6 +120,7 @@ impl SessionStore for FileSessionStore {
                 out.push('\n');
                 state.meta_line = line;
                 state.line1_current = false;
+                state.meta_after_line1 = true;
                 state.recorded = Some(meta.clone());
                 state.pending_updated_at = None;
             }
@@ -253,7 +254,7 @@ impl SessionStore for FileSessionStore {
         let Some(mut locked) = self.open_locked(&path)? else {
             return Err(conflict(key, Some(expected), None));
         };
-        let found = revision_of(&locked.file, &path)?;
+        let mut found = revision_of(&locked.file, &path)?;
         SessionError::check_revision(key, Some(expected), Some(found))?;
         let mut state = self.state_locked(key, &path, &mut locked, expected)?;
         // Line 1 should say what the last record says, with the newest updated_at.
@@ -267,14 +268,14 @@ impl SessionStore for FileSessionStore {
             )),
             _ => None,
         };
-        let mark = TailMark {
+        let mut mark = TailMark {
             messages: state.messages,
             bytes: found.offset,
         };
         let line1_stale =
             !state.line1_current || current_line.is_some() || state.line1_mark != Some(mark);
         let line1_text = current_line.unwrap_or_else(|| state.meta_line.clone());
-        let marked = with_mark(&line1_text, mark);
+        let mut marked = with_mark(&line1_text, mark);
         let wasteful =
             state.dead_bytes >= COMPACT_MIN_DEAD_BYTES && state.dead_bytes * 2 >= found.offset;
         let overrun = self.broken == Some(super::BrokenRule::Line1Overrun);
@@ -286,6 +287,25 @@ impl SessionStore for FileSessionStore {
             // A record that no longer fits line 1 (or a line 1 that is not what this process
             // recorded) goes through the atomic rewrite, never past line 1's own bytes.
             return self.compact_locked(key, &path, &mut locked, state.pending_updated_at);
+        }
+        if line1_stale && !state.meta_after_line1 && state.line1_capacity > SECTOR {
+            // Line 1 is the metadata's only copy, and a crash can tear a write that spans
+            // sectors (new first sector, old rest): append the record first, durably, so
+            // line 1 is only ever rewritten over a copy of what a later record holds.
+            let record = format!("{line1_text}\n");
+            fsio::append(&mut locked.file, &path, record.as_bytes())
+                .map_err(|e| SessionError::io("append to", &path, e))?;
+            if self.options.durability != Durability::None {
+                fsio::sync_data(&locked.file, &path)
+                    .map_err(|e| SessionError::io("sync", &path, e))?;
+            }
+            found.offset += record.len() as u64;
+            state.revision = found;
+            state.meta_after_line1 = true;
+            // The record only mirrors line 1 once line 1 is rewritten below.
+            state.dead_bytes += record.len() as u64;
+            mark.bytes = found.offset;
+            marked = with_mark(&line1_text, mark);
         }
         if line1_stale {
             let line1 = pad_to_bytes(marked, state.line1_capacity);

@@ -37,13 +37,17 @@ impl FileSessionStore {
         let Ok(line1) = serde_json::from_slice::<Map<String, Value>>(&head[..end1]) else {
             return Ok(None);
         };
-        let Some(mark) = read_mark(&line1).filter(|m| {
-            line1.get("_type") == Some(&json_str("metadata"))
-                && m.bytes <= len
-                && m.bytes > end1 as u64
-        }) else {
+        let text1 = std::str::from_utf8(&head[..end1]).unwrap_or_default();
+        let Line1Mark::Whole(mark) = read_mark(&line1, text1) else {
+            // No mark, or one that disagrees with its line: the full loader decides.
             return Ok(None);
         };
+        if line1.get("_type") != Some(&json_str("metadata"))
+            || mark.bytes > len
+            || mark.bytes <= end1 as u64
+        {
+            return Ok(None);
+        }
         let now = self.now();
         let mut ignored = Vec::new();
         let mut meta = read_meta(&line1, now, &mut ignored);
@@ -176,24 +180,72 @@ impl FileSessionStore {
     }
 }
 
-/// A metadata line with the tail mark added as its last field.
+/// A metadata line with the tail mark added as its last field. The mark ends with a sum of
+/// everything before it and of its numbers, so a line 1 that a power loss tore in the middle
+/// of its in-place rewrite (new first sectors, old rest) is told from a whole one even when
+/// the mix happens to be valid JSON (two long strings of the same letter, say).
 pub(super) fn with_mark(meta_line: &str, mark: TailMark) -> String {
     let Some(open) = meta_line.strip_suffix('}') else {
         return meta_line.to_owned();
     };
     format!(
-        r#"{open}, "{TAIL_MARK_FIELD}": {{"messages": {}, "bytes": {}}}}}"#,
-        mark.messages, mark.bytes
+        r#"{open}{MARK_OPENING}"messages": {}, "bytes": {}, "sum": "{}"}}}}"#,
+        mark.messages,
+        mark.bytes,
+        line1_sum(open, mark)
     )
 }
 
-/// The tail mark of a decoded line 1.
-pub(super) fn read_mark(record: &Map<String, Value>) -> Option<TailMark> {
-    let mark = record.get(TAIL_MARK_FIELD)?;
-    Some(TailMark {
-        messages: usize::try_from(mark.get("messages")?.as_u64()?).ok()?,
-        bytes: mark.get("bytes")?.as_u64()?,
-    })
+/// How the mark field begins in the line: `with_mark` writes it last.
+const MARK_OPENING: &str = concat!(", \"", "_nanobot_rs", "\": {");
+
+/// FNV-1a (64 bits) of line 1 before its mark and of the mark's numbers, as hex.
+fn line1_sum(open: &str, mark: TailMark) -> String {
+    let numbers = format!(" {} {}", mark.messages, mark.bytes);
+    let hash = open
+        .bytes()
+        .chain(numbers.bytes())
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    format!("{hash:016x}")
+}
+
+/// What line 1's mark says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Line1Mark {
+    /// No mark (nanobot-ai wrote the line, or an older release without numbers).
+    Absent,
+    /// A mark that agrees with the line (or one from a release before the sum).
+    Whole(TailMark),
+    /// The sum does not match the line: torn mid-rewrite, or edited by hand.
+    Mismatch,
+}
+
+/// The tail mark of line 1, checked against the line's text (`text`, as read, trailing
+/// padding allowed).
+pub(super) fn read_mark(record: &Map<String, Value>, text: &str) -> Line1Mark {
+    let Some(mark) = record.get(TAIL_MARK_FIELD) else {
+        return Line1Mark::Absent;
+    };
+    let numbers = (|| {
+        Some(TailMark {
+            messages: usize::try_from(mark.get("messages")?.as_u64()?).ok()?,
+            bytes: mark.get("bytes")?.as_u64()?,
+        })
+    })();
+    let Some(numbers) = numbers else {
+        return Line1Mark::Mismatch;
+    };
+    match mark.get("sum") {
+        // Written before the sum existed: trusted as it was then.
+        None => Line1Mark::Whole(numbers),
+        Some(Value::String(sum)) => match text.rfind(MARK_OPENING) {
+            Some(at) if line1_sum(&text[..at], numbers) == *sum => Line1Mark::Whole(numbers),
+            _ => Line1Mark::Mismatch,
+        },
+        Some(_) => Line1Mark::Mismatch,
+    }
 }
 
 /// Whether line 1 of the locked file ends (its newline) exactly at byte `capacity`: the

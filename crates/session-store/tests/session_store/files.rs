@@ -39,7 +39,7 @@ async fn format_is_nanobots_line_for_line() {
     assert_eq!(lines.len(), 3);
     assert_eq!(
         lines[0].trim_end(),
-        r#"{"_type": "metadata", "key": "test:1", "created_at": "2026-03-04T05:06:01", "updated_at": "2026-03-04T05:06:03", "metadata": {"title": "T"}, "last_archived": 0, "last_consolidated": 0, "_nanobot_rs": {"messages": 2, "bytes": 733}}"#
+        r#"{"_type": "metadata", "key": "test:1", "created_at": "2026-03-04T05:06:01", "updated_at": "2026-03-04T05:06:03", "metadata": {"title": "T"}, "last_archived": 0, "last_consolidated": 0, "_nanobot_rs": {"messages": 2, "bytes": 797, "sum": "0099b97fd25a8e02"}}"#
     );
     assert_eq!(
         lines[1],
@@ -92,11 +92,28 @@ async fn saving_one_message_appends_one_line() {
     assert!(added.starts_with(r#"{"role": "user", "content": "next 0""#));
 
     // The turn ends: line 1 takes the newest updated_at in place, and a reload sees it.
+    // Line 1 is the metadata's only copy here, and spans two sectors: the record goes to the
+    // end first, so a power loss that tears line 1 loses nothing.
     let flushed = store.flush(&k, revision).await.unwrap();
-    assert_eq!(flushed, revision);
-    assert_eq!(fs::read(&path).unwrap().len(), after.len());
+    let mirror = &fs::read_to_string(&path).unwrap()[after.len()..];
+    assert_eq!(flushed.offset, revision.offset + mirror.len() as u64);
+    assert!(mirror.starts_with(r#"{"_type": "metadata""#), "{mirror}");
+    assert!(
+        mirror.contains(r#""updated_at": "2026-03-04T05:06:05""#),
+        "{mirror}"
+    );
     let line1: Value = serde_json::from_str(&lines(&path)[0]).unwrap();
     assert_eq!(line1["updated_at"], "2026-03-04T05:06:05");
+    // With a copy after it, later flushes rewrite line 1 in place and append nothing.
+    session.add_message(u("last"), at(6));
+    let revision = store
+        .save_changes(&mut session, Some(flushed))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(store.flush(&k, revision).await.unwrap(), revision);
+    let line1: Value = serde_json::from_str(&lines(&path)[0]).unwrap();
+    assert_eq!(line1["updated_at"], "2026-03-04T05:06:06");
     let loaded = store.load(&k).await.unwrap().unwrap();
     assert_eq!(loaded.session, session);
 }
@@ -1179,4 +1196,91 @@ print(json.dumps({"count": len(s.messages), "first": s.messages[0]["content"],
             assert_eq!(seen["listed"], json!(["cli:direct"]), "{label}");
         }
     }
+}
+
+/// Line 1 as found, with `from` replaced by `to` (same length, so the padding stays).
+fn edit_line1(path: &std::path::Path, from: &str, to: &str) {
+    assert_eq!(from.len(), to.len());
+    let text = fs::read_to_string(path).unwrap();
+    let (line1, rest) = text.split_once('\n').unwrap();
+    assert!(line1.contains(from), "{line1}");
+    fs::write(path, format!("{}\n{rest}", line1.replacen(from, to, 1))).unwrap();
+}
+
+#[tokio::test]
+async fn a_torn_line1_that_still_parses_is_caught_by_its_sum_and_a_hand_edit_is_kept() {
+    let dir = TempDir::new("line1-sum");
+    let store = file_store(dir.path());
+    let k = key("cli:sum");
+    let path = store.path_of(&k);
+    let (old, new) = ("a".repeat(600), "b".repeat(600));
+
+    // A mix of a new first sector and an old rest (what a power loss in the middle of the
+    // in-place rewrite leaves) is valid JSON here: the sum tells it apart.
+    let mut session = Session::new(k.clone(), at(0));
+    session.metadata_mut().insert("note".into(), json!(old));
+    session.add_message(u("q"), at(1));
+    let revision = store.save_changes(&mut session, None).await.unwrap();
+    session.metadata_mut().insert("note".into(), json!(new));
+    let revision = store
+        .save_changes(&mut session, revision)
+        .await
+        .unwrap()
+        .unwrap();
+    store.flush(&k, revision).await.unwrap();
+    let tail = &new[500..];
+    edit_line1(&path, tail, &old[..tail.len()]);
+    // Replay (on a copy: it falls back to the full loader, which repairs) does not trust it.
+    let copy = TempDir::new("line1-sum-copy");
+    fs::copy(&path, copy.path().join(path.file_name().unwrap())).unwrap();
+    let replay = file_store(copy.path())
+        .open_for_replay(&k)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        replay.meta.metadata["note"],
+        json!(new),
+        "replay trusts no torn line 1"
+    );
+    let fresh = file_store(dir.path());
+    let loaded = fresh.load(&k).await.unwrap().unwrap();
+    assert_eq!(loaded.session.meta().metadata["note"], json!(new));
+    assert!(
+        matches!(loaded.repairs[..], [Repair::TornLine1 { .. }]),
+        "{:?}",
+        loaded.repairs
+    );
+    assert!(
+        fs::read_to_string(store.sidecar_of(&k))
+            .unwrap()
+            .contains(&old[..100])
+    );
+    let line1: Value = serde_json::from_str(&lines(&path)[0]).unwrap();
+    assert_eq!(line1["metadata"]["note"], json!(new), "line 1 is rebuilt");
+
+    // A hand edit of a line 1 that is the only copy of the metadata is taken as written.
+    let k = key("cli:edited");
+    let path = store.path_of(&k);
+    let mut session = Session::new(k.clone(), at(0));
+    session.metadata_mut().insert("note".into(), json!(old));
+    session.add_message(u("q"), at(1));
+    store.save_changes(&mut session, None).await.unwrap();
+    edit_line1(&path, &old, &new);
+    let fresh = file_store(dir.path());
+    let replay = fresh.open_for_replay(&k).await.unwrap().unwrap();
+    assert_eq!(replay.meta.metadata["note"], json!(new));
+    let loaded = fresh.load(&k).await.unwrap().unwrap();
+    assert_eq!(loaded.session.meta().metadata["note"], json!(new));
+    assert!(loaded.repairs.is_empty(), "{:?}", loaded.repairs);
+
+    // Flush never rewrites such a line 1 in place before a record after it holds the same.
+    fresh.flush(&k, loaded.revision).await.unwrap();
+    let all = lines(&path);
+    let last_record = all
+        .iter()
+        .rev()
+        .find(|l| l.starts_with(r#"{"_type": "metadata""#))
+        .unwrap();
+    assert!(last_record.contains(&new) && !std::ptr::eq(last_record, &all[0]));
 }

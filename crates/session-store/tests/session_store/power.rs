@@ -185,3 +185,114 @@ async fn every_failed_operation_is_an_error_and_nothing_acknowledged_is_lost() {
         }
     }
 }
+
+/// A session whose metadata makes line 1 span sectors: each turn moves `updated_at` (with
+/// and without microseconds, so line 1's text shifts), every second turn the note changes
+/// (turn 1 changes nothing else, so line 1 is then the metadata's only copy), and every
+/// turn ends with a flush, which rewrites line 1 in place.
+async fn long_metadata_turns(
+    store: &FileSessionStore,
+    ack: &dyn Fn(usize, usize),
+) -> Result<(), String> {
+    let key = key("cli:power");
+    let mut session = Session::new(key.clone(), at(0));
+    let mut revision = None;
+    for turn in 0..6u32 {
+        if turn % 2 == 0 {
+            let note = "n".repeat(900 - turn as usize * 150);
+            session.metadata_mut().insert("note".into(), note.into());
+        }
+        let time = at(turn + 1) + chrono::Duration::microseconds(i64::from(turn % 2) * 250_000);
+        session.add_message(u(&format!("question {turn}")), time);
+        session.add_message(a(&format!("answer {turn}")), time);
+        if turn == 3 {
+            session
+                .set_last_consolidated(2)
+                .map_err(|e| e.to_string())?;
+        }
+        revision = store
+            .save_changes(&mut session, revision)
+            .await
+            .map_err(|e| e.to_string())?;
+        let note = session.meta().metadata["note"].as_str().map_or(0, str::len);
+        ack(session.messages().len(), note);
+        if let Some(current) = revision {
+            revision = Some(
+                store
+                    .flush(&key, current)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_line_1_torn_mid_rewrite_loses_no_metadata() {
+    let dir = TempDir::new("power-line1");
+    let root = canonical(&dir);
+    let recorder = Arc::new(Recorder::start(&root).unwrap());
+    let notes = std::sync::Mutex::new(Vec::new());
+    {
+        let _watching = observe::watch(&root, recorder.clone());
+        let store = store(&root, Durability::Always);
+        long_metadata_turns(&store, &|messages, note| {
+            let mut notes = notes.lock().unwrap();
+            notes.push(note);
+            recorder.mark((notes.len() - 1) as u64);
+            assert_eq!(messages, notes.len() * 2);
+        })
+        .await
+        .unwrap();
+    }
+    let notes = notes.into_inner().unwrap();
+    let trace = recorder.trace();
+    let mut rebuilt = 0;
+    for point in 0..=trace.operations() {
+        for seed in 0..64 {
+            let after = TempDir::new("power-line1-after");
+            let state = trace.crash_state(point, seed);
+            state.materialize(after.path()).unwrap();
+            let acknowledged = trace.marks_before(point);
+            let loaded = store(after.path(), Durability::Always)
+                .load(&key("cli:power"))
+                .await
+                .unwrap();
+            let Some(loaded) = loaded else {
+                assert!(acknowledged.is_empty(), "point {point} seed {seed}: gone");
+                continue;
+            };
+            for repair in &loaded.repairs {
+                match repair {
+                    Repair::TornLine1 { .. } => rebuilt += 1,
+                    Repair::TornTail { .. } => {}
+                    other => panic!("point {point} seed {seed}: {other:?}"),
+                }
+            }
+            let note = loaded
+                .session
+                .meta()
+                .metadata
+                .get("note")
+                .and_then(|n| n.as_str());
+            let Some(&last) = acknowledged.last() else {
+                continue;
+            };
+            let last = last as usize;
+            // The acknowledged note, or one written after it (not yet acknowledged).
+            let allowed = &notes[last..];
+            assert!(
+                note.is_some_and(|n| allowed.contains(&n.len())),
+                "point {point} seed {seed}: note of {:?} bytes, acknowledged {}",
+                note.map(str::len),
+                notes[last]
+            );
+            assert!(loaded.session.messages().len() >= (last + 1) * 2);
+            if last >= 3 {
+                assert_eq!(loaded.session.last_consolidated(), 2, "point {point}");
+            }
+        }
+    }
+    assert!(rebuilt > 0, "no crash state tore line 1");
+}
