@@ -121,6 +121,9 @@ pub struct Turn<'a> {
     pub exclude_recent_history: bool,
     /// The current message; `None` builds the system prompt and history only.
     pub current: Option<CurrentMessage>,
+    /// A client's own instructions (an API caller's system message), placed right after
+    /// the stable prefix and capped like a bootstrap file; absent, nothing is reported.
+    pub instructions: Option<&'a str>,
 }
 
 /// A built prompt.
@@ -196,7 +199,7 @@ impl ContextBuilder {
             config,
             counter,
             part_tokens: Memo::new(Part::SYSTEM.len()),
-            capped: Memo::new(4),
+            capped: Memo::new(5),
             prefix_hash: Memo::new(1),
             entry_tokens: EntryCounts::default(),
         }
@@ -513,6 +516,21 @@ impl ContextBuilder {
             });
         }
 
+        // The client's instructions, after everything stable.
+        if let Some(text) = turn.instructions.filter(|t| !t.trim().is_empty()) {
+            let (text, cut) = self.cap(
+                4,
+                "the client's instructions",
+                text.trim(),
+                limits.bootstrap_file_tokens,
+            );
+            out.truncations.extend(cut);
+            push(&mut out, Part::Instructions, &|t| {
+                t.push_str(INSTRUCTIONS_HEADER);
+                t.push_str(&text);
+            });
+        }
+
         // 7. Recent History.
         if turn.exclude_recent_history {
             out.omitted.push((Part::RecentHistory, Omission::Disabled));
@@ -616,6 +634,9 @@ impl ContextBuilder {
         ))
     }
 }
+
+/// How a client's instructions are introduced: the model should know whose they are.
+const INSTRUCTIONS_HEADER: &str = "# Instructions from the client\n\nThe application you are serving through sent these instructions with this request:\n\n";
 
 const SKILLS_HEADER: &str = "# Skills\n\nThe following skills extend your capabilities. Each group lists one root and relative SKILL.md paths; join them when using `read_file`.\n\n";
 

@@ -3,7 +3,7 @@
 
 use crate::recent::RecentHistoryReport;
 
-/// A part of the built prompt, in prompt order. The first eight are the system prompt's
+/// A part of the built prompt, in prompt order. The first nine are the system prompt's
 /// parts; the rest account for everything else a request carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
@@ -20,6 +20,9 @@ pub enum Part {
     ActiveSkills,
     /// One line per other skill.
     SkillsIndex,
+    /// Instructions a client sent with its request (an API caller's system message): right
+    /// after the stable prefix, so they never spoil its cache.
+    Instructions,
     /// Journal entries Dream has not processed yet.
     RecentHistory,
     /// The session's archived-context summary.
@@ -37,13 +40,14 @@ pub enum Part {
 
 impl Part {
     /// The system prompt's parts, in order.
-    pub const SYSTEM: [Part; 8] = [
+    pub const SYSTEM: [Part; 9] = [
         Part::Identity,
         Part::Bootstrap,
         Part::ToolContract,
         Part::Memory,
         Part::ActiveSkills,
         Part::SkillsIndex,
+        Part::Instructions,
         Part::RecentHistory,
         Part::Summary,
     ];
@@ -71,6 +75,7 @@ impl Part {
             Part::Memory => "memory",
             Part::ActiveSkills => "active_skills",
             Part::SkillsIndex => "skills_index",
+            Part::Instructions => "instructions",
             Part::RecentHistory => "recent_history",
             Part::Summary => "summary",
             Part::Separators => "separators",

@@ -72,6 +72,55 @@ fn case_01_empty_workspace() {
     insta::assert_snapshot!(render(&prompt));
 }
 
+// A client's instructions (an API caller's system message) go right after the stable
+// prefix: the prefix, and so its cache, is the same with or without them.
+#[test]
+fn client_instructions_follow_the_stable_prefix() {
+    let ws = full_workspace();
+    let journal = [entry(1, Some("cli:ada"), "Ada asked about tea.")];
+    let s = summary();
+    let plain = Turn {
+        channel: Some("api"),
+        session_key: Some("api:ada"),
+        summary: Some(&s),
+        journal: &journal,
+        current: Some(CurrentMessage::user("hello")),
+        ..Turn::default()
+    };
+    let with = Turn {
+        instructions: Some("  Answer in French.\n"),
+        ..plain.clone()
+    };
+    let b = builder();
+    let without = b.build(&ws, &plain).unwrap();
+    let prompt = b.build(&ws, &with).unwrap();
+    assert_eq!(
+        prompt.report.stable_prefix_hash,
+        without.report.stable_prefix_hash
+    );
+    let system = prompt.system_prompt();
+    let (stable, rest) = prompt.system_split();
+    assert_eq!(stable, without.system_split().0);
+    assert!(
+        rest.starts_with("\n\n---\n\n# Instructions from the client\n\n"),
+        "{rest}"
+    );
+    assert!(system.contains("sent these instructions with this request:\n\nAnswer in French.\n\n---\n\n[Archived Context Summary]"), "{system}");
+    assert!(prompt.report.tokens(Part::Instructions) > 0);
+    assert_eq!(without.report.tokens(Part::Instructions), 0);
+    assert!(
+        !without
+            .system_prompt()
+            .contains("Instructions from the client")
+    );
+    // Blank instructions are none.
+    let blank = Turn {
+        instructions: Some(" \n "),
+        ..plain.clone()
+    };
+    assert_eq!(b.build(&ws, &blank).unwrap(), without);
+}
+
 // 2 (E) and 3 (E): every part, in order, and the same bytes every time.
 #[test]
 fn case_02_03_every_part_in_order_and_deterministic() {
@@ -107,7 +156,11 @@ fn case_02_03_every_part_in_order_and_deterministic() {
         ]
     );
     let reported: Vec<Part> = prompt.report.parts.iter().map(|p| p.part).collect();
-    assert_eq!(&reported[..8], &Part::SYSTEM);
+    let without_instructions: Vec<Part> = Part::SYSTEM
+        .into_iter()
+        .filter(|p| *p != Part::Instructions)
+        .collect();
+    assert_eq!(&reported[..8], &without_instructions[..]);
     // A second builder (cold memo) and the same builder again give the same bytes.
     assert_eq!(builder().build(&ws, &turn).unwrap(), prompt);
     assert_eq!(b.build(&ws, &turn).unwrap(), prompt);
