@@ -22,11 +22,15 @@ use session_store::{
 use crate::error::{Saved, TurnError};
 use crate::memory::{ContextPrompt, MemoryBackend, PromptInputs, ScopeMemory, summary_of};
 use crate::notes::{record_background_failure, record_raw_archives};
+use crate::options::{self, Earlier, TurnOptions};
 use crate::tools::{ToolContext, ToolOutput, TurnTool};
 
 /// How many of the newest unprocessed journal entries a prompt is offered (the builder
 /// keeps the newest that fit its Recent History cap).
 const RECENT_HISTORY_ENTRIES: usize = 200;
+
+/// Scopes kept open by default ([`AgentSettings::max_open_scopes`]).
+pub const DEFAULT_MAX_OPEN_SCOPES: usize = 1_024;
 
 /// Rounds of tool calls per turn by default: a search, a narrower search, and room for a
 /// bot's own tool.
@@ -57,6 +61,12 @@ pub struct AgentSettings {
     /// How many rounds of tool calls one turn may make; the request after the last round
     /// offers no tools, so the model answers.
     pub max_tool_steps: usize,
+    /// How many scopes' memories stay open in this process (a server meets many users).
+    /// Past it, the least recently used scope that nothing holds and that has no session
+    /// waiting for idle compaction is closed (it opens again from storage when used); a
+    /// scope still in use or waiting is never closed, so the bound can be passed while
+    /// that many are busy.
+    pub max_open_scopes: usize,
 }
 
 impl AgentSettings {
@@ -79,6 +89,7 @@ impl AgentSettings {
             dream_enabled: true,
             idle_ttl: None,
             max_tool_steps: DEFAULT_MAX_TOOL_STEPS,
+            max_open_scopes: DEFAULT_MAX_OPEN_SCOPES,
         }
     }
 
@@ -102,6 +113,9 @@ pub struct TurnReport {
     pub consolidated_before: usize,
     /// Tool calls the model made in this turn, in order (their names).
     pub tool_calls: Vec<String>,
+    /// The answer is an earlier turn's, returned again for the same idempotency key: the
+    /// model was not called and nothing was saved.
+    pub replayed: bool,
 }
 
 /// An agent: a model, a prompt builder and the memory of its scopes, opened through a
@@ -115,7 +129,7 @@ pub struct Agent {
     builder: Arc<ContextBuilder>,
     backend: Arc<dyn MemoryBackend>,
     progress: Option<dream::Progress>,
-    memories: tokio::sync::Mutex<HashMap<ScopeKey, Arc<ScopeMemory>>>,
+    memories: tokio::sync::Mutex<OpenScopes>,
     background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     tools: Vec<Arc<dyn TurnTool>>,
 }
@@ -146,7 +160,7 @@ impl Agent {
             builder,
             backend,
             progress: None,
-            memories: tokio::sync::Mutex::new(HashMap::new()),
+            memories: tokio::sync::Mutex::new(OpenScopes::default()),
             background: Mutex::new(Vec::new()),
             tools: Vec::new(),
         }
@@ -223,17 +237,69 @@ impl Agent {
     pub async fn memory(&self, scope: &ScopeKey) -> Result<Arc<ScopeMemory>, TurnError> {
         let mut memories = self.memories.lock().await;
         if let Some(memory) = memories.get(scope) {
-            return Ok(memory.clone());
+            return Ok(memory);
         }
         let memory = Arc::new(self.open(scope).await?);
         memories.insert(scope.clone(), memory.clone());
+        for closed in memories.close_past(self.settings.max_open_scopes) {
+            // Nothing holds it and no session waits: only unflushed tidying can be left.
+            let (_, error) = closed.sessions.flush_all().await;
+            if let Some(error) = error {
+                tracing::warn!(%error, "a closed scope's sessions could not be flushed");
+            }
+        }
         Ok(memory)
+    }
+
+    /// How many scopes' memories are open in this process.
+    pub async fn open_scopes(&self) -> usize {
+        self.memories.lock().await.entries.len()
+    }
+
+    /// Idle compaction in every open scope: each session idle for
+    /// [`AgentSettings::idle_ttl`] is archived (its recent tail kept live), as the CLI bot's
+    /// background task does for its one scope. A server calls it from one sweeper task.
+    /// Raw archives and failures are recorded in the session, as for the CLI bot.
+    pub async fn compact_idle(&self) -> Vec<(ScopeKey, memory_core::Compacted)> {
+        let open: Vec<Arc<ScopeMemory>> = self.memories.lock().await.all();
+        let mut done = Vec::new();
+        for memory in open {
+            let Some(autocompact) = &memory.autocompact else {
+                continue;
+            };
+            for compacted in autocompact.compact_due().await {
+                match &compacted.result {
+                    Ok(Some(record)) => {
+                        record_raw_archives(
+                            &memory.sessions,
+                            self.clock.as_ref(),
+                            &compacted.key,
+                            std::slice::from_ref(record),
+                        )
+                        .await;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        record_background_failure(
+                            &memory.sessions,
+                            self.clock.as_ref(),
+                            &compacted.key,
+                            "idle compaction",
+                            &e.to_string(),
+                        )
+                        .await;
+                    }
+                }
+                done.push((memory.scope.clone(), compacted));
+            }
+        }
+        done
     }
 
     /// Closes the memory of `scope` in this process (before its storage is erased): the
     /// next use opens it again.
     pub async fn forget_memory(&self, scope: &ScopeKey) {
-        self.memories.lock().await.remove(scope);
+        self.memories.lock().await.entries.remove(scope);
     }
 
     async fn open(&self, scope: &ScopeKey) -> Result<ScopeMemory, TurnError> {
@@ -312,7 +378,8 @@ impl Agent {
     ) -> Result<BuiltPrompt, TurnError> {
         let inputs = self.prompt_inputs(memory).await?;
         memory.prompt.remember(key, inputs.clone());
-        self.build_prompt_from(memory, key, text, inputs).await
+        self.build_prompt_from(memory, key, text, None, inputs)
+            .await
     }
 
     async fn build_prompt_from(
@@ -320,6 +387,7 @@ impl Agent {
         memory: &ScopeMemory,
         key: &SessionKey,
         text: &str,
+        instructions: Option<&str>,
         (snapshot, entries): PromptInputs,
     ) -> Result<BuiltPrompt, TurnError> {
         let handle = memory.sessions.get_or_create(key).await?;
@@ -347,6 +415,7 @@ impl Agent {
                 history_tokens: Some(history_tokens),
                 journal: &entries,
                 current: Some(CurrentMessage::user(text)),
+                instructions,
                 ..Turn::default()
             },
         )?)
@@ -367,6 +436,21 @@ impl Agent {
         text: &str,
         sink: &TextSink,
     ) -> Result<TurnReport, TurnError> {
+        self.turn_with(memory, key, text, &TurnOptions::default(), sink)
+            .await
+    }
+
+    /// [`Agent::turn`] with `options`: a client's instructions for this turn, and an
+    /// idempotency key (checked under the turn lock; an answered key returns its answer,
+    /// whole, to `sink` and in the report, without calling the model).
+    pub async fn turn_with(
+        &self,
+        memory: &ScopeMemory,
+        key: &SessionKey,
+        text: &str,
+        options: &TurnOptions,
+        sink: &TextSink,
+    ) -> Result<TurnReport, TurnError> {
         use tracing::Instrument;
         let span = tracing::info_span!(
             "turn",
@@ -377,7 +461,7 @@ impl Agent {
         tracing::debug!(parent: &span, key = %key, "turn started");
         let started = std::time::Instant::now();
         let result = self
-            .turn_traced(memory, key, text, sink)
+            .turn_traced(memory, key, text, options, sink)
             .instrument(span.clone())
             .await;
         let elapsed_ms = started.elapsed().as_millis() as u64;
@@ -397,6 +481,7 @@ impl Agent {
         memory: &ScopeMemory,
         key: &SessionKey,
         text: &str,
+        options: &TurnOptions,
         sink: &TextSink,
     ) -> Result<TurnReport, TurnError> {
         let _busy = memory.autocompact.as_ref().map(|a| a.turn_started(key));
@@ -406,7 +491,9 @@ impl Agent {
             .await
             .map_err(|e| TurnError::turn(key, Saved::Nothing, e))?;
         let mut saved = Saved::Nothing;
-        let result = self.turn_locked(memory, key, text, sink, &mut saved).await;
+        let result = self
+            .turn_locked(memory, key, text, options, sink, &mut saved)
+            .await;
         // Given back before the turn returns, so the next turn (another process's too)
         // finds the session free at once.
         turn.release().await;
@@ -418,10 +505,35 @@ impl Agent {
         memory: &ScopeMemory,
         key: &SessionKey,
         text: &str,
+        options: &TurnOptions,
         sink: &TextSink,
         saved: &mut Saved,
     ) -> Result<TurnReport, TurnError> {
         let handle = memory.sessions.get_or_create(key).await?;
+        if let Some(idempotency) = &options.idempotency {
+            match handle.read(|s| options::earlier(s, idempotency)) {
+                Some(Earlier::Answered {
+                    answer,
+                    prompt_tokens,
+                }) => {
+                    sink(&answer);
+                    return Ok(TurnReport {
+                        answer,
+                        prompt_tokens,
+                        usage: None,
+                        consolidated_before: 0,
+                        tool_calls: Vec::new(),
+                        replayed: true,
+                    });
+                }
+                Some(Earlier::OtherRequest) => {
+                    return Err(TurnError::IdempotencyKeyReused {
+                        key: idempotency.key.clone(),
+                    });
+                }
+                Some(Earlier::Gone) | None => {}
+            }
+        }
         // The archive requests made before the turn share this turn's inputs.
         let inputs = self.prompt_inputs(memory).await?;
         memory.prompt.remember(key, inputs.clone());
@@ -431,7 +543,9 @@ impl Agent {
             record_raw_archives(&memory.sessions, self.clock.as_ref(), key, &report.archives).await;
             consolidated_before = report.archives.len();
         }
-        let built = self.build_prompt_from(memory, key, text, inputs).await?;
+        let built = self
+            .build_prompt_from(memory, key, text, options.instructions.as_deref(), inputs)
+            .await?;
         let mut user = StoredMessage::user(text);
         if let Some(marker) = &built.runtime_context {
             user = user.with("_runtime_context", marker.to_json());
@@ -447,6 +561,10 @@ impl Agent {
         };
         let answered = self.answer(&built, Some(tools), sink).await?;
         handle.add_message(StoredMessage::assistant(answered.text.clone()));
+        if let Some(idempotency) = &options.idempotency {
+            // In the same write as the answer: a retry finds both or neither.
+            handle.update(|s| options::record(s, idempotency, built.report.total_tokens));
+        }
         memory.sessions.save(&handle).await?;
         *saved = Saved::Answer;
         memory.sessions.end_turn(&handle).await?;
@@ -462,6 +580,7 @@ impl Agent {
             usage: answered.usage,
             consolidated_before,
             tool_calls: answered.tool_calls,
+            replayed: false,
         })
     }
 
@@ -644,6 +763,23 @@ impl Agent {
         text: &str,
         sink: &TextSink,
     ) -> Result<TurnReport, TurnError> {
+        self.turn_without_memory_with(key, &[], text, &TurnOptions::default(), sink)
+            .await
+    }
+
+    /// [`Agent::turn_without_memory`] with the conversation so far as the caller holds it
+    /// (`history`: an API client that keeps its own history sends it with every request)
+    /// and a client's instructions; the history is governed to the window like a
+    /// session's. An idempotency key has nothing to be checked against and is ignored:
+    /// nothing is stored.
+    pub async fn turn_without_memory_with(
+        &self,
+        key: &SessionKey,
+        history: &[Message],
+        text: &str,
+        options: &TurnOptions,
+        sink: &TextSink,
+    ) -> Result<TurnReport, TurnError> {
         let shared = self.backend.shared_prompt_files().load().await?;
         let snapshot = WorkspaceSnapshot {
             user_md: None,
@@ -655,7 +791,9 @@ impl Agent {
             &Turn {
                 channel: Some(key.channel()),
                 session_key: Some(key.as_str()),
+                history,
                 current: Some(CurrentMessage::user(text)),
+                instructions: options.instructions.as_deref(),
                 ..Turn::default()
             },
         )?;
@@ -669,6 +807,7 @@ impl Agent {
             usage: answered.usage,
             consolidated_before: 0,
             tool_calls: answered.tool_calls,
+            replayed: false,
         })
     }
 
@@ -722,8 +861,7 @@ impl Agent {
         for task in tasks {
             let _ = task.await;
         }
-        let memories: Vec<Arc<ScopeMemory>> =
-            self.memories.lock().await.values().cloned().collect();
+        let memories: Vec<Arc<ScopeMemory>> = self.memories.lock().await.all();
         let mut first_error = None;
         for memory in memories {
             let (_, error) = memory.sessions.flush_all().await;
@@ -735,6 +873,55 @@ impl Agent {
             Some(e) => Err(e.into()),
             None => Ok(()),
         }
+    }
+}
+
+/// The scopes open in this process, each with when it was last used.
+#[derive(Default)]
+struct OpenScopes {
+    entries: HashMap<ScopeKey, (Arc<ScopeMemory>, u64)>,
+    uses: u64,
+}
+
+impl OpenScopes {
+    fn get(&mut self, scope: &ScopeKey) -> Option<Arc<ScopeMemory>> {
+        self.uses += 1;
+        let (memory, used) = self.entries.get_mut(scope)?;
+        *used = self.uses;
+        Some(memory.clone())
+    }
+
+    fn insert(&mut self, scope: ScopeKey, memory: Arc<ScopeMemory>) {
+        self.uses += 1;
+        self.entries.insert(scope, (memory, self.uses));
+    }
+
+    fn all(&self) -> Vec<Arc<ScopeMemory>> {
+        self.entries.values().map(|(m, _)| m.clone()).collect()
+    }
+
+    /// Closes least recently used scopes until at most `max` are open, skipping any that
+    /// something holds (a turn, a request) or whose sessions wait for idle compaction.
+    fn close_past(&mut self, max: usize) -> Vec<Arc<ScopeMemory>> {
+        let mut closed = Vec::new();
+        while self.entries.len() > max.max(1) {
+            let Some(oldest) = self
+                .entries
+                .iter()
+                .filter(|(_, (memory, _))| {
+                    Arc::strong_count(memory) == 1
+                        && memory.autocompact.as_ref().is_none_or(|a| a.tracked() == 0)
+                })
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(scope, _)| scope.clone())
+            else {
+                break;
+            };
+            if let Some((memory, _)) = self.entries.remove(&oldest) {
+                closed.push(memory);
+            }
+        }
+        closed
     }
 }
 

@@ -52,6 +52,11 @@ pub enum TurnError {
     Context(context_builder::ContextError),
     /// The scope could not be resolved or opened.
     Scope(memory_scope::ScopeError),
+    /// The idempotency key was used before with another request; nothing was done.
+    IdempotencyKeyReused {
+        /// The key.
+        key: String,
+    },
     /// A turn failed part-way; `saved` says what of it was kept.
     Turn {
         /// The session.
@@ -98,6 +103,10 @@ impl fmt::Display for TurnError {
             TurnError::Llm(e) => write!(f, "{e}"),
             TurnError::Context(e) => write!(f, "the prompt could not be built: {e}"),
             TurnError::Scope(e) => write!(f, "the memory scope could not be used: {e}"),
+            TurnError::IdempotencyKeyReused { key } => write!(
+                f,
+                "the idempotency key {key:?} was used before with another request"
+            ),
             TurnError::Turn { key, saved, cause } => {
                 write!(f, "{cause}\n{}", saved.describe(key))
             }
@@ -116,6 +125,7 @@ impl std::error::Error for TurnError {
             TurnError::Context(e) => Some(e),
             TurnError::Scope(e) => Some(e),
             TurnError::Turn { cause, .. } => Some(cause.as_ref()),
+            TurnError::IdempotencyKeyReused { .. } => None,
         }
     }
 }

@@ -7,9 +7,12 @@ pub mod conformance;
 mod error;
 mod memory;
 mod notes;
+mod options;
 mod tools;
 
-pub use agent::{Agent, AgentSettings, DEFAULT_MAX_TOOL_STEPS, TurnReport};
+pub use agent::{
+    Agent, AgentSettings, DEFAULT_MAX_OPEN_SCOPES, DEFAULT_MAX_TOOL_STEPS, TurnReport,
+};
 pub use backends::{InMemoryBackend, OneScope};
 pub use error::{Saved, TurnError};
 pub use memory::{MemoryBackend, ScopeMemory, ScopeStores};
@@ -17,6 +20,7 @@ pub use notes::{
     BACKGROUND_FAILURE_KEY, RAW_ARCHIVE_KEY, background_failure, last_raw_archive,
     record_background_failure, record_raw_archives,
 };
+pub use options::{IDEMPOTENCY_KEY_FIELD, IDEMPOTENCY_RECORDS, IdempotencyKey, TurnOptions};
 pub use tools::{
     DEFAULT_EMBED_PER_SEARCH, PreparedSearch, SearchMemory, ToolContext, ToolOutput, TurnTool,
 };

@@ -60,4 +60,5 @@ async fn the_suite_catches_a_backend_that_shares_one_memory() {
     let panic = outcome.expect_err("the suite passed a backend that mixes two users' memory");
     assert!(panic.is_panic());
 }
+mod scopes;
 mod tools;
