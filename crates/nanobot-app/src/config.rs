@@ -129,6 +129,8 @@ pub struct Config {
     pub serve_request_timeout_secs: u64,
     /// The largest request body `nanobot serve` takes.
     pub serve_body_limit_bytes: usize,
+    /// Browser origins that may call `nanobot serve` (empty: CORS off; `*`: any).
+    pub serve_cors_origins: Vec<String>,
 }
 
 /// One API key of `nanobot serve` (`[[serve.keys]]`).
@@ -186,6 +188,7 @@ struct ServeSection {
     max_concurrent_turns: Option<i64>,
     request_timeout_secs: Option<i64>,
     body_limit_bytes: Option<i64>,
+    cors_origins: Option<Vec<String>>,
     keys: Option<Vec<ServeKeySection>>,
 }
 
@@ -261,7 +264,7 @@ struct DreamSection {
 }
 
 /// Every key with its environment variable, for the README and `config show`.
-pub const KEYS: [(&str, &str, &str); 38] = [
+pub const KEYS: [(&str, &str, &str); 39] = [
     ("workspace", "NANOBOT_WORKSPACE", "~/.nanobot/workspace"),
     ("storage.backend", "NANOBOT_STORAGE", "files"),
     (
@@ -371,6 +374,11 @@ pub const KEYS: [(&str, &str, &str); 38] = [
         "serve.body_limit_bytes",
         "NANOBOT_SERVE_BODY_LIMIT_BYTES",
         "20971520",
+    ),
+    (
+        "serve.cors_origins",
+        "NANOBOT_SERVE_CORS_ORIGINS",
+        "none (CORS off)",
     ),
 ];
 
@@ -741,6 +749,16 @@ impl Config {
                 format!("{serve_listen:?} is not an address and port, e.g. 127.0.0.1:8080"),
             ));
         }
+        let serve_cors_origins: Vec<String> = match env("NANOBOT_SERVE_CORS_ORIGINS") {
+            Some(v) => v
+                .split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect(),
+            None => serve.cors_origins.clone().unwrap_or_default(),
+        };
+        nanobot_serve::CorsOrigins::parse(&serve_cors_origins)
+            .map_err(|reason| bad("serve.cors_origins", reason))?;
         let mut serve_keys: Vec<ServeKey> = Vec::new();
         for (n, key) in serve.keys.unwrap_or_default().into_iter().enumerate() {
             serve_keys.push(
@@ -772,6 +790,7 @@ impl Config {
                 1_024,
             )?
             .unwrap_or(20 * 1024 * 1024) as usize,
+            serve_cors_origins,
             embeddings,
             embed_per_search,
             isolation,
@@ -868,7 +887,7 @@ impl Config {
     /// The effective configuration as TOML, the key redacted.
     pub fn show(&self) -> String {
         format!(
-            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndatabase_url = {:?}\nschema = {:?}\ndurability = {:?}\nlayout = {:?}\nsessions_root = {:?}\nturn_wait_secs = {}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\ntemperature = {}\nnative_tools = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\narchive_with_schema = {}\nisolation = {:?}\nbot_ids = {:?}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\nmode = {:?}\n\n[search]\n{}embed_per_search = {}\n\n[serve]\nlisten = {:?}\nmax_concurrent_turns = {}\nrequest_timeout_secs = {}\nbody_limit_bytes = {}\n{}",
+            "# from {}\nworkspace = {:?}\n\n[storage]\nbackend = {:?}\ndatabase_url = {:?}\nschema = {:?}\ndurability = {:?}\nlayout = {:?}\nsessions_root = {:?}\nturn_wait_secs = {}\n\n[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\ntemperature = {}\nnative_tools = {}\n\n[memory]\nconsolidation_ratio = {}\nidle_ttl_minutes = {}\narchive_with_schema = {}\nisolation = {:?}\nbot_ids = {:?}\n\n[dream]\nenabled = {}\ninterval_hours = {}\ncron = {:?}\nmax_steps = {}\nmax_tokens = {}\nbatch_entries = {}\nmode = {:?}\n\n[search]\n{}embed_per_search = {}\n\n[serve]\nlisten = {:?}\nmax_concurrent_turns = {}\nrequest_timeout_secs = {}\nbody_limit_bytes = {}\ncors_origins = {:?}\n{}",
             self.source
                 .as_ref()
                 .map_or("defaults and the environment".to_owned(), |p| p
@@ -928,6 +947,7 @@ impl Config {
             self.serve_max_turns,
             self.serve_request_timeout_secs,
             self.serve_body_limit_bytes,
+            self.serve_cors_origins,
             self.serve_keys
                 .iter()
                 .map(|k| format!(

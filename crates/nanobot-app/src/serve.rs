@@ -69,6 +69,14 @@ pub async fn serve(
     settings.max_concurrent_turns = bot.config.serve_max_turns;
     settings.request_timeout = Duration::from_secs(bot.config.serve_request_timeout_secs);
     settings.body_limit = bot.config.serve_body_limit_bytes;
+    settings.cors =
+        nanobot_serve::CorsOrigins::parse(&bot.config.serve_cors_origins).map_err(|reason| {
+            AppError::Config {
+                key: "serve.cors_origins".into(),
+                file: None,
+                reason,
+            }
+        })?;
     let bot = Arc::new(bot);
     // Dream keeps curating every scope's memory on its schedule while the server runs.
     let stop = Arc::new(tokio::sync::Notify::new());
@@ -77,6 +85,9 @@ pub async fn serve(
         let scope = nanobot_serve::log_id(&scope.subject.to_string());
         tracing::info!(%scope, "dream: {line}");
     });
+    if let Some(ttl) = bot.agent.settings().idle_ttl {
+        spawn_idle_sweeper(bot.agent.clone(), ttl, stop.clone());
+    }
     let mut server = Server::new(bot.agent.clone(), settings).with_search(bot.search.clone());
     if let Storage::Postgres(store) = &bot.storage {
         let store = store.clone();
@@ -110,4 +121,40 @@ pub async fn serve(
     stop.notify_waiters();
     // Sessions written, background consolidations finished.
     bot.finish().await
+}
+
+/// One task compacts the idle sessions of every open scope (the CLI bot has one scope and
+/// its own task): it looks every quarter of the idle time, at least every second and at
+/// most every minute, until `stop`.
+fn spawn_idle_sweeper(
+    agent: Arc<nanobot_turn::Agent>,
+    ttl: Duration,
+    stop: Arc<tokio::sync::Notify>,
+) {
+    let every = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = stop.notified() => return,
+                () = tokio::time::sleep(every) => {}
+            }
+            for (scope, done) in agent.compact_idle().await {
+                // Scopes and sessions name people: logged as hashes.
+                let scope = nanobot_serve::log_id(&scope.subject.to_string());
+                let session = done.key.log_id();
+                match &done.result {
+                    Ok(Some(record)) => tracing::info!(
+                        %scope,
+                        %session,
+                        messages = record.end - record.start,
+                        "idle session archived"
+                    ),
+                    Ok(None) => {}
+                    Err(error) => {
+                        tracing::warn!(%scope, %session, %error, "idle compaction failed")
+                    }
+                }
+            }
+        }
+    });
 }

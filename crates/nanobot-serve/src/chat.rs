@@ -3,7 +3,12 @@
 //!
 //! With a session the server owns the history: only the last user message is taken, and
 //! the turn runs in the caller's own scope (`api:<user>` of the key's tenant), stored as
-//! `api:<session>`. Without one the request is stateless: nothing is read or stored.
+//! `api:<session>`. Without one the request is stateless: nothing is read or stored, and
+//! the earlier user and assistant messages of the request are the history. A client's
+//! `system` (or `developer`) messages are its instructions for this turn: in the system
+//! prompt right after the stable prefix, never stored. With a session, `Idempotency-Key`
+//! makes a retry return the stored answer without calling the model (across instances:
+//! the record is in the session, checked under its turn lock).
 //! The turn runs in a task of its own, so a client that goes away does not cancel it: it
 //! finishes and is stored.
 
@@ -17,15 +22,15 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream};
-use llm_port::TextSink;
-use nanobot_turn::TurnReport;
+use llm_port::{Message, TextSink};
+use nanobot_turn::{IdempotencyKey, TurnOptions, TurnReport};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::Server;
 use crate::error::ServeError;
-use crate::identity::session_key;
+use crate::identity::{checked_id, session_key};
 
 #[derive(Debug, Deserialize)]
 struct ChatRequest {
@@ -84,8 +89,26 @@ async fn run(server: Arc<Server>, headers: HeaderMap, body: Bytes) -> Result<Res
         return Err(ServeError::ModelNotFound(model.clone()));
     }
     let text = last_user_text(&request.messages)?;
+    let instructions = instructions(&request.messages);
     let user = caller.user(&headers, request.user.as_deref())?;
     let session = caller.session(&headers, request.session_id.as_deref())?;
+    let mut options = TurnOptions::default();
+    if let Some(instructions) = &instructions {
+        options = options.with_instructions(instructions.clone());
+    }
+    if let Some(value) = headers.get("idempotency-key") {
+        let key = value.to_str().map_err(|_| {
+            ServeError::bad_request("Idempotency-Key", "the Idempotency-Key is not text")
+        })?;
+        let key = checked_id("Idempotency-Key", key)?;
+        let fingerprint = fingerprint(&server.settings.model_name, instructions.as_deref(), &text);
+        options = options.with_idempotency(IdempotencyKey { key, fingerprint });
+    }
+    // A stateless request brings its own history; with a session the server's is used.
+    let history = match &session {
+        Some(_) => Vec::new(),
+        None => earlier_messages(&request.messages)?,
+    };
     tracing::info!(
         key = %caller.key,
         user = %crate::log_id(&user),
@@ -116,7 +139,7 @@ async fn run(server: Arc<Server>, headers: HeaderMap, body: Bytes) -> Result<Res
                 .await
                 .map_err(|e| ServeError::from_turn(&e))?;
             tokio::spawn(async move {
-                let outcome = agent.turn(&memory, &key, &text, &sink).await;
+                let outcome = agent.turn_with(&memory, &key, &text, &options, &sink).await;
                 drop(permit);
                 let _ = sender.send(Piece::Done(outcome.map_err(|e| ServeError::from_turn(&e))));
             });
@@ -124,7 +147,9 @@ async fn run(server: Arc<Server>, headers: HeaderMap, body: Bytes) -> Result<Res
         None => {
             let key = session_key("stateless")?;
             tokio::spawn(async move {
-                let outcome = agent.turn_without_memory(&key, &text, &sink).await;
+                let outcome = agent
+                    .turn_without_memory_with(&key, &history, &text, &options, &sink)
+                    .await;
                 drop(permit);
                 let _ = sender.send(Piece::Done(outcome.map_err(|e| ServeError::from_turn(&e))));
             });
@@ -168,7 +193,20 @@ fn last_user_text(messages: &[WireMessage]) -> Result<String, ServeError> {
             ),
         ));
     }
-    let text = match &last.content {
+    let text = content_text(&last.content);
+    if text.trim().is_empty() {
+        return Err(ServeError::bad_request(
+            "messages",
+            "the user's message has no text",
+        ));
+    }
+    Ok(text)
+}
+
+/// The text of a message's content: a string, or the text parts of an array (other parts,
+/// such as images, are not read).
+fn content_text(content: &Value) -> String {
+    match content {
         Value::String(text) => text.clone(),
         Value::Array(parts) => parts
             .iter()
@@ -177,14 +215,57 @@ fn last_user_text(messages: &[WireMessage]) -> Result<String, ServeError> {
             .collect::<Vec<_>>()
             .join("\n"),
         _ => String::new(),
-    };
-    if text.trim().is_empty() {
-        return Err(ServeError::bad_request(
-            "messages",
-            "the user's message has no text",
-        ));
     }
-    Ok(text)
+}
+
+fn is_instruction(role: &str) -> bool {
+    matches!(role, "system" | "developer")
+}
+
+/// The client's instructions: its `system` and `developer` messages, in order.
+fn instructions(messages: &[WireMessage]) -> Option<String> {
+    let texts: Vec<String> = messages
+        .iter()
+        .filter(|m| is_instruction(&m.role))
+        .map(|m| content_text(&m.content))
+        .filter(|t| !t.trim().is_empty())
+        .collect();
+    (!texts.is_empty()).then(|| texts.join("\n\n"))
+}
+
+/// A stateless request's conversation before its last message: user and assistant text.
+fn earlier_messages(messages: &[WireMessage]) -> Result<Vec<Message>, ServeError> {
+    let earlier = &messages[..messages.len().saturating_sub(1)];
+    let mut history = Vec::with_capacity(earlier.len());
+    for (i, message) in earlier.iter().enumerate() {
+        let text = content_text(&message.content);
+        match message.role.as_str() {
+            role if is_instruction(role) => {}
+            "user" => history.push(Message::user(text)),
+            "assistant" => history.push(Message::assistant(text)),
+            other => {
+                return Err(ServeError::bad_request(
+                    &format!("messages[{i}].role"),
+                    format!(
+                        "a {other:?} message cannot be replayed: a request without a session carries system, user and assistant messages; send a session id to let the server keep the history"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(history)
+}
+
+/// What identifies a request for its idempotency key: the model, the instructions and
+/// the user's text (with a session, the server holds the rest).
+fn fingerprint(model: &str, instructions: Option<&str>, text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for part in [model, instructions.unwrap_or(""), text] {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part.as_bytes());
+    }
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What every chunk or answer of one completion repeats.
@@ -244,7 +325,8 @@ async fn whole(
         session: session.map(str::to_owned),
     })?;
     let report = finished?;
-    Ok(axum::Json(json!({
+    let replayed = report.replayed;
+    let mut response = axum::Json(json!({
         "id": reply.id,
         "object": "chat.completion",
         "created": reply.created,
@@ -256,7 +338,14 @@ async fn whole(
         }],
         "usage": reply.usage(server, &report),
     }))
-    .into_response())
+    .into_response();
+    if replayed {
+        // The stored answer of an earlier request with this Idempotency-Key.
+        response
+            .headers_mut()
+            .insert("x-nanobot-replayed", HeaderValue::from_static("true"));
+    }
+    Ok(response)
 }
 
 /// Where a streamed answer is.

@@ -14,6 +14,8 @@ use serde_json::json;
 pub enum ServeError {
     /// No valid API key (401).
     Unauthorized,
+    /// The request may not be made from where it comes (403): a browser origin not allowed.
+    Forbidden(String),
     /// The request is malformed or names something invalid (400).
     BadRequest {
         /// The field at fault.
@@ -27,6 +29,8 @@ pub enum ServeError {
     NotFound(String),
     /// Another turn of the session is running and did not finish within the wait (409).
     SessionBusy,
+    /// The `Idempotency-Key` was used before in this session with another request (409).
+    IdempotencyKeyReused,
     /// Too many turns at once (429).
     TooManyTurns,
     /// The turn did not finish within the request timeout; it goes on and is stored (504).
@@ -60,6 +64,7 @@ impl ServeError {
             return ServeError::SessionBusy;
         }
         match root(error) {
+            TurnError::IdempotencyKeyReused { .. } => ServeError::IdempotencyKeyReused,
             TurnError::Llm(llm) => ServeError::Upstream {
                 message: llm.to_string(),
                 retryable: llm.is_retryable(),
@@ -72,9 +77,10 @@ impl ServeError {
     pub fn status(&self) -> StatusCode {
         match self {
             ServeError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ServeError::Forbidden(_) => StatusCode::FORBIDDEN,
             ServeError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             ServeError::ModelNotFound(_) | ServeError::NotFound(_) => StatusCode::NOT_FOUND,
-            ServeError::SessionBusy => StatusCode::CONFLICT,
+            ServeError::SessionBusy | ServeError::IdempotencyKeyReused => StatusCode::CONFLICT,
             ServeError::TooManyTurns => StatusCode::TOO_MANY_REQUESTS,
             ServeError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ServeError::Upstream {
@@ -89,6 +95,7 @@ impl ServeError {
     pub fn body(&self) -> serde_json::Value {
         let (kind, code, param) = match self {
             ServeError::Unauthorized => ("invalid_request_error", "invalid_api_key", None),
+            ServeError::Forbidden(_) => ("permission_error", "origin_not_allowed", None),
             ServeError::BadRequest { param, .. } => (
                 "invalid_request_error",
                 "invalid_value",
@@ -99,6 +106,11 @@ impl ServeError {
             }
             ServeError::NotFound(_) => ("invalid_request_error", "not_found", None),
             ServeError::SessionBusy => ("conflict_error", "session_busy", None),
+            ServeError::IdempotencyKeyReused => (
+                "conflict_error",
+                "idempotency_key_reused",
+                Some("Idempotency-Key"),
+            ),
             ServeError::TooManyTurns => ("rate_limit_error", "too_many_turns", None),
             ServeError::Timeout { .. } => ("timeout_error", "turn_timeout", None),
             ServeError::Upstream { .. } => ("api_error", "model_failed", None),
@@ -114,11 +126,16 @@ impl fmt::Display for ServeError {
             ServeError::Unauthorized => {
                 f.write_str("a valid API key is required (Authorization: Bearer <key>)")
             }
-            ServeError::BadRequest { message, .. } => f.write_str(message),
+            ServeError::BadRequest { message, .. } | ServeError::Forbidden(message) => {
+                f.write_str(message)
+            }
             ServeError::ModelNotFound(model) => write!(f, "the model {model:?} is not served here"),
             ServeError::NotFound(what) => f.write_str(what),
             ServeError::SessionBusy => f.write_str(
                 "another turn of this session is running; try again when it has finished",
+            ),
+            ServeError::IdempotencyKeyReused => f.write_str(
+                "this Idempotency-Key was used before in this session with another request; use a new key for a new request",
             ),
             ServeError::TooManyTurns => {
                 f.write_str("too many turns are running; try again in a moment")

@@ -1,11 +1,13 @@
 #![doc = include_str!("../README.md")]
 
 mod chat;
+mod cors;
 mod error;
 mod identity;
 mod search;
 mod sessions;
 
+pub use cors::CorsOrigins;
 pub use error::ServeError;
 pub use identity::{
     API_PLATFORM, ApiKeyEntry, Caller, MAX_REQUEST_ID_CHARS, UserBinding, authenticate, checked_id,
@@ -40,11 +42,13 @@ pub struct ServeSettings {
     pub request_timeout: Duration,
     /// How often a streamed answer sends a keep-alive comment while it waits.
     pub keep_alive: Duration,
+    /// Which browser origins may call the API (off by default).
+    pub cors: CorsOrigins,
 }
 
 impl ServeSettings {
     /// Settings for `model_name`: no keys, 16 turns at once, a 20 MB body limit (nanobot's),
-    /// a 120 s request timeout, keep-alive every 15 s.
+    /// a 120 s request timeout, keep-alive every 15 s, CORS off.
     pub fn new(model_name: impl Into<String>) -> ServeSettings {
         ServeSettings {
             model_name: model_name.into(),
@@ -53,6 +57,7 @@ impl ServeSettings {
             body_limit: 20 * 1024 * 1024,
             request_timeout: Duration::from_secs(120),
             keep_alive: Duration::from_secs(15),
+            cors: CorsOrigins::Off,
         }
     }
 }
@@ -103,6 +108,10 @@ impl Server {
     /// The routes, ready for `axum::serve`.
     pub fn router(self) -> Router {
         let limit = self.settings.body_limit;
+        let cors = Arc::new(cors::Cors {
+            origins: self.settings.cors.clone(),
+            allow_headers: allowed_headers(&self.settings.keys),
+        });
         Router::new()
             .route("/health", get(health))
             .route("/health/ready", get(ready))
@@ -114,6 +123,7 @@ impl Server {
             .route("/v1/sessions/{id}", axum::routing::delete(sessions::delete))
             .route("/v1/memory/search", post(search::search))
             .layer(DefaultBodyLimit::max(limit))
+            .layer(axum::middleware::from_fn_with_state(cors, cors::layer))
             .layer(axum::middleware::from_fn(request_id))
             .with_state(Arc::new(self))
     }
@@ -130,6 +140,29 @@ impl Server {
             binding: key.binding.clone(),
         })
     }
+}
+
+/// The request headers a browser page may send: ours and the trusted front ends'.
+fn allowed_headers(keys: &[ApiKeyEntry]) -> HeaderValue {
+    let mut names = vec![
+        "authorization",
+        "content-type",
+        "x-session-id",
+        "idempotency-key",
+        "x-request-id",
+    ];
+    for key in keys {
+        if let UserBinding::TrustedFrontend {
+            user_header,
+            chat_header,
+        } = &key.binding
+        {
+            names.extend(user_header.iter().chain(chat_header).map(String::as_str));
+        }
+    }
+    names.sort_unstable();
+    names.dedup();
+    HeaderValue::from_str(&names.join(", ")).unwrap_or(HeaderValue::from_static("*"))
 }
 
 /// Every response carries `x-request-id`: the client's, when it sent a sane one (1 to 128

@@ -274,7 +274,7 @@ async fn two_servers_on_one_database_behind_round_robin_lose_double_and_cross_no
     env.push(("NANOBOT_SERVE_MAX_TURNS", CLIENTS.to_string()));
     env.push(("NANOBOT_TURN_WAIT_SECS", "300".to_owned()));
     let path = ws.path().to_owned();
-    let (failures, stored) = tokio::task::spawn_blocking(move || {
+    let (failures, stored, idempotent) = tokio::task::spawn_blocking(move || {
         let envs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let ports = [free_port(), free_port()];
         let mut children: Vec<Child> = ports
@@ -334,14 +334,39 @@ async fn two_servers_on_one_database_behind_round_robin_lose_double_and_cross_no
         let stored: Vec<(Vec<String>, Vec<String>)> = (0..SESSIONS)
             .map(|s| (read(ports[0], s), read(ports[1], s)))
             .collect();
+        // An Idempotency-Key holds across the instances: a retry through the other server
+        // replays the answer, and the key with another request is refused there too.
+        let once = [("x-session-id", "idem"), ("idempotency-key", "once")];
+        let ask = |text: &str| json!({"messages": [{"role": "user", "content": format!("turn {text}")}]});
+        let idempotent = [
+            http(ports[0], "POST", "/v1/chat/completions", &once, Some(&ask("idem"))),
+            http(ports[1], "POST", "/v1/chat/completions", &once, Some(&ask("idem"))),
+            http(ports[1], "POST", "/v1/chat/completions", &once, Some(&ask("other"))),
+            http(ports[1], "GET", "/v1/sessions/idem/messages", &[], None),
+        ];
         for child in &mut children {
             let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
             let _ = child.wait();
         }
-        (failures, stored)
+        (failures, stored, idempotent)
     })
     .await
     .unwrap();
+    let [first, retry, reused, idem] = &idempotent;
+    let answer = |(code, body): &(u16, String)| -> (u16, Value) {
+        let body: Value = serde_json::from_str(body).unwrap_or_default();
+        (*code, body["choices"][0]["message"]["content"].clone())
+    };
+    assert_eq!(answer(first), (200, json!("answer to idem")), "{first:?}");
+    assert_eq!(answer(retry), answer(first), "{retry:?}");
+    assert_eq!(reused.0, 409, "{reused:?}");
+    assert!(reused.1.contains("idempotency_key_reused"), "{reused:?}");
+    let idem: Value = serde_json::from_str(&idem.1).unwrap_or_default();
+    assert_eq!(
+        idem["data"].as_array().map(Vec::len),
+        Some(2),
+        "one turn stored: {idem}"
+    );
     assert!(
         failures.is_empty(),
         "{} failed: {:?}",

@@ -23,6 +23,8 @@ use serde_json::{Value, json};
 use session_store::SessionKey;
 use tower::ServiceExt;
 
+mod options;
+
 struct Fixture {
     llm: Arc<ScriptedLlm>,
     agent: Arc<Agent>,
