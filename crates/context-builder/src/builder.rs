@@ -721,4 +721,17 @@ impl crate::govern::Estimator for ContextBuilder {
         llm_port::tokens::estimate_prompt_tokens(self.counter.as_ref(), messages, tools)
             + Self::image_count(messages) * self.config.limits.image_tokens
     }
+
+    /// The payload's bytes and framing (a counter never counts more tokens than bytes),
+    /// plus the images at their flat cost.
+    fn prompt_at_most(
+        &self,
+        messages: &[Message],
+        tools: &[llm_port::ToolDefinition],
+    ) -> Option<usize> {
+        Some(
+            llm_port::tokens::prompt_tokens_at_most(messages, tools)
+                + Self::image_count(messages) * self.config.limits.image_tokens,
+        )
+    }
 }

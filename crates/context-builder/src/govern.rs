@@ -98,6 +98,12 @@ pub trait Estimator {
     fn message(&self, message: &Message) -> usize;
     /// A whole request.
     fn prompt(&self, messages: &[Message], tools: &[ToolDefinition]) -> usize;
+    /// A cheap upper bound of [`Estimator::prompt`], when there is one: a request whose
+    /// bound fits its budget is not tokenized at all. `None` by default.
+    fn prompt_at_most(&self, messages: &[Message], tools: &[ToolDefinition]) -> Option<usize> {
+        let _ = (messages, tools);
+        None
+    }
 }
 
 /// nanobot's estimates over a [`TokenCounter`].
@@ -110,6 +116,10 @@ impl Estimator for CounterEstimator<'_> {
 
     fn prompt(&self, messages: &[Message], tools: &[ToolDefinition]) -> usize {
         estimate_prompt_tokens(self.0, messages, tools)
+    }
+
+    fn prompt_at_most(&self, messages: &[Message], tools: &[ToolDefinition]) -> Option<usize> {
+        Some(llm_port::tokens::prompt_tokens_at_most(messages, tools))
     }
 }
 
@@ -157,9 +167,10 @@ pub struct GovernReport {
     pub compacted: Vec<String>,
     /// Messages snipped from the front.
     pub snipped: usize,
-    /// The estimate before and after.
+    /// The estimate before: with an input budget, the estimator's cheap upper bound when
+    /// that fits the budget (a request that fits is not tokenized), else the estimate.
     pub tokens_before: usize,
-    /// The estimate of what is sent.
+    /// The same of what is sent.
     pub tokens_after: usize,
 }
 
@@ -187,7 +198,7 @@ pub fn govern(
     let mut report = GovernReport::default();
     // Each message with its position in the run's list, for "produced by this run".
     let mut list: Vec<(usize, Message)> = messages.iter().cloned().enumerate().collect();
-    report.tokens_before = estimator.prompt(messages, tools);
+    report.tokens_before = fitting_estimate(messages, tools, config.input_budget, estimator);
 
     // 1. Placeholder assistants.
     let before = list.len();
@@ -268,7 +279,8 @@ pub fn govern(
                 report.compacted.push(tool.tool_call_id.clone());
             }
         }
-        let mut estimate = prompt_of(&list, tools, estimator);
+        let current: Vec<Message> = list.iter().map(|(_, m)| m.clone()).collect();
+        let mut estimate = fitting_estimate(&current, tools, config.input_budget, estimator);
         if estimate > config.input_budget {
             let target = config.input_budget * config.target_percent / 100;
             let candidates: Vec<usize> = list
@@ -311,7 +323,7 @@ pub fn govern(
         }
     }
     let messages: Vec<Message> = list.into_iter().map(|(_, m)| m).collect();
-    report.tokens_after = estimator.prompt(&messages, tools);
+    report.tokens_after = fitting_estimate(&messages, tools, config.input_budget, estimator);
     Governed {
         messages,
         offloads,
@@ -408,6 +420,23 @@ fn reference_text(path: &str, text: &str, chars: usize, config: &GovernorConfig)
         out = format!("[truncated: {path}]");
     }
     out
+}
+
+/// The estimator's cheap bound when `budget` is set and the bound fits it (no tokenizing
+/// for a request that fits), else its estimate.
+fn fitting_estimate(
+    messages: &[Message],
+    tools: &[ToolDefinition],
+    budget: usize,
+    estimator: &dyn Estimator,
+) -> usize {
+    if budget > 0
+        && let Some(bound) = estimator.prompt_at_most(messages, tools)
+        && bound <= budget
+    {
+        return bound;
+    }
+    estimator.prompt(messages, tools)
 }
 
 fn prompt_of(

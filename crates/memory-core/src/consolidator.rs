@@ -328,9 +328,27 @@ impl Consolidator {
         use std::hash::{DefaultHasher, Hash, Hasher};
         let mut hasher = DefaultHasher::new();
         for message in frame {
-            serde_json::to_string(message)
-                .unwrap_or_default()
-                .hash(&mut hasher);
+            // Text is hashed as it is (a system prompt is kilobytes: no JSON escaping of it
+            // per estimate); anything else as its JSON.
+            match message {
+                Message::System(system)
+                    if system.content.as_text().is_some()
+                        && system.name.is_none()
+                        && system.extra.is_empty() =>
+                {
+                    ("system", system.content.as_text()).hash(&mut hasher);
+                }
+                Message::User(user)
+                    if user.content.as_text().is_some()
+                        && user.name.is_none()
+                        && user.extra.is_empty() =>
+                {
+                    ("user", user.content.as_text()).hash(&mut hasher);
+                }
+                other => serde_json::to_string(other)
+                    .unwrap_or_default()
+                    .hash(&mut hasher),
+            }
         }
         serde_json::to_string(&tools)
             .unwrap_or_default()

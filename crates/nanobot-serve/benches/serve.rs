@@ -5,7 +5,10 @@
 //!
 //! `cargo bench -p nanobot-serve --bench serve` prints one JSON report. Targets: overhead
 //! p99 ≤ 5 ms at 20 sessions, first SSE byte ≤ 20 ms after the first token, ≤ 16 KB per
-//! idle session. (The peer's figures are not in this run yet.)
+//! idle session. The 20 sessions are measured twice: back to back (20 turns always in
+//! flight on 2 cores: each waits behind the others, a saturation figure) and paced (each
+//! session a turn every 50 ms: the server's own cost per turn). The sessions' first turns,
+//! where the process builds and counts its first prompt, are reported apart.
 #![allow(
     clippy::print_stdout,
     clippy::expect_used,
@@ -122,6 +125,25 @@ fn main() {
             pause: Duration::ZERO,
             first_token: Mutex::new(Vec::new()),
         }));
+        // Each session's first turn at once: the process's first prompt is built and
+        // counted then (reported apart: a start-up cost, not the per-turn overhead).
+        let mut first = Vec::new();
+        for s in 0..20 {
+            let router = router.clone();
+            first.push(tokio::spawn(async move {
+                let started = Instant::now();
+                let response = router
+                    .oneshot(request(&format!("s{s}"), false))
+                    .await
+                    .unwrap();
+                let _ = response.into_body().collect().await.unwrap();
+                started.elapsed().as_secs_f64() * 1e3
+            }));
+        }
+        let mut first_turns = Vec::new();
+        for task in first {
+            first_turns.push(task.await.unwrap());
+        }
         let mut tasks = Vec::new();
         for s in 0..20 {
             let router = router.clone();
@@ -143,6 +165,37 @@ fn main() {
         let mut overhead = Vec::new();
         for task in tasks {
             overhead.extend(task.await.unwrap());
+        }
+
+        // The same 20 sessions at a steady rate instead of back to back: each sends a turn
+        // every 50 ms (400 turns a second over the 2 cores), 25 turns each. What a turn
+        // costs the server when it is not queued behind 19 others.
+        let mut paced = Vec::new();
+        for s in 0..20 {
+            let router = router.clone();
+            paced.push(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_millis(50));
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                // Spread the sessions over the period.
+                tokio::time::sleep(Duration::from_micros(2_500 * s)).await;
+                let mut took = Vec::new();
+                for _ in 0..25 {
+                    tick.tick().await;
+                    let started = Instant::now();
+                    let response = router
+                        .clone()
+                        .oneshot(request(&format!("s{s}"), false))
+                        .await
+                        .unwrap();
+                    let _ = response.into_body().collect().await.unwrap();
+                    took.push(started.elapsed().as_secs_f64() * 1e3);
+                }
+                took
+            }));
+        }
+        let mut steady = Vec::new();
+        for task in paced {
+            steady.extend(task.await.unwrap());
         }
 
         // The first content chunk after the model's first token (then 20 ms to the rest),
@@ -186,7 +239,9 @@ fn main() {
         }
         let after = rss_bytes();
         json!({
-            "non_stream_turn_at_20_sessions": summary(overhead),
+            "first_turns_of_20_sessions_at_once": summary(first_turns),
+            "non_stream_turn_at_20_sessions_back_to_back": summary(overhead),
+            "non_stream_turn_at_20_sessions_400_per_second": summary(steady),
             "first_sse_byte_after_first_token": summary(first_byte),
             "idle_sessions": 2_000,
             "rss_growth_bytes": after.saturating_sub(before),

@@ -556,10 +556,17 @@ fn prime_costs(
         .copied()
         .filter(|m| m.cached_tokens(fingerprint).is_none())
         .collect();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(4);
-    if missing.len() < 64 || threads < 2 {
+    if missing.len() < 64 {
+        return;
+    }
+    // Asked once: the answer reads cgroup files, a cost per call that a turn must not pay.
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let threads = *THREADS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(4)
+    });
+    if threads < 2 {
         return;
     }
     let per_thread = missing.len().div_ceil(threads);

@@ -111,7 +111,8 @@ impl SessionStore for MemorySessionStore {
             sessions.insert(key.clone(), (session, revision));
             return Err(error);
         }
-        let mut messages = session.messages().to_vec();
+        // The stored messages are moved, not copied: an append costs what it adds.
+        let mut messages = session.into_messages();
         messages.extend(append.messages.iter().cloned());
         session = Session::from_parts(key.clone(), messages, meta);
         let revision = Revision {

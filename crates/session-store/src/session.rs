@@ -76,6 +76,11 @@ impl Session {
         }
     }
 
+    /// The messages, taken out (a store that rebuilds a session from its parts).
+    pub(crate) fn into_messages(self) -> Vec<StoredMessage> {
+        self.messages
+    }
+
     /// A session as a store read it: everything is persisted.
     pub fn from_parts(
         key: SessionKey,

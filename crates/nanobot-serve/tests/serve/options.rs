@@ -334,3 +334,59 @@ async fn cors_is_off_by_default_and_exact_when_configured() {
         assert!(CorsOrigins::parse(&bad).is_err(), "{bad:?}");
     }
 }
+
+/// The design's case: a streamed request goes away after the first token; its retry with
+/// the same key waits for the turn, which finished without it, and gets the whole answer;
+/// the model was called once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_a_mid_stream_disconnect_replays_the_whole_answer() {
+    use axum::body::Body;
+    use axum::http::Request;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    let typing = Arc::new(Typing {
+        pieces: vec!["first ", "then ", "the rest"],
+        pause: Duration::from_millis(80),
+        calls: AtomicUsize::new(0),
+    });
+    let (agent, router) = serve(typing.clone(), |_, _| {});
+    let request = Request::builder()
+        .method("POST")
+        .uri(CHAT)
+        .header("x-session-id", "flaky")
+        .header("idempotency-key", "retry-me")
+        .header("content-type", "application/json")
+        .body(Body::from(
+            json!({"messages": [{"role": "user", "content": "hi"}], "stream": true}).to_string(),
+        ))
+        .unwrap();
+    let mut body = router.clone().oneshot(request).await.unwrap().into_body();
+    let mut seen = String::new();
+    while !seen.contains("first ") {
+        let frame = body.frame().await.unwrap().unwrap();
+        seen.push_str(&String::from_utf8_lossy(frame.data_ref().unwrap()));
+    }
+    drop(body);
+    let retry = call(
+        &router,
+        "POST",
+        CHAT,
+        &[("x-session-id", "flaky"), ("idempotency-key", "retry-me")],
+        Some(chat("hi")),
+    )
+    .await;
+    assert_eq!(retry.status, StatusCode::OK);
+    assert_eq!(
+        retry.json()["choices"][0]["message"]["content"],
+        "first then the rest"
+    );
+    assert_eq!(retry.headers["x-nanobot-replayed"], "true");
+    assert_eq!(typing.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        stored(&agent, &user_scope("default", "local"), "flaky")
+            .await
+            .len(),
+        2
+    );
+}
