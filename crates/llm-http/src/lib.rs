@@ -37,15 +37,23 @@ impl ApiKey {
         &self.0
     }
 
-    /// `text` with every occurrence of the key replaced by `***`.
+    /// `text` with every occurrence of the key replaced by `***`. A key shorter than
+    /// [`ApiKey::REDACTED_FROM`] bytes is a local server's placeholder (`x`, `EMPTY`), not
+    /// a secret: replacing it would garble every message that holds its letters.
     pub fn redact(&self, text: &str) -> String {
+        if self.0.len() < Self::REDACTED_FROM {
+            return text.to_owned();
+        }
         text.replace(&*self.0, "***")
     }
+
+    /// Keys of at least this many bytes are redacted from messages.
+    pub const REDACTED_FROM: usize = 8;
 
     /// `error` with the key redacted from its message (a server may echo the key back),
     /// its kind kept.
     pub fn scrub(&self, error: LlmError) -> LlmError {
-        if !error.to_string().contains(&*self.0) {
+        if self.0.len() < Self::REDACTED_FROM || !error.to_string().contains(&*self.0) {
             return error;
         }
         match error {
@@ -345,5 +353,24 @@ impl HttpResponse {
             body.extend_from_slice(&chunk);
         }
         Ok(body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ApiKey;
+
+    #[test]
+    fn a_real_key_is_redacted_and_a_placeholder_garbles_nothing() {
+        let key = ApiKey::new("sk-live-SECRET-42").unwrap_or_else(|| unreachable!());
+        assert_eq!(
+            key.redact("bad key sk-live-SECRET-42 given"),
+            "bad key *** given"
+        );
+        let placeholder = ApiKey::new("x").unwrap_or_else(|| unreachable!());
+        assert_eq!(
+            placeholder.redact("expected value at line 1"),
+            "expected value at line 1"
+        );
     }
 }

@@ -515,12 +515,13 @@ impl Agent {
                 Some(Earlier::Answered {
                     answer,
                     prompt_tokens,
+                    usage,
                 }) => {
                     sink(&answer);
                     return Ok(TurnReport {
                         answer,
                         prompt_tokens,
-                        usage: None,
+                        usage,
                         consolidated_before: 0,
                         tool_calls: Vec::new(),
                         replayed: true,
@@ -563,7 +564,14 @@ impl Agent {
         handle.add_message(StoredMessage::assistant(answered.text.clone()));
         if let Some(idempotency) = &options.idempotency {
             // In the same write as the answer: a retry finds both or neither.
-            handle.update(|s| options::record(s, idempotency, built.report.total_tokens));
+            handle.update(|s| {
+                options::record(
+                    s,
+                    idempotency,
+                    built.report.total_tokens,
+                    answered.usage.as_ref(),
+                );
+            });
         }
         memory.sessions.save(&handle).await?;
         *saved = Saved::Answer;

@@ -1,11 +1,12 @@
 //! What a caller adds to one turn besides its text: a client's own instructions, and an
 //! idempotency key that makes a retried request return the answer it already got.
 
+use llm_port::Usage;
 use serde_json::{Map, Value, json};
 use session_store::Session;
 
 /// The session metadata field holding the idempotency records of a session:
-/// `{"<key>": {"fingerprint", "answer_at", "answer_sum", "prompt_tokens", "seq"}}`. The answer
+/// `{"<key>": {"fingerprint", "answer_at", "answer_sum", "prompt_tokens", "usage"?, "seq"}}`. The answer
 /// itself is the session's message at `answer_at` (checked against `answer_sum`), so a
 /// record costs a hundred bytes, not an answer's worth, in every metadata record.
 pub const IDEMPOTENCY_KEY_FIELD: &str = "_nanobot_rs_idempotency";
@@ -53,10 +54,11 @@ pub struct IdempotencyKey {
 
 /// What an earlier turn with the same key left.
 pub(crate) enum Earlier {
-    /// Its answer, and the prompt's estimate.
+    /// Its answer, the prompt's estimate and what the provider reported.
     Answered {
         answer: String,
         prompt_tokens: usize,
+        usage: Option<Usage>,
     },
     /// The key came with another request.
     OtherRequest,
@@ -90,6 +92,9 @@ pub(crate) fn earlier(session: &Session, key: &IdempotencyKey) -> Option<Earlier
                 .and_then(Value::as_u64)
                 .and_then(|n| usize::try_from(n).ok())
                 .unwrap_or(0),
+            usage: record
+                .get("usage")
+                .and_then(|u| serde_json::from_value(u.clone()).ok()),
         },
         None => Earlier::Gone,
     })
@@ -97,7 +102,12 @@ pub(crate) fn earlier(session: &Session, key: &IdempotencyKey) -> Option<Earlier
 
 /// Records that `key` was answered by the session's last message, keeping the newest
 /// [`IDEMPOTENCY_RECORDS`].
-pub(crate) fn record(session: &mut Session, key: &IdempotencyKey, prompt_tokens: usize) {
+pub(crate) fn record(
+    session: &mut Session,
+    key: &IdempotencyKey,
+    prompt_tokens: usize,
+    usage: Option<&Usage>,
+) {
     let Some(answer_at) = session.messages().len().checked_sub(1) else {
         return;
     };
@@ -113,16 +123,17 @@ pub(crate) fn record(session: &mut Session, key: &IdempotencyKey, prompt_tokens:
     };
     let seq = |r: &Value| r.get("seq").and_then(Value::as_u64).unwrap_or(0);
     let next = records.values().map(seq).max().map_or(0, |s| s + 1);
-    records.insert(
-        key.key.clone(),
-        json!({
-            "fingerprint": key.fingerprint,
-            "answer_at": answer_at,
-            "answer_sum": answer_sum,
-            "prompt_tokens": prompt_tokens,
-            "seq": next,
-        }),
-    );
+    let mut record = json!({
+        "fingerprint": key.fingerprint,
+        "answer_at": answer_at,
+        "answer_sum": answer_sum,
+        "prompt_tokens": prompt_tokens,
+        "seq": next,
+    });
+    if let Some(usage) = usage.and_then(|u| serde_json::to_value(u).ok()) {
+        record["usage"] = usage;
+    }
+    records.insert(key.key.clone(), record);
     while records.len() > IDEMPOTENCY_RECORDS {
         let Some(oldest) = records
             .iter()

@@ -20,7 +20,8 @@ const CHAT: &str = "/v1/chat/completions";
 #[tokio::test]
 async fn an_idempotent_retry_replays_the_answer_without_calling_the_model() {
     let f = fixture(|_, _| {});
-    f.llm.push(LlmResponse::text("the first answer"));
+    f.llm
+        .push(LlmResponse::text("the first answer").with_usage(llm_port::Usage::new(41, 3)));
     let headers = [("x-session-id", "retry"), ("idempotency-key", "req-1")];
     let first = call(&f.router, "POST", CHAT, &headers, Some(chat("hello"))).await;
     assert_eq!(first.status, StatusCode::OK);
@@ -32,6 +33,11 @@ async fn an_idempotent_retry_replays_the_answer_without_calling_the_model() {
         "the first answer"
     );
     assert_eq!(again.headers["x-nanobot-replayed"], "true");
+    assert_eq!(
+        again.json()["usage"],
+        first.json()["usage"],
+        "the first turn's usage"
+    );
     let mut streamed_body = chat("hello");
     streamed_body["stream"] = json!(true);
     let streamed = call(&f.router, "POST", CHAT, &headers, Some(streamed_body)).await;
