@@ -113,6 +113,18 @@ fn request(session: &str, stream: bool) -> Request<Body> {
         .unwrap()
 }
 
+/// One non-streamed turn of `session`, answered whole: its time in milliseconds.
+async fn turn_ms(router: &Router, session: &str) -> f64 {
+    let started = Instant::now();
+    let response = router
+        .clone()
+        .oneshot(request(session, false))
+        .await
+        .unwrap();
+    let _ = response.into_body().collect().await.unwrap();
+    started.elapsed().as_secs_f64() * 1e3
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -131,13 +143,7 @@ fn main() {
         for s in 0..20 {
             let router = router.clone();
             first.push(tokio::spawn(async move {
-                let started = Instant::now();
-                let response = router
-                    .oneshot(request(&format!("s{s}"), false))
-                    .await
-                    .unwrap();
-                let _ = response.into_body().collect().await.unwrap();
-                started.elapsed().as_secs_f64() * 1e3
+                turn_ms(&router, &format!("s{s}")).await
             }));
         }
         let mut first_turns = Vec::new();
@@ -150,14 +156,7 @@ fn main() {
             tasks.push(tokio::spawn(async move {
                 let mut took = Vec::new();
                 for _ in 0..50 {
-                    let started = Instant::now();
-                    let response = router
-                        .clone()
-                        .oneshot(request(&format!("s{s}"), false))
-                        .await
-                        .unwrap();
-                    let _ = response.into_body().collect().await.unwrap();
-                    took.push(started.elapsed().as_secs_f64() * 1e3);
+                    took.push(turn_ms(&router, &format!("s{s}")).await);
                 }
                 took
             }));
@@ -181,14 +180,7 @@ fn main() {
                 let mut took = Vec::new();
                 for _ in 0..25 {
                     tick.tick().await;
-                    let started = Instant::now();
-                    let response = router
-                        .clone()
-                        .oneshot(request(&format!("s{s}"), false))
-                        .await
-                        .unwrap();
-                    let _ = response.into_body().collect().await.unwrap();
-                    took.push(started.elapsed().as_secs_f64() * 1e3);
+                    took.push(turn_ms(&router, &format!("s{s}")).await);
                 }
                 took
             }));
@@ -230,12 +222,7 @@ fn main() {
         // Idle sessions: 2,000 of them, one turn each.
         let before = rss_bytes();
         for n in 0..2_000 {
-            let response = router
-                .clone()
-                .oneshot(request(&format!("idle{n}"), false))
-                .await
-                .unwrap();
-            let _ = response.into_body().collect().await.unwrap();
+            turn_ms(&router, &format!("idle{n}")).await;
         }
         let after = rss_bytes();
         json!({
