@@ -241,7 +241,10 @@ impl Agent {
         }
         let memory = Arc::new(self.open(scope).await?);
         memories.insert(scope.clone(), memory.clone());
-        for closed in memories.close_past(self.settings.max_open_scopes) {
+        let closed = memories.close_past(self.settings.max_open_scopes);
+        // Flushed without the map: other scopes' requests do not wait for these writes.
+        drop(memories);
+        for closed in closed {
             // Nothing holds it and no session waits: only unflushed tidying can be left.
             let (_, error) = closed.sessions.flush_all().await;
             if let Some(error) = error {
