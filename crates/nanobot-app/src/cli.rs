@@ -697,57 +697,24 @@ async fn chat(bot: Arc<Bot>, key: SessionKey) -> Result<(), AppError> {
         let stop = shutdown.clone();
         let (sessions, clock) = (bot.memory.sessions.clone(), bot.clock.clone());
         tokio::spawn(
-            autocompact.run(
-                async move { stop.notified().await },
-                move |done| match &done.result {
-                    Ok(Some(record)) => {
-                        println!(
-                            "\n[memory] {} was idle: {} messages archived{}",
-                            done.key,
-                            record.end - record.start,
-                            match &record.outcome {
-                                memory_core::Archived::Raw { reason, .. } =>
-                                    format!(" raw, without a summary ({reason})"),
-                                _ => String::new(),
-                            }
-                        );
-                        let (sessions, clock, key, record) = (
-                            sessions.clone(),
-                            clock.clone(),
-                            done.key.clone(),
-                            record.clone(),
-                        );
-                        tokio::spawn(async move {
-                            crate::bot::record_raw_archives(
-                                &sessions,
-                                clock.as_ref(),
-                                &key,
-                                &[record],
-                            )
-                            .await;
-                        });
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        let (sessions, clock, key, error) = (
-                            sessions.clone(),
-                            clock.clone(),
-                            done.key.clone(),
-                            e.to_string(),
-                        );
-                        tokio::spawn(async move {
-                            crate::bot::record_background_failure(
-                                &sessions,
-                                clock.as_ref(),
-                                &key,
-                                "idle compaction",
-                                &error,
-                            )
-                            .await;
-                        });
-                    }
-                },
-            ),
+            autocompact.run(async move { stop.notified().await }, move |done| {
+                if let Ok(Some(record)) = &done.result {
+                    println!(
+                        "\n[memory] {} was idle: {} messages archived{}",
+                        done.key,
+                        record.end - record.start,
+                        match &record.outcome {
+                            memory_core::Archived::Raw { reason, .. } =>
+                                format!(" raw, without a summary ({reason})"),
+                            _ => String::new(),
+                        }
+                    );
+                }
+                let (sessions, clock) = (sessions.clone(), clock.clone());
+                tokio::spawn(async move {
+                    nanobot_turn::record_compaction(&sessions, clock.as_ref(), &done).await;
+                });
+            }),
         );
     }
     crate::bot::spawn_dream_schedule(bot.clone(), shutdown.clone(), |scope, line| {

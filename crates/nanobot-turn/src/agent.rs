@@ -21,7 +21,7 @@ use session_store::{
 
 use crate::error::{Saved, TurnError};
 use crate::memory::{ContextPrompt, MemoryBackend, PromptInputs, ScopeMemory, summary_of};
-use crate::notes::{record_background_failure, record_raw_archives};
+use crate::notes::{record_background_failure, record_compaction, record_raw_archives};
 use crate::options::{self, Earlier, TurnOptions};
 use crate::tools::{ToolContext, ToolOutput, TurnTool};
 
@@ -271,28 +271,7 @@ impl Agent {
                 continue;
             };
             for compacted in autocompact.compact_due().await {
-                match &compacted.result {
-                    Ok(Some(record)) => {
-                        record_raw_archives(
-                            &memory.sessions,
-                            self.clock.as_ref(),
-                            &compacted.key,
-                            std::slice::from_ref(record),
-                        )
-                        .await;
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        record_background_failure(
-                            &memory.sessions,
-                            self.clock.as_ref(),
-                            &compacted.key,
-                            "idle compaction",
-                            &e.to_string(),
-                        )
-                        .await;
-                    }
-                }
+                record_compaction(&memory.sessions, self.clock.as_ref(), &compacted).await;
                 done.push((memory.scope.clone(), compacted));
             }
         }

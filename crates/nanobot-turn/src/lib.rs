@@ -18,7 +18,7 @@ pub use error::{Saved, TurnError};
 pub use memory::{MemoryBackend, ScopeMemory, ScopeStores};
 pub use notes::{
     BACKGROUND_FAILURE_KEY, RAW_ARCHIVE_KEY, background_failure, last_raw_archive,
-    record_background_failure, record_raw_archives,
+    record_background_failure, record_compaction, record_raw_archives,
 };
 pub use options::{IDEMPOTENCY_KEY_FIELD, IDEMPOTENCY_RECORDS, IdempotencyKey, TurnOptions};
 pub use tools::{

@@ -104,3 +104,29 @@ pub fn background_failure(session: &Session) -> Option<String> {
         failure.get("error")?.as_str()?
     ))
 }
+
+/// Records what an idle compaction of a session leaves to report in its metadata: the raw
+/// archive's reason when it made one, or its failure (the CLI bot's task and a server's
+/// sweep both call it).
+pub async fn record_compaction(
+    sessions: &SessionManager,
+    clock: &dyn Clock,
+    done: &memory_core::Compacted,
+) {
+    match &done.result {
+        Ok(Some(record)) => {
+            record_raw_archives(sessions, clock, &done.key, std::slice::from_ref(record)).await;
+        }
+        Ok(None) => {}
+        Err(e) => {
+            record_background_failure(
+                sessions,
+                clock,
+                &done.key,
+                "idle compaction",
+                &e.to_string(),
+            )
+            .await;
+        }
+    }
+}
