@@ -8,7 +8,7 @@
 //!
 //! cargo-fuzz needs nightly flags: they are enabled on the stable toolchain with
 //! `RUSTC_BOOTSTRAP=1`, for this build only. Without cargo-fuzz the fuzz family is reported
-//! as skipped; under `CI=true` that is a failure (`.ci/run` installs it).
+//! as skipped; under `CI=true` that is a failure (`cargo xtask ci` installs it).
 
 use std::path::Path;
 use std::process::Command;

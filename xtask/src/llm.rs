@@ -132,7 +132,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
 
 /// Creates the venv and installs the pinned wheels `model` needs, once per requirements
 /// file content.
-fn install(root: &Path, model: &str) -> Result<(), String> {
+pub(crate) fn install(root: &Path, model: &str) -> Result<(), String> {
     let home = home();
     fs::create_dir_all(&home).map_err(|e| format!("cannot create {}: {e}", home.display()))?;
     let files: Vec<PathBuf> = requirements(model).iter().map(|f| root.join(f)).collect();
@@ -182,7 +182,7 @@ fn pid_file(port: u16) -> PathBuf {
 }
 
 /// Starts the server in the background and waits until it answers `/health`.
-fn start(root: &Path, model: &str, port: u16) -> Result<(), String> {
+pub(crate) fn start(root: &Path, model: &str, port: u16) -> Result<(), String> {
     if health(port) {
         println!("local model already up: LOCAL_LLM_BASE_URL=http://127.0.0.1:{port}/v1");
         return Ok(());
@@ -226,7 +226,7 @@ fn start(root: &Path, model: &str, port: u16) -> Result<(), String> {
     ))
 }
 
-fn stop(port: u16) -> Result<(), String> {
+pub(crate) fn stop(port: u16) -> Result<(), String> {
     let Ok(pid) = fs::read_to_string(pid_file(port)) else {
         println!("no model server recorded for port {port}");
         return Ok(());
@@ -246,7 +246,7 @@ fn stop(port: u16) -> Result<(), String> {
 }
 
 /// `GET /health` answers 200.
-fn health(port: u16) -> bool {
+pub(crate) fn health(port: u16) -> bool {
     let Ok(mut stream) =
         TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(300))
     else {

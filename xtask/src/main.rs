@@ -1,10 +1,13 @@
 //! `cargo xtask <command>`: the one entry point for the checks CI runs.
 //!
-//! - `ci`: formatting, the dependency-direction check, clippy (all features, and libraries
-//!   without their defaults), the tests (nextest where it is installed, plus doc tests) and
-//!   the docs, each failing on any warning, then the short reliability campaign (kills,
-//!   racing processes, model-based sequences and a short run of every fuzz target); it ends
-//!   with the checks that skipped and why.
+//! - `ci`: first provides what the suite needs (`services.rs`: PostgreSQL, the nanobot-ai
+//!   peer, the openai client, cargo-fuzz, the local models), then formatting, the
+//!   dependency-direction check, clippy (all features, and libraries without their
+//!   defaults), the tests (nextest where it is installed, plus doc tests) and the docs, each
+//!   failing on any warning, then the short reliability campaign (kills, racing processes,
+//!   model-based sequences and a short run of every fuzz target); it ends with the checks
+//!   that skipped and why. `ci --quick`: the same checks without the services and the
+//!   campaign. `ci --checks-only`: the checks with the services the environment names.
 //! - `campaign --short | --long SECONDS`: the reliability campaign, one JSON report; `ci`
 //!   runs the short form, which includes a short run of every fuzz target.
 //! - `fuzz [--seconds N]`: every fuzz target for N seconds (default 60).
@@ -18,6 +21,7 @@ mod campaign;
 mod deps;
 mod fuzz;
 mod llm;
+mod services;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -28,7 +32,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
     let root = workspace_root();
     let result = match args.first().map(String::as_str) {
-        Some("ci") => ci(&root),
+        Some("ci") => ci(&root, &args[1..]),
         Some("deps") => deps::check(&root),
         Some("bench") => bench::run(&root, &args[1..]),
         Some("campaign") => campaign::run(&root, &args[1..]),
@@ -60,7 +64,9 @@ fn main() -> ExitCode {
             eprintln!(
                 "usage: cargo xtask <ci|deps|bench [workload ...]|campaign --short|--long SECONDS|llm <install|start|stop|status>>"
             );
-            eprintln!("  ci    everything CI checks: fmt, deps, clippy, tests, doc tests, docs");
+            eprintln!(
+                "  ci    everything CI checks, with every service it needs (--quick: no services, no campaign)"
+            );
             eprintln!("  deps  only the dependency-direction check");
             eprintln!("  bench the Python peer and our benchmarks in one job, as ratios");
             eprintln!(
@@ -90,7 +96,66 @@ fn workspace_root() -> PathBuf {
         .unwrap_or(manifest_dir)
 }
 
-fn ci(root: &Path) -> Result<(), String> {
+/// How much of `cargo xtask ci` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CiMode {
+    /// Services provided, then every check and the campaign (README's test command).
+    Full,
+    /// The checks and the campaign with the services the environment already names (what
+    /// `Full` runs in a child process once it has provided them).
+    ChecksOnly,
+    /// A developer's loop: no services, no campaign; the service checks skip.
+    Quick,
+}
+
+fn ci(root: &Path, args: &[String]) -> Result<(), String> {
+    let mode = match args {
+        [] => CiMode::Full,
+        [flag] if flag == "--quick" => CiMode::Quick,
+        [flag] if flag == "--checks-only" => CiMode::ChecksOnly,
+        _ => return Err("usage: cargo xtask ci [--quick | --checks-only]".into()),
+    };
+    if mode == CiMode::Full {
+        return ci_with_services(root);
+    }
+    checks(root, mode)
+}
+
+/// Provides the services, runs the checks in a child process that sees them, and stops the
+/// services whatever the checks did.
+fn ci_with_services(root: &Path) -> Result<(), String> {
+    let started = Instant::now();
+    println!(
+        "cargo xtask ci: first the services the suite needs, then the checks \
+         (about 50 minutes from nothing on 2 cores, about 20 when built and installed; \
+         `cargo xtask ci --quick` skips the services and the campaign)"
+    );
+    let provided = services::provide(root)?;
+    let exe = env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let result = status(
+        Command::new(exe)
+            .args(["ci", "--checks-only"])
+            .envs(provided.envs.iter().map(|(k, v)| (k, v)))
+            .current_dir(root),
+        "the checks",
+    );
+    if !provided.missing.is_empty() {
+        println!("\nnot provided here (each one's checks skipped):");
+        for missing in &provided.missing {
+            println!("  {missing}");
+        }
+    }
+    drop(provided);
+    println!("\ncargo xtask ci: {:.0?} in all", started.elapsed());
+    result
+}
+
+/// Whether this run is CI's (`CI=true`), where a missing service fails the run.
+pub(crate) fn under_ci() -> bool {
+    env::var("CI").is_ok_and(|v| v == "true")
+}
+
+fn checks(root: &Path, mode: CiMode) -> Result<(), String> {
     let started = Instant::now();
     step(root, "format", &["fmt", "--all", "--check"], &[])?;
     timed("dependency directions", || deps::check(root))?;
@@ -184,17 +249,21 @@ fn ci(root: &Path) -> Result<(), String> {
         ],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
-    timed("reliability campaign (short)", || {
-        campaign::run(root, &["--short".to_owned()])
-    })?;
-    report_skips(&skip_log);
+    if mode == CiMode::Quick {
+        println!("\n--quick: no reliability campaign");
+    } else {
+        timed("reliability campaign (short)", || {
+            campaign::run(root, &["--short".to_owned()])
+        })?;
+    }
+    report_skips(&skip_log, mode);
     println!("\nxtask ci: all checks passed in {:.0?}", started.elapsed());
     Ok(())
 }
 
 /// Prints how many checks skipped and why (from the skip log the tests append to), so a
 /// green run says what it did not check.
-fn report_skips(log: &Path) {
+fn report_skips(log: &Path, mode: CiMode) {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let _ = std::fs::remove_file(log);
     let mut by_reason: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
@@ -207,7 +276,13 @@ fn report_skips(log: &Path) {
         println!("\nskipped checks: none (every peer, model and git check ran)");
         return;
     }
-    println!("\nskipped checks: {total} (they run under CI=true, where a missing service fails)");
+    let how = match mode {
+        CiMode::Quick => "--quick provides no services; `cargo xtask ci` runs them",
+        _ => {
+            "`cargo xtask ci` runs them where it can provide their services; under CI=true a missing one fails"
+        }
+    };
+    println!("\nskipped checks: {total} ({how})");
     for (reason, tests) in by_reason {
         println!("  {} x {reason}: {}", tests.len(), tests.join(", "));
     }
@@ -237,7 +312,12 @@ fn timed(name: &str, work: impl FnOnce() -> Result<(), String>) -> Result<(), St
     result
 }
 
-fn step(root: &Path, name: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
+pub(crate) fn step(
+    root: &Path,
+    name: &str,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> Result<(), String> {
     timed(name, || {
         println!("$ cargo {}", args.join(" "));
         let status = Command::new(cargo())

@@ -98,34 +98,34 @@ pub fn required_env(var: &str, test: &str, hint: &str) -> Option<String> {
     value
 }
 
-/// The Python of a nanobot-ai 0.3.5 install, from `NANOBOT_PEER_PYTHON` (`.ci/run` sets
-/// it); without it, a recorded [`skip`] of `test` and `None`.
+/// The Python of a nanobot-ai 0.3.5 install, from `NANOBOT_PEER_PYTHON` (`cargo xtask ci`
+/// installs it and sets it); without it, a recorded [`skip`] of `test` and `None`.
 pub fn peer_python(test: &str) -> Option<String> {
     required_env(
         "NANOBOT_PEER_PYTHON",
         test,
-        "the nanobot-ai peer; .ci/run installs it",
+        "the nanobot-ai peer; `cargo xtask ci` installs it and sets it",
     )
 }
 
-/// The base URL of the local model (`LOCAL_LLM_BASE_URL`, set by `.ci/run` after
-/// `cargo xtask llm start`); without it, a recorded [`skip`] of `test` and `None`.
+/// The base URL of the local model (`LOCAL_LLM_BASE_URL`, set by `cargo xtask ci`, which
+/// starts it); without it, a recorded [`skip`] of `test` and `None`.
 pub fn local_llm(test: &str) -> Option<String> {
     required_env(
         "LOCAL_LLM_BASE_URL",
         test,
-        "the local model; cargo xtask llm start prints it",
+        "the local model; `cargo xtask ci` starts it, or `cargo xtask llm start --port 8088` prints it",
     )
 }
 
-/// The URL of the demo's model (Qwen2.5-Coder-0.5B, `cargo xtask llm start --model qwen05
+/// The URL of the demo's model (Qwen2.5-Coder-1.5B, `cargo xtask llm start --model qwen15
 /// --port 8089`), for the tests that check memory curation end to end; without it, a
 /// recorded [`skip`] of `test` (a failure under `CI=true`).
 pub fn local_demo_llm(test: &str) -> Option<String> {
     required_env(
         "LOCAL_LLM_DEMO_BASE_URL",
         test,
-        "the demo's model; cargo xtask llm start --model qwen05 --port 8089 prints it",
+        "the demo's model; `cargo xtask ci` starts it, or `cargo xtask llm start --model qwen15 --port 8089` prints it",
     )
 }
 

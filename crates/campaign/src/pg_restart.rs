@@ -6,7 +6,7 @@
 //! (the loss, if any, is a suffix). The pools recover without restarting the process; the
 //! report gives the time from the server's start to the first successful write.
 //!
-//! It runs only when `NANOBOT_CAMPAIGN_PG_CRASH=1` (`.ci/run` sets it) and against a server
+//! It runs only when `NANOBOT_CAMPAIGN_PG_CRASH=1` (`cargo xtask ci` sets it) and against a server
 //! on this machine that `pg_ctlcluster` manages (it says why it skipped otherwise), after
 //! every other family, since it takes the server down.
 
@@ -64,7 +64,7 @@ pub(crate) fn run(plan: &Plan) -> Family {
     let Some(url) = crate::pg::database_url(&mut family) else {
         return family;
     };
-    // Crashing a server is never done by surprise: `.ci/run` opts in for the machine's own
+    // Crashing a server is never done by surprise: `cargo xtask ci` opts in for the machine's own
     // test server; a developer's `cargo xtask ci` skips it unless asked.
     if std::env::var("NANOBOT_CAMPAIGN_PG_CRASH").as_deref() != Ok("1") {
         family.set(

@@ -10,7 +10,7 @@
 //! under the lease) and a whole turn with an instant model.
 //!
 //! `cargo bench -p nanobot-app --bench storage` with `NANOBOT_TEST_PG_URL` set (as
-//! `.ci/run` sets it); without it the bench says so and stops. It works in a schema of its
+//! `cargo xtask ci` sets it); without it the bench says so and stops. It works in a schema of its
 //! own, dropped at the end.
 #![allow(
     clippy::print_stdout,
@@ -278,7 +278,9 @@ fn ms(v: &Value, figure: &str, stat: &str) -> f64 {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let Some(url) = url() else {
-        println!("storage bench: NANOBOT_TEST_PG_URL is not set (.ci/run sets it); skipped");
+        println!(
+            "storage bench: NANOBOT_TEST_PG_URL is not set (`cargo xtask ci` sets it); skipped"
+        );
         return;
     };
     let clock: Arc<dyn llm_port::Clock> = Arc::new(llm_port::SystemClock);

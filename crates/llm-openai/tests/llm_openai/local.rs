@@ -1,4 +1,4 @@
-//! End to end against a real local model (llama.cpp's server, started by `.ci/run` or
+//! End to end against a real local model (llama.cpp's server, started by `cargo xtask ci` or
 //! `cargo xtask llm start`), gated on `LOCAL_LLM_BASE_URL`. Shapes are asserted, never text.
 
 use std::time::Duration;

@@ -42,7 +42,7 @@ async fn recall(tool: &SearchMemoryTool, fixture: &Fixture, kind: QueryKind) -> 
 /// Fusion keeps the words' floors (exact ≥ 0.95, Chinese ≥ 0.9) with a vector lane that
 /// knows only words (the hashing embedder); the paraphrase gain needs a real model.
 /// Acceptance 1's hybrid figure with a real embedding model: all-MiniLM-L6-v2 served on
-/// 127.0.0.1 (`cargo xtask llm start --model minilm --port 8090`, which `.ci/run` starts;
+/// 127.0.0.1 (`cargo xtask llm start --model minilm --port 8090`, which `cargo xtask ci` starts;
 /// `NANOBOT_TEST_EMBEDDINGS_URL` names it) through the OpenAI-compatible client. Fused
 /// recall@5 on paraphrases must beat the words alone by at least 0.15, with the exact and
 /// Chinese floors kept.
@@ -51,7 +51,7 @@ async fn a_real_embedding_model_lifts_paraphrase_recall_by_at_least_fifteen_poin
     let Some(url) = bench_workload::testing::required_env(
         "NANOBOT_TEST_EMBEDDINGS_URL",
         "a_real_embedding_model_lifts_paraphrase_recall",
-        "start one with `cargo xtask llm start --model minilm --port 8090`",
+        "`cargo xtask ci` starts one, or `cargo xtask llm start --model minilm --port 8090`",
     ) else {
         return;
     };

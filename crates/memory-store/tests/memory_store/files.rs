@@ -296,7 +296,7 @@ async fn dream_cursor_persists_and_compaction_leaves_no_temp() {
 }
 
 /// nanobot-ai's own MemoryStore reads what we write and we read what it writes. Runs when
-/// `NANOBOT_PEER_PYTHON` names the Python of a nanobot-ai 0.3.5 install (`.ci/run` sets it).
+/// `NANOBOT_PEER_PYTHON` names the Python of a nanobot-ai 0.3.5 install (`cargo xtask ci` sets it).
 #[tokio::test]
 async fn interoperates_with_nanobot_ai() {
     let Some(python) = peer_python("nanobot-ai interop test") else {

@@ -22,7 +22,7 @@ pub(crate) fn available(test: &str) -> Option<String> {
     if found.is_none() {
         bench_workload::testing::skip(
             test,
-            "NANOBOT_TEST_PG_URL is not set (.ci/run sets it to the local PostgreSQL)",
+            "NANOBOT_TEST_PG_URL is not set (`cargo xtask ci` sets it to the local PostgreSQL)",
         );
     }
     found

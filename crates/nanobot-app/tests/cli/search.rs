@@ -180,7 +180,7 @@ pub(crate) fn embeddings_url(test: &str) -> Option<String> {
     bench_workload::testing::required_env(
         "NANOBOT_TEST_EMBEDDINGS_URL",
         test,
-        "start one with `cargo xtask llm start --model minilm --port 8090`",
+        "`cargo xtask ci` starts one, or `cargo xtask llm start --model minilm --port 8090`",
     )
 }
 
@@ -239,7 +239,7 @@ pub(crate) fn search_by_meaning_checks(ws: &Path, url: &str, storage: &[(&'stati
     );
 }
 
-/// [`search_by_meaning_checks`] on files, with the real embedding model `.ci/run` serves.
+/// [`search_by_meaning_checks`] on files, with the real embedding model `cargo xtask ci` serves.
 #[test]
 fn memory_search_finds_by_meaning_with_a_configured_embedding_model() {
     let Some(url) =

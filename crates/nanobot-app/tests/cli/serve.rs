@@ -192,7 +192,7 @@ fn a_public_address_without_keys_is_refused_and_a_missing_secret_named() {
 }
 
 /// Acceptance 1 of issue 18: the official `openai` Python client (pinned by hash in
-/// `crates/nanobot-serve/tests/openai_client/requirements.txt`; `.ci/run` installs it and
+/// `crates/nanobot-serve/tests/openai_client/requirements.txt`; `cargo xtask ci` installs it and
 /// names its Python in `NANOBOT_TEST_OPENAI_PYTHON`) against `nanobot serve`: models, a
 /// whole answer, a stream, a stream with usage, and the error shapes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,7 +200,7 @@ async fn the_official_openai_python_client_works_against_nanobot_serve() {
     let Some(python) = bench_workload::testing::required_env(
         "NANOBOT_TEST_OPENAI_PYTHON",
         "the_official_openai_python_client_works_against_nanobot_serve",
-        "install crates/nanobot-serve/tests/openai_client/requirements.txt in a venv and name its python",
+        "`cargo xtask ci` installs crates/nanobot-serve/tests/openai_client/requirements.txt in a venv and sets it",
     ) else {
         return;
     };

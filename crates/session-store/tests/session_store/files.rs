@@ -649,7 +649,7 @@ async fn nanobot_layout_namespace() {
 }
 
 /// nanobot-ai itself reads what we write and we read what it writes. Runs when
-/// `NANOBOT_PEER_PYTHON` names the Python of a nanobot-ai 0.3.5 install (`.ci/run` sets it).
+/// `NANOBOT_PEER_PYTHON` names the Python of a nanobot-ai 0.3.5 install (`cargo xtask ci` sets it).
 #[tokio::test]
 async fn interoperates_with_nanobot_ai() {
     let Some(python) = peer_python("nanobot-ai interop test") else {

@@ -1,5 +1,5 @@
 //! store-postgres's integration tests, one binary. They run against the database
-//! `NANOBOT_TEST_PG_URL` names (`.ci/run` sets it), each in a schema of its own that is
+//! `NANOBOT_TEST_PG_URL` names (`cargo xtask ci` sets it), each in a schema of its own that is
 //! dropped afterwards; without it they print that they skip (and fail under `CI=true`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 

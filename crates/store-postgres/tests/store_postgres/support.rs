@@ -11,7 +11,7 @@ pub(crate) fn available() -> bool {
     }
     bench_workload::testing::skip(
         "store-postgres",
-        "NANOBOT_TEST_PG_URL is not set (.ci/run sets it to the local PostgreSQL)",
+        "NANOBOT_TEST_PG_URL is not set (`cargo xtask ci` sets it to the local PostgreSQL)",
     );
     false
 }
