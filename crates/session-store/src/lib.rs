@@ -2,6 +2,7 @@
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod durability;
 mod error;
 #[cfg(feature = "fs")]
 mod file;
@@ -15,9 +16,10 @@ mod replay;
 mod session;
 mod store;
 
+pub use durability::Durability;
 pub use error::SessionError;
 #[cfg(feature = "fs")]
-pub use file::{BrokenRule, Durability, FileSessionStore, FileStoreOptions};
+pub use file::{BrokenRule, FileSessionStore, FileStoreOptions};
 pub use history::{
     HistoryOptions, MIN_REPLAY_MESSAGES, Replayed, get_history, get_history_counted,
     message_tokens, public_copy, replay_token_budget,

@@ -55,26 +55,11 @@ pub struct PgOptions {
     pub durability: Durability,
 }
 
-/// When an acknowledged message append reaches stable storage: the file backend's
-/// `storage.durability`, mapped onto PostgreSQL's `synchronous_commit`. Whatever the
+/// When an acknowledged message append reaches stable storage: the one setting every
+/// session backend shares, mapped here onto PostgreSQL's `synchronous_commit`. Whatever the
 /// choice, a server crash never leaves a write half done, and the journal, documents,
 /// versions, leases, archive and Dream commits always wait for the disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Durability {
-    /// Appends do not wait for the disk, and neither does the end of a turn: a server
-    /// crash can lose the last few hundred milliseconds of appends (a process crash of
-    /// ours cannot).
-    None,
-    /// Appends do not wait for the disk; the end of a turn (`SessionStore::flush`) does,
-    /// and makes every earlier append durable with it (the write-ahead log is flushed in
-    /// order). A server crash can lose the appends of the turn under way, as a power loss
-    /// can with files.
-    #[default]
-    TurnEnd,
-    /// Every append waits for the disk.
-    Always,
-}
+pub use session_store::Durability;
 
 impl PgOptions {
     /// [`PgOptions::call_timeout`], or one and a half times the statement timeout (45 s
@@ -393,7 +378,7 @@ impl PgStore {
         migrate(&pool, &schema).await?;
         let relaxed = match durability {
             Durability::Always => pool.clone(),
-            Durability::None | Durability::TurnEnd => {
+            _ => {
                 let connect = (*pool.connect_options())
                     .clone()
                     .options([("synchronous_commit", "off")]);

@@ -88,18 +88,7 @@ const SECTOR: usize = 512;
 /// Superseded records below this many bytes are never worth a compaction.
 const COMPACT_MIN_DEAD_BYTES: u64 = 64 * 1024;
 
-/// When session writes reach stable storage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// Never fsync: the OS writes back when it likes. A power loss can lose recent turns
-    /// (a process crash cannot).
-    None,
-    /// fsync at [`SessionStore::flush`], which the manager calls at the end of each turn.
-    #[default]
-    TurnEnd,
-    /// fsync every write (the messages of one save share one fsync).
-    Always,
-}
+pub(crate) use crate::durability::Durability;
 
 /// How a [`FileSessionStore`] behaves.
 #[derive(Clone)]
