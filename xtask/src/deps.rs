@@ -5,10 +5,12 @@
 //! | layer | may depend on (workspace crates) | external rule |
 //! | --- | --- | --- |
 //! | `port` | ports | no runtime, HTTP client or database driver, whatever features are on, except a runtime behind a feature listed in `adapter-features`; tokio's executor-free `sync` primitives are not a runtime |
-//! | `policy` | ports, policies | never a backend; with `pure = true` also no runtime, HTTP or database |
+//! | `policy` | ports (never another policy: each one is usable alone) | never a backend; with `pure = true` also no runtime, HTTP or database |
+//! | `turn` | ports, policies | never a backend (`nanobot-turn`: the policies composed into a turn) |
+//! | `assembly` | ports, policies, the turn, backends, backend kits | free (`nanobot-memory`: where backends are chosen for a bot builder) |
 //! | `backend` | ports, backend kits | free (that is why it is a crate of its own) |
 //! | `backend-kit` | ports | free; code several backends share (`llm-http`) |
-//! | `app` | anything | free |
+//! | `app` | anything but support and tooling | free |
 //! | `foundation` | nothing | as `port`; every layer may depend on it (`fs-support`) |
 //! | `support`, `tooling` | nothing | only dev-dependencies of other crates may name them |
 
@@ -144,12 +146,14 @@ pub(crate) fn parse_crates(metadata: &Value) -> Result<Vec<Crate>, String> {
         let layer = nanobot["layer"].as_str().ok_or_else(|| {
             format!(
                 "crate `{name}` does not name its layer: add [package.metadata.nanobot] layer = \
-                 \"port\" | \"policy\" | \"backend\" | \"app\" | \"support\" | \"tooling\""
+                 \"port\" | \"policy\" | \"turn\" | \"backend\" | \"assembly\" | \"app\" | \"support\" | \"tooling\""
             )
         })?;
         if ![
             "port",
             "policy",
+            "turn",
+            "assembly",
             "backend",
             "backend-kit",
             "foundation",
@@ -204,12 +208,23 @@ pub(crate) fn parse_crates(metadata: &Value) -> Result<Vec<Crate>, String> {
 fn allowed_internal(layer: &str) -> &'static [&'static str] {
     match layer {
         "port" => &["port", "foundation"],
-        "policy" => &["port", "policy", "foundation"],
+        "policy" => &["port", "foundation"],
+        "turn" => &["port", "policy", "foundation"],
+        "assembly" => &[
+            "port",
+            "policy",
+            "turn",
+            "backend",
+            "backend-kit",
+            "foundation",
+        ],
         "backend" => &["port", "backend-kit", "foundation"],
         "backend-kit" => &["port", "foundation"],
         "app" => &[
             "port",
             "policy",
+            "turn",
+            "assembly",
             "backend",
             "backend-kit",
             "foundation",
@@ -381,6 +396,43 @@ mod tests {
         let problems = internal_violations(&policy, &layers);
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].contains("store-postgres"));
+    }
+
+    #[test]
+    fn policy_on_policy_is_refused_and_the_turn_may_compose_them() {
+        let layers = BTreeMap::from([
+            ("memory-core", "policy"),
+            ("dream", "policy"),
+            ("nanobot-turn", "turn"),
+        ]);
+        let policy = krate("dream", "policy", &["memory-core"]);
+        let problems = internal_violations(&policy, &layers);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("policy `memory-core`"));
+        let turn = krate("nanobot-turn", "turn", &["memory-core", "dream"]);
+        assert!(internal_violations(&turn, &layers).is_empty());
+    }
+
+    #[test]
+    fn the_assembly_sits_between_the_turn_and_the_app() {
+        let layers = BTreeMap::from([
+            ("nanobot-turn", "turn"),
+            ("store-postgres", "backend"),
+            ("nanobot-memory", "assembly"),
+            ("nanobot-app", "app"),
+        ]);
+        let assembly = krate(
+            "nanobot-memory",
+            "assembly",
+            &["nanobot-turn", "store-postgres"],
+        );
+        assert!(internal_violations(&assembly, &layers).is_empty());
+        let upward = krate("nanobot-memory", "assembly", &["nanobot-app"]);
+        assert_eq!(internal_violations(&upward, &layers).len(), 1);
+        let turn = krate("nanobot-turn", "turn", &["nanobot-memory"]);
+        assert_eq!(internal_violations(&turn, &layers).len(), 1);
+        let app = krate("nanobot-app", "app", &["nanobot-memory"]);
+        assert!(internal_violations(&app, &layers).is_empty());
     }
 
     #[test]
