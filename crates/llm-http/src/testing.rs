@@ -154,6 +154,29 @@ impl FakeServer {
         }
     }
 
+    /// A scripted OpenAI-compatible chat model on `127.0.0.1`: each request is answered,
+    /// whole (never streamed), with what `answer` makes of the text of its last message.
+    pub async fn chat_model(answer: Arc<dyn Fn(&str) -> String + Send + Sync>) -> FakeServer {
+        FakeServer::respond_with(Arc::new(move |request: &Recorded| {
+            let body = request.json();
+            let last = body["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            Reply::json(
+                200,
+                &serde_json::json!({
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": answer(&last)}}],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 5}
+                }),
+            )
+        }))
+        .await
+    }
+
     /// Listens on `127.0.0.1` and answers each connection with the next reply.
     pub async fn start(replies: Vec<Reply>) -> FakeServer {
         let listener = TcpListener::bind("127.0.0.1:0")
