@@ -35,7 +35,7 @@ async fn main() {
     let env = move |name: &str| (name == "NANOBOT_WORKSPACE").then(|| workspace.clone());
     let config = nanobot_app::Config::load(None, &env).unwrap();
 
-    let backend = nanobot_app::bot::FileBackend::open(
+    let backend = nanobot_app::bot::file_backend(
         &config,
         Arc::new(llm_port::SystemClock),
         Arc::new(llm_port::Cl100kBase),

@@ -288,7 +288,7 @@ async fn main() {
 
     let files_dir = bench_workload::testing::TempDir::new("bench-storage-files");
     let files_turn_dir = bench_workload::testing::TempDir::new("bench-storage-files-turn");
-    let files_backend = nanobot_app::bot::FileBackend::open(
+    let files_backend = nanobot_app::bot::file_backend(
         &config(files_dir.path(), None),
         clock.clone(),
         counter.clone(),
@@ -301,7 +301,7 @@ async fn main() {
     let pg_dir = bench_workload::testing::TempDir::new("bench-storage-pg");
     let turn_store = turn_schema.store().await;
     let store = schema.store().await;
-    let pg_backend = nanobot_app::pg::PgBackend::open(store, pg_dir.path(), clock, counter)
+    let pg_backend = nanobot_memory::PgBackend::open(store, Some(pg_dir.path()), clock, counter)
         .await
         .unwrap();
     let database = pg_backend.store().clone();

@@ -1,34 +1,25 @@
-//! The stack, wired: the file backend of every scope (sessions, the journal and documents on
-//! files, versions in git), the identity resolver, the model, and the library turn
-//! (`nanobot-turn`) over them. The turn itself lives in that crate; this file only chooses
-//! and opens backends.
+//! The stack, wired from the configuration: the assembly crate (`nanobot-memory`) opens the
+//! backend the configuration names (files or PostgreSQL), the model and the embedder; this
+//! file translates the configuration into its builder and keeps what the commands share.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use chrono::Offset;
 use context_builder::{BuilderConfig, ContextBuilder, Host};
 use dream::DreamSchedule;
-use index_sqlite::SqliteIndex;
-use llm_port::{Cl100kBase, Clock, Embedder, LlmClient, TextSink, TokenCounter};
+use llm_port::{Clock, Embedder, LlmClient, TextSink, TokenCounter};
 use memory_core::ConsolidationConfig;
-use memory_index::{LazyIndex, SearchIndex};
-use memory_scope::{
-    ChatType, FileLinks, IdentityResolver, Inbound, LinkTable, ModeResolver, NoMemoryReason,
-    Resolution, ScopeDirs, ScopeKey, Subject,
+use memory_scope::{LinkTable, ModeResolver, NoMemoryReason, ScopeDirs, ScopeKey, Subject};
+use nanobot_memory::{
+    AssemblyError, Durability, EmbeddingOptions, FileBackend, FileOptions, Layout, ModelOptions,
+    Recall,
 };
-use memory_store::{
-    FileDocuments, FileJournal, FileLease, GitVersions, MemoryDocuments, MemoryVersions,
-    ScopedDocuments,
-};
-use nanobot_turn::{
-    Agent, AgentSettings, MemoryBackend, ScopeMemory, ScopeStores, SearchMemory, TurnError,
-};
-use prompt_inputs::{PromptFiles, PromptLoader};
-use session_store::{Durability, FileSessionStore, FileStoreOptions, SessionKey, SessionManager};
+use nanobot_turn::{Agent, AgentSettings, ScopeMemory, SearchMemory};
+use session_store::SessionKey;
 
+pub use nanobot_memory::Speaker;
 pub use nanobot_turn::{
     BACKGROUND_FAILURE_KEY, RAW_ARCHIVE_KEY, TurnReport, background_failure, last_raw_archive,
     record_background_failure, record_raw_archives,
@@ -36,51 +27,6 @@ pub use nanobot_turn::{
 
 use crate::config::{Config, Provider};
 use crate::error::AppError;
-
-/// Who is talking, as the command line says (`--user`, `--chat`, `--group`); a channel
-/// adapter fills the same from its platform.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Speaker {
-    /// `platform:id`, or a bare id on the `cli` platform.
-    pub user: Option<String>,
-    /// The chat id (on the user's platform); a direct chat's id is the user's by default.
-    pub chat: Option<String>,
-    /// Whether the chat is a group.
-    pub group: bool,
-}
-
-impl Speaker {
-    /// The message's origin as the resolver reads it, for a turn in session `key`.
-    pub fn inbound(&self, key: &SessionKey) -> Inbound {
-        let (platform, sender) = match &self.user {
-            Some(user) => match user.split_once(':') {
-                Some((platform, id)) => (platform.to_owned(), Some(id.to_owned())),
-                None => ("cli".to_owned(), Some(user.clone())),
-            },
-            None => (key.channel().to_owned(), None),
-        };
-        let chat_id = self
-            .chat
-            .clone()
-            .or_else(|| sender.clone())
-            .unwrap_or_else(|| {
-                key.as_str()
-                    .split_once(':')
-                    .map_or(key.as_str(), |(_, c)| c)
-                    .to_owned()
-            });
-        Inbound {
-            channel: platform,
-            sender_id: sender,
-            chat_id,
-            chat_type: if self.group {
-                ChatType::Group
-            } else {
-                ChatType::Direct
-            },
-        }
-    }
-}
 
 /// The parts of a bot, shared by its commands. `memory` is the scope the command works in:
 /// the agent's, or the one `--user`/`--chat` resolve to (its sessions, journal, documents,
@@ -121,41 +67,22 @@ impl std::fmt::Debug for Bot {
     }
 }
 
-/// The model the configuration names.
+/// The model the configuration names, with its timeout and retries.
 pub fn model_client(config: &Config) -> Result<Arc<dyn LlmClient>, AppError> {
-    let timeouts = llm_http::Timeouts {
-        connect: Duration::from_secs(10),
-        idle: Duration::from_secs(config.request_timeout_secs),
-    };
-    let client: Arc<dyn LlmClient> = match config.provider {
-        Provider::OpenAi | Provider::Local => Arc::new(llm_openai::OpenAiClient::new(
-            llm_openai::OpenAiConfig::new(&config.base_url, &config.model)
-                .with_api_key(config.api_key.clone())
-                .streaming(config.stream)
-                .with_context_window(&config.model, saturating_u32(config.context_window))
-                .with_timeouts(timeouts)
-                .with_native_tools(config.native_tools),
-        )?),
+    let options = match config.provider {
+        Provider::OpenAi | Provider::Local => {
+            ModelOptions::openai(&config.base_url, &config.model).native_tools(config.native_tools)
+        }
         Provider::Anthropic => {
-            let mut anthropic = llm_anthropic::AnthropicConfig::new(&config.model)
-                .with_base_url(&config.base_url)
-                .with_api_key(config.api_key.clone())
-                .streaming(config.stream)
-                .with_timeouts(timeouts);
-            anthropic.context_window = saturating_u32(config.context_window);
-            anthropic.default_max_tokens = saturating_u32(config.max_output_tokens);
-            Arc::new(llm_anthropic::AnthropicClient::new(anthropic)?)
+            ModelOptions::anthropic(&config.model).base_url(config.base_url.clone())
         }
     };
-    Ok(Arc::new(llm_port::Retry::new(
-        llm_port::Timeout::new(
-            client,
-            Duration::from_secs(config.request_timeout_secs),
-            Arc::new(llm_port::TokioClock::system()),
-        ),
-        llm_port::RetryPolicy::default(),
-        Arc::new(llm_port::TokioClock::system()),
-    )))
+    let options = options
+        .api_key(config.api_key.clone())
+        .stream(config.stream)
+        .window(config.context_window, config.max_output_tokens)
+        .request_timeout(Duration::from_secs(config.request_timeout_secs));
+    Ok(nanobot_memory::model_client(&options)?)
 }
 
 /// The embedder of memory search's vector lane, when the configuration names one.
@@ -163,173 +90,55 @@ pub fn embedder(config: &Config) -> Result<Option<Arc<dyn Embedder>>, AppError> 
     let Some(embeddings) = &config.embeddings else {
         return Ok(None);
     };
-    let timeouts = llm_http::Timeouts {
-        connect: Duration::from_secs(10),
-        idle: Duration::from_secs(config.request_timeout_secs),
-    };
-    let mut openai = llm_openai::OpenAiConfig::new(&embeddings.base_url, &embeddings.model)
-        .with_api_key(embeddings.api_key.clone())
-        .with_timeouts(timeouts);
-    openai.provider = "the embeddings server".into();
-    let embedder = llm_openai::OpenAiEmbedder::new(openai, embeddings.dimensions).map_err(|e| {
-        AppError::Config {
-            key: "search.embeddings_url".into(),
-            file: config.source.clone(),
-            reason: e.to_string(),
-        }
+    let options = EmbeddingOptions::new(
+        &embeddings.base_url,
+        &embeddings.model,
+        embeddings.dimensions,
+    )
+    .api_key(embeddings.api_key.clone())
+    .request_timeout(Duration::from_secs(config.request_timeout_secs));
+    let embedder = nanobot_memory::embedder(&options).map_err(|e| AppError::Config {
+        key: "search.embeddings_url".into(),
+        file: config.source.clone(),
+        reason: e.to_string(),
     })?;
-    Ok(Some(Arc::new(embedder)))
+    Ok(Some(embedder))
 }
 
-/// Every scope's memory on files: the agent scope is the workspace as nanobot-ai lays it
-/// out, byte for byte; any other scope is a nanobot-shaped directory under `scopes/`.
-pub struct FileBackend {
-    workspace: PathBuf,
-    dirs: ScopeDirs,
-    options: FileStoreOptions,
-    nanobot_layout: bool,
-    sessions_root: PathBuf,
+/// `storage.durability`, for sessions on files and in PostgreSQL alike.
+pub fn durability(config: &Config) -> Durability {
+    match config.durability.as_str() {
+        "none" => Durability::None,
+        "always" => Durability::Always,
+        _ => Durability::TurnEnd,
+    }
+}
+
+/// How the file backend keeps the configured workspace.
+fn file_options(config: &Config) -> FileOptions {
+    let layout = match config.layout.as_str() {
+        "nanobot" => Layout::Nanobot,
+        "workspace" => Layout::Workspace,
+        _ => Layout::Auto,
+    };
+    FileOptions::default()
+        .durability(durability(config))
+        .layout(layout)
+        .sessions_root(config.sessions_root.clone())
+}
+
+/// The file backend of the configured workspace (which must exist), as the bot opens it.
+pub fn file_backend(
+    config: &Config,
     clock: Arc<dyn Clock>,
     counter: Arc<dyn TokenCounter>,
-    agent_documents: Arc<FileDocuments>,
-    agent_files: Arc<PromptLoader>,
-}
-
-impl FileBackend {
-    /// The scopes of the workspace `config` names (which must exist), on files.
-    pub fn open(
-        config: &Config,
-        clock: Arc<dyn Clock>,
-        counter: Arc<dyn TokenCounter>,
-    ) -> Result<FileBackend, AppError> {
-        let workspace = config.workspace.clone();
-        let durability = match config.durability.as_str() {
-            "none" => Durability::None,
-            "always" => Durability::Always,
-            _ => Durability::TurnEnd,
-        };
-        // An existing nanobot-ai workspace keeps its sessions where nanobot-ai put them.
-        let nanobot_layout = match config.layout.as_str() {
-            "nanobot" => true,
-            "auto" => workspace.join(".nanobot/workspace-id").is_file(),
-            _ => false,
-        };
-        let agent_documents = Arc::new(FileDocuments::open(&workspace)?);
-        Ok(FileBackend {
-            dirs: ScopeDirs::new(&workspace),
-            options: FileStoreOptions {
-                durability,
-                clock: clock.clone(),
-            },
-            nanobot_layout,
-            sessions_root: config.sessions_root.clone(),
-            clock,
-            counter,
-            agent_documents: agent_documents.clone(),
-            agent_files: Arc::new(PromptLoader::new(agent_documents).with_agent_dir(&workspace)?),
-            workspace,
-        })
-    }
-
-    fn open_agent_sessions(&self) -> Result<FileSessionStore, AppError> {
-        Ok(if self.nanobot_layout {
-            FileSessionStore::open_nanobot(
-                &self.workspace,
-                &self.sessions_root,
-                self.options.clone(),
-            )?
-        } else {
-            FileSessionStore::open_workspace(&self.workspace, self.options.clone())?
-        })
-    }
-
-    fn open_scope(&self, scope: &ScopeKey) -> Result<ScopeStores, AppError> {
-        let root = self.dirs.open(scope)?;
-        let agent = scope.subject.is_agent();
-        let store = if agent {
-            self.open_agent_sessions()?
-        } else {
-            FileSessionStore::open_workspace(&root, self.options.clone())?
-        };
-        let sessions = Arc::new(
-            SessionManager::new(Arc::new(store), self.clock.clone(), self.counter.clone())
-                .with_recorded_token_counts(true),
-        );
-        let journal = Arc::new(FileJournal::open_with(
-            &root,
-            self.clock.clone(),
-            memory_store::JournalDurability::default(),
-        )?);
-        // A user's or a chat's documents: its own private files, the agent's shared ones
-        // read-only; its prompts read both through the port.
-        let (documents, prompt_files): (Arc<dyn MemoryDocuments>, Arc<dyn PromptFiles>) = if agent {
-            (self.agent_documents.clone(), self.agent_files.clone())
-        } else {
-            let documents: Arc<dyn MemoryDocuments> = Arc::new(ScopedDocuments::new(
-                Arc::new(FileDocuments::open(&root)?),
-                self.agent_documents.clone(),
-            ));
-            let files = PromptLoader::new(documents.clone()).with_agent_dir(&self.workspace)?;
-            (documents, Arc::new(files))
-        };
-        let versions: Result<Arc<dyn MemoryVersions>, String> = GitVersions::open(&root)
-            .map(|g| Arc::new(g) as Arc<dyn MemoryVersions>)
-            .map_err(|e| e.to_string());
-        // The search index: a derived SQLite file in the scope directory, opened when the
-        // scope's memory is first searched (nanobot-ai never reads it).
-        let index_dir = root.clone();
-        let index = LazyIndex::new(Box::new(move || {
-            let index = SqliteIndex::open_in(&index_dir)?;
-            // Derived data: a damaged file was set aside and is fed again by the next
-            // indexing pass; the user hears of it, nothing fails.
-            for repair in index.repairs() {
-                tracing::warn!(
-                    path = %repair.path.display(),
-                    "the search index was rebuilt: {}",
-                    repair.reason
-                );
-            }
-            Ok(Arc::new(index) as Arc<dyn SearchIndex>)
-        }));
-        Ok(ScopeStores::stepwise(
-            sessions,
-            journal,
-            documents,
-            prompt_files,
-            versions,
-            Arc::new(FileLease::open(&root)?),
-        )
-        .with_search_index(Arc::new(index)))
-    }
-}
-
-#[async_trait]
-impl MemoryBackend for FileBackend {
-    async fn open(&self, scope: &ScopeKey) -> Result<ScopeStores, TurnError> {
-        self.open_scope(scope).map_err(|e| match e {
-            AppError::Sessions(e) => TurnError::Sessions(e),
-            AppError::Memory(e) => TurnError::Memory(e),
-            AppError::Scope(e) => TurnError::Scope(e),
-            other => TurnError::Memory(memory_store::MemoryError::backend(other.to_string())),
-        })
-    }
-
-    async fn scopes_with_dream_work(&self) -> Result<Vec<ScopeKey>, TurnError> {
-        let mut due = Vec::new();
-        if FileJournal::may_have_unread_entries(&self.workspace)? {
-            due.push(ScopeKey::local(Subject::Agent));
-        }
-        for dir in self.dirs.list()? {
-            if FileJournal::may_have_unread_entries(&dir.path)? {
-                due.push(ScopeKey::local(dir.subject));
-            }
-        }
-        Ok(due)
-    }
-
-    fn shared_prompt_files(&self) -> Arc<dyn PromptFiles> {
-        self.agent_files.clone()
-    }
+) -> Result<FileBackend, AppError> {
+    Ok(FileBackend::open(
+        &config.workspace,
+        &file_options(config),
+        clock,
+        counter,
+    )?)
 }
 
 /// Where a bot's scopes are kept: the scope directories of the workspace, or a database.
@@ -473,62 +282,21 @@ impl Bot {
             file: config.source.clone(),
             reason: format!("{} cannot be created: {e}", workspace.display()),
         })?;
-        let counter: Arc<dyn TokenCounter> = Arc::new(Cl100kBase);
-        let (backend, storage, links): (Arc<dyn MemoryBackend>, Storage, Arc<dyn LinkTable>) =
-            if config.storage == "postgres" {
-                let store = crate::pg::connect(&config).await?;
-                let backend = crate::pg::PgBackend::open(
-                    store.clone(),
-                    &workspace,
-                    clock.clone(),
-                    counter.clone(),
-                )
-                .await?;
-                (
-                    Arc::new(backend),
-                    Storage::Postgres(store.clone()),
-                    Arc::new(store.links()),
-                )
-            } else {
-                (
-                    Arc::new(FileBackend::open(&config, clock.clone(), counter.clone())?),
-                    Storage::Files(ScopeDirs::new(&workspace)),
-                    Arc::new(FileLinks::new(&workspace)),
-                )
-            };
-        let builder = Arc::new(ContextBuilder::new(
-            builder_config(&config),
-            counter.clone(),
-        ));
-        let mut search = SearchMemory::new(counter.clone());
-        if let Some(embedder) = embedder(&config)? {
-            search = search.with_embedder(embedder, config.embed_per_search);
-        }
-        let search = Arc::new(search);
-        let agent = Arc::new(
-            Agent::new(
-                agent_settings(&config),
-                llm.clone(),
-                builder.clone(),
-                backend,
-                clock.clone(),
-                counter.clone(),
-            )
-            .with_progress(progress_printer())
-            .with_tool(search.clone()),
-        );
-        let resolver = Arc::new(
-            ModeResolver::new(config.isolation, links.clone()).with_bot_ids(config.bot_ids.clone()),
-        );
+        let assembled = assemble(&config, llm.clone(), clock.clone()).await?;
+        let storage = match assembled.storage() {
+            nanobot_memory::Storage::Postgres(store) => Storage::Postgres(store.clone()),
+            _ => Storage::Files(ScopeDirs::new(&workspace)),
+        };
         let (scope, no_memory) = match key {
             None => (ScopeKey::local(Subject::Agent), None),
-            Some(key) => match resolver.resolve(&speaker.inbound(key)).await? {
-                Resolution::Memory(scope) => (scope, None),
+            Some(key) => match assembled.recall(speaker, key).await? {
+                Recall::Memory(memory) => (memory.scope.clone(), None),
                 // The command still needs a memory to report on: the agent's; turns run
                 // without any.
-                Resolution::NoMemory(reason) => (ScopeKey::local(Subject::Agent), Some(reason)),
+                Recall::Without(reason) => (ScopeKey::local(Subject::Agent), Some(reason)),
             },
         };
+        let agent = assembled.agent().clone();
         let memory = agent.memory(&scope).await?;
         let schedule = if config.dream_enabled {
             Some(DreamSchedule::from_settings(
@@ -543,15 +311,18 @@ impl Bot {
             memory,
             no_memory,
             config,
+            builder: agent.builder().clone(),
             agent,
             storage,
-            links,
-            resolver,
+            links: assembled.links().clone(),
+            resolver: assembled.resolver().clone(),
             schedule,
             llm,
             clock,
-            builder,
-            search,
+            search: assembled
+                .search()
+                .cloned()
+                .ok_or_else(|| AppError::Usage("memory search is off".into()))?,
         })
     }
 
@@ -597,6 +368,50 @@ impl Bot {
         }
         Ok(self.agent.new_session(&self.memory, key).await?)
     }
+}
+
+/// The library bot of `config`: its storage, model, settings, search and isolation.
+async fn assemble(
+    config: &Config,
+    llm: Arc<dyn LlmClient>,
+    clock: Arc<dyn Clock>,
+) -> Result<nanobot_memory::Bot, AppError> {
+    let mut builder = nanobot_memory::Bot::builder()
+        .llm(llm)
+        .clock(clock)
+        .settings(agent_settings(config))
+        .context(builder_config(config))
+        .isolation(config.isolation)
+        .bot_ids(config.bot_ids.clone())
+        .progress(progress_printer());
+    if let Some(embedder) = embedder(config)? {
+        builder = builder.embedder(embedder, config.embed_per_search);
+    }
+    builder = if config.storage == "postgres" {
+        let url = database_url(config)?;
+        builder
+            .postgres_with(url, &config.database_schema, durability(config))
+            .agent_dir(&config.workspace)
+    } else {
+        builder.files_with(&config.workspace, file_options(config))
+    };
+    builder.build().await.map_err(|e| match e {
+        AssemblyError::Postgres(e) => crate::pg::store_error(config, e),
+        other => other.into(),
+    })
+}
+
+/// `storage.database_url`, which PostgreSQL storage needs.
+pub fn database_url(config: &Config) -> Result<&str, AppError> {
+    config
+        .database_url
+        .as_deref()
+        .ok_or_else(|| AppError::Config {
+            key: "storage.database_url".into(),
+            file: config.source.clone(),
+            reason: "storage.backend is postgres: set the database URL (NANOBOT_DATABASE_URL)"
+                .into(),
+        })
 }
 
 /// The context builder's settings for this app.

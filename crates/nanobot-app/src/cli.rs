@@ -639,11 +639,11 @@ async fn open(config: Config) -> Result<Bot, AppError> {
 }
 
 fn speaker(cli: &Cli) -> Speaker {
-    Speaker {
-        user: cli.user.clone(),
-        chat: cli.chat.clone(),
-        group: cli.group,
-    }
+    let mut speaker = Speaker::anonymous();
+    speaker.user = cli.user.clone();
+    speaker.chat = cli.chat.clone();
+    speaker.group = cli.group;
+    speaker
 }
 
 /// The bot for turns: the speaker's scope, or no memory at all when the speaker cannot be

@@ -141,6 +141,22 @@ impl From<memory_index::IndexError> for AppError {
     }
 }
 
+impl From<nanobot_memory::AssemblyError> for AppError {
+    fn from(e: nanobot_memory::AssemblyError) -> Self {
+        use nanobot_memory::AssemblyError;
+        match e {
+            AssemblyError::Sessions(e) => AppError::Sessions(e),
+            AssemblyError::Memory(e) => AppError::Memory(e),
+            AssemblyError::Scope(e) => AppError::Scope(e),
+            AssemblyError::Llm(e) => AppError::Llm(e),
+            AssemblyError::Dream(e) => AppError::Dream(e),
+            AssemblyError::Turn(e) => AppError::from(e),
+            AssemblyError::Postgres(e) => AppError::Storage(e.to_string()),
+            other => AppError::Usage(other.to_string()),
+        }
+    }
+}
+
 impl From<nanobot_turn::TurnError> for AppError {
     fn from(e: nanobot_turn::TurnError) -> Self {
         use nanobot_turn::TurnError;

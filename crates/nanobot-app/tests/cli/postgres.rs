@@ -49,9 +49,9 @@ async fn the_isolation_suite_passes_on_postgres() {
     };
     let ws = TempDir::new("pg-isolation");
     let store = TestSchema::new(&url).store().await;
-    let backend = nanobot_app::pg::PgBackend::open(
+    let backend = nanobot_memory::PgBackend::open(
         store,
-        ws.path(),
+        Some(ws.path()),
         Arc::new(llm_port::SystemClock),
         Arc::new(llm_port::Cl100kBase),
     )

@@ -241,7 +241,7 @@ async fn the_file_backend_keeps_scopes_apart() {
     let env = move |name: &str| (name == "NANOBOT_WORKSPACE").then(|| dir.display().to_string());
     let config = nanobot_app::Config::load(None, &env).unwrap();
     std::fs::create_dir_all(&config.workspace).unwrap();
-    let backend = nanobot_app::bot::FileBackend::open(
+    let backend = nanobot_app::bot::file_backend(
         &config,
         Arc::new(llm_port::SystemClock),
         Arc::new(llm_port::Cl100kBase),
