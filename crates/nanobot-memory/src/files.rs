@@ -19,7 +19,7 @@ use nanobot_turn::{MemoryBackend, ScopeStores, TurnError};
 use prompt_inputs::{PromptFiles, PromptLoader};
 use session_store::{Durability, FileSessionStore, FileStoreOptions, SessionManager};
 
-use crate::AssemblyError;
+use crate::{AssemblyError, OffWorker};
 
 /// Where the agent scope's sessions live in the workspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -169,15 +169,21 @@ impl FileBackend {
         } else {
             FileSessionStore::open_workspace(&root, self.store_options.clone())?
         };
+        // Sessions and the journal are written by every turn and archive: their blocking IO
+        // runs with the worker handed off.
         let sessions = Arc::new(
-            SessionManager::new(Arc::new(store), self.clock.clone(), self.counter.clone())
-                .with_recorded_token_counts(true),
+            SessionManager::new(
+                Arc::new(OffWorker::new(store)),
+                self.clock.clone(),
+                self.counter.clone(),
+            )
+            .with_recorded_token_counts(true),
         );
-        let journal = Arc::new(FileJournal::open_with(
+        let journal = Arc::new(OffWorker::new(FileJournal::open_with(
             &root,
             self.clock.clone(),
             JournalDurability::default(),
-        )?);
+        )?));
         let (documents, prompt_files) = self.documents(agent, &root)?;
         let versions: Result<Arc<dyn MemoryVersions>, String> = GitVersions::open(&root)
             .map(|g| Arc::new(g) as Arc<dyn MemoryVersions>)

@@ -8,6 +8,7 @@ mod error;
 mod files;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 mod models;
+mod offload;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod speaker;
@@ -21,6 +22,7 @@ pub use files::{FileBackend, FileOptions, Layout};
 pub use models::{EmbeddingOptions, embedder};
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub use models::{ModelOptions, Provider, model_client};
+pub use offload::OffWorker;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgBackend, connect};
 pub use speaker::Speaker;

@@ -4,3 +4,5 @@
 mod builder;
 #[cfg(feature = "files")]
 mod files;
+#[cfg(feature = "files")]
+mod stall;
