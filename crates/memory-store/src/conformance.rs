@@ -305,6 +305,54 @@ pub async fn shared_cursors(first: impl HistoryJournal, second: impl HistoryJour
     assert_eq!(first.dream_cursor().await.unwrap(), 4);
 }
 
+/// [`crate::JournalImport`]: imported entries keep their cursors, timestamps and fields
+/// (extra ones too); an import runs again or resumes without copying twice; the cursors
+/// rise to what the source says and never fall; appends continue after the imported ones.
+pub async fn import_keeps_cursors_and_resumes(journal: impl crate::JournalImport) {
+    let mut extra = serde_json::Map::new();
+    extra.insert("by".into(), serde_json::json!("nanobot-ai"));
+    let mut archived = NewEntry::text("- Ada keeps bees")
+        .from_session("cli:ada")
+        .covering(0, 4)
+        .with_digest("d1")
+        .stored(3, "2026-01-02 10:00");
+    archived.extra = extra;
+    let entries = vec![
+        archived,
+        NewEntry::text("a note").stored(7, "2026-01-03 11:30"),
+    ];
+    // A first import cut short after one entry, then the whole again: the rest only.
+    assert_eq!(journal.import(&entries[..1], 3, 0).await.unwrap(), 1);
+    assert_eq!(journal.import(&entries, 9, 5).await.unwrap(), 1);
+    assert_eq!(journal.import(&entries, 9, 5).await.unwrap(), 0);
+    assert_eq!(journal.read_since(0, None).await.unwrap(), entries);
+    assert_eq!(journal.latest_cursor().await.unwrap(), 9);
+    assert_eq!(journal.dream_cursor().await.unwrap(), 5);
+    // Nothing is lowered; Dream's cursor never passes the latest.
+    assert_eq!(journal.import(&[], 4, 20).await.unwrap(), 0);
+    assert_eq!(journal.latest_cursor().await.unwrap(), 9);
+    assert_eq!(journal.dream_cursor().await.unwrap(), 9);
+    assert_eq!(
+        journal.append_one(NewEntry::text("after")).await.unwrap(),
+        10
+    );
+}
+
+/// Makes the `#[tokio::test]` of [`crate::JournalImport`]'s case for a journal that can
+/// import; see [`journal_conformance`](crate::journal_conformance) for the arguments.
+#[macro_export]
+macro_rules! journal_import_conformance {
+    ($name:ident, $make:expr $(, skips = [$($skip:ident),* $(,)?])? $(, available = $available:expr)? $(,)?) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            const SKIPS: &[&str] = &[$($(stringify!($skip)),*)?];
+            $crate::conformance::conformance_available!($($available)?);
+            $crate::memory_conformance_cases!($make, import_keeps_cursors_and_resumes);
+        }
+    };
+}
+
 /// Makes one `#[tokio::test]` per journal case. `$make` evaluates to an async closure
 /// returning a fresh, empty journal; see the module for `reopen` and `skips`.
 #[macro_export]

@@ -564,6 +564,18 @@ fn entry_line(entry: &JournalEntry) -> String {
 }
 
 #[async_trait]
+impl crate::journal::JournalImport for FileJournal {
+    async fn import(
+        &self,
+        entries: &[JournalEntry],
+        latest: u64,
+        dream: u64,
+    ) -> Result<usize, MemoryError> {
+        FileJournal::import(self, entries, latest, dream)
+    }
+}
+
+#[async_trait]
 impl HistoryJournal for FileJournal {
     async fn append(&self, entries: &[NewEntry<'_>]) -> Result<Vec<u64>, MemoryError> {
         let mut state = self.state();

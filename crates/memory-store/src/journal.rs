@@ -144,6 +144,40 @@ macro_rules! forward_journal {
 
 forward_journal!(Arc<T>, Box<T>);
 
+/// A journal that can take another journal's entries as they are: how memory moves between
+/// stores (a workspace on files into a database and back) without renumbering what Dream
+/// and the sessions' archive records point at.
+///
+/// Contract (checked by [`crate::journal_import_conformance`]):
+/// - Entries keep their cursors, timestamps and every field.
+/// - Entries at or below this journal's latest cursor are skipped, so an import can be run
+///   again or resumed; the count of entries copied is returned.
+/// - The latest cursor becomes at least `latest` (a source's latest may lie past its last
+///   entry, after a compaction), and Dream's at least `dream`, never past the latest.
+/// - Nothing is lowered: a cursor already past the given one stays.
+#[async_trait]
+pub trait JournalImport: HistoryJournal {
+    /// Copies `entries` (another journal's, in cursor order); how many were copied.
+    async fn import(
+        &self,
+        entries: &[JournalEntry],
+        latest: u64,
+        dream: u64,
+    ) -> Result<usize, MemoryError>;
+}
+
+#[async_trait]
+impl<T: JournalImport + ?Sized> JournalImport for Arc<T> {
+    async fn import(
+        &self,
+        entries: &[JournalEntry],
+        latest: u64,
+        dream: u64,
+    ) -> Result<usize, MemoryError> {
+        (**self).import(entries, latest, dream).await
+    }
+}
+
 /// Where a compaction to `max_entries` starts keeping, for `cursors` in file order and
 /// Dream's cursor `dream` (nanobot-ai's rule: the bound, but never past the first entry
 /// Dream has not read). `None` marks a line that is no valid entry but still counts.

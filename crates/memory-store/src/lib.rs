@@ -49,7 +49,8 @@ pub use file_lease::FileLease;
 #[cfg(feature = "fs")]
 pub use git::{ForeignVersion, GitVersions, REPOSITORY, workspace_git_history};
 pub use journal::{
-    Compaction, HistoryJournal, HistoryJournalExt, JournalCapabilities, compaction_start,
+    Compaction, HistoryJournal, HistoryJournalExt, JournalCapabilities, JournalImport,
+    compaction_start,
 };
 pub use lease::{
     Fence, Lease, LeaseCapabilities, LeaseHolder, MemoryLease, MemoryLeaseStore, lease_lost,

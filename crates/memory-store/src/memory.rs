@@ -9,7 +9,9 @@ use llm_port::{Clock, SystemClock};
 use crate::archive::{ArchiveFound, ArchiveIndex, ArchiveJournal, matching_archive};
 use crate::entry::{JournalEntry, NewEntry, TIMESTAMP_FORMAT};
 use crate::error::MemoryError;
-use crate::journal::{Compaction, HistoryJournal, JournalCapabilities, compaction_start};
+use crate::journal::{
+    Compaction, HistoryJournal, JournalCapabilities, JournalImport, compaction_start,
+};
 
 #[derive(Debug, Default)]
 struct State {
@@ -186,6 +188,29 @@ fn append_locked(state: &mut State, entries: &[NewEntry<'_>], timestamp: &str) -
         cursors.push(cursor);
     }
     cursors
+}
+
+#[async_trait]
+impl JournalImport for MemoryJournal {
+    async fn import(
+        &self,
+        entries: &[JournalEntry],
+        latest: u64,
+        dream: u64,
+    ) -> Result<usize, MemoryError> {
+        let mut state = self.lock();
+        let mut copied = 0;
+        for entry in entries {
+            if entry.cursor > state.latest {
+                state.latest = entry.cursor;
+                state.push(entry.clone());
+                copied += 1;
+            }
+        }
+        state.latest = state.latest.max(latest);
+        state.dream = state.dream.max(dream.min(state.latest));
+        Ok(copied)
+    }
 }
 
 #[async_trait]

@@ -244,6 +244,18 @@ impl PgScope {
 }
 
 #[async_trait]
+impl memory_store::JournalImport for PgScope {
+    async fn import(
+        &self,
+        entries: &[JournalEntry],
+        latest: u64,
+        dream: u64,
+    ) -> Result<usize, MemoryError> {
+        self.import_journal(entries, latest, dream).await
+    }
+}
+
+#[async_trait]
 impl HistoryJournal for PgScope {
     async fn append(&self, entries: &[NewEntry<'_>]) -> Result<Vec<u64>, MemoryError> {
         self.inner

@@ -19,6 +19,12 @@ memory_store::journal_conformance!(
     skips = [shared_cursors]
 );
 
+memory_store::journal_import_conformance!(memory_import, || async { MemoryJournal::default() });
+
+memory_store::journal_import_conformance!(files_import, || async {
+    FileJournal::open(&leaked_dir("journal-import")).unwrap()
+});
+
 memory_store::journal_conformance!(
     files,
     || async { FileJournal::open(&leaked_dir("journal")).unwrap() },

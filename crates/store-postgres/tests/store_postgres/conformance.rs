@@ -18,6 +18,12 @@ session_store::session_store_conformance!(
     available = available
 );
 
+memory_store::journal_import_conformance!(
+    pg_journal_import,
+    || async { scope().await },
+    available = available
+);
+
 memory_store::journal_conformance!(
     pg_journal,
     || async { scope().await },
