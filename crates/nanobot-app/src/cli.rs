@@ -395,7 +395,7 @@ async fn dispatch(
             let root = sessions_root
                 .clone()
                 .unwrap_or_else(|| config.sessions_root.clone());
-            let done = crate::transfer::import(workspace, &root, &store, &|line| {
+            let done = nanobot_memory::transfer::import(workspace, &root, &store, &|line| {
                 let _ = writeln!(std::io::stderr(), "[import] {line}");
             })
             .await?;
@@ -411,7 +411,7 @@ async fn dispatch(
             let root = sessions_root
                 .clone()
                 .unwrap_or_else(|| config.sessions_root.clone());
-            let done = crate::transfer::export(dir, &root, &store, &|line| {
+            let done = nanobot_memory::transfer::export(dir, &root, &store, &|line| {
                 let _ = writeln!(std::io::stderr(), "[export] {line}");
             })
             .await?;

@@ -152,6 +152,11 @@ impl From<nanobot_memory::AssemblyError> for AppError {
             AssemblyError::Dream(e) => AppError::Dream(e),
             AssemblyError::Turn(e) => AppError::from(e),
             AssemblyError::Postgres(e) => AppError::Storage(e.to_string()),
+            AssemblyError::Io { ref source, .. }
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                AppError::NotFound(e.to_string())
+            }
             other => AppError::Usage(other.to_string()),
         }
     }

@@ -10,7 +10,6 @@ pub mod logging;
 pub mod pg;
 pub mod scopes;
 pub mod serve;
-pub mod transfer;
 
 pub use bot::{Bot, TurnReport, model_client};
 pub use config::{Config, Provider};

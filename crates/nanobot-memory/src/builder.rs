@@ -390,11 +390,5 @@ impl BotBuilder {
 /// Creates `dir` when it is missing, saying which directory could not be made.
 #[cfg(any(feature = "files", feature = "postgres"))]
 fn create_dir(dir: &std::path::Path) -> Result<(), AssemblyError> {
-    std::fs::create_dir_all(dir).map_err(|e| {
-        AssemblyError::Memory(memory_store::MemoryError::backend_caused_by(
-            format!("{} cannot be created", dir.display()),
-            false,
-            e,
-        ))
-    })
+    std::fs::create_dir_all(dir).map_err(|e| AssemblyError::io(dir, "cannot be created", e))
 }

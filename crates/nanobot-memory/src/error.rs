@@ -13,6 +13,20 @@ pub enum AssemblyError {
         /// What is missing or wrong, and which setter fixes it.
         what: String,
     },
+    /// A directory or file could not be read, created or written.
+    Io {
+        /// The path.
+        path: std::path::PathBuf,
+        /// What went wrong with it ("cannot be created").
+        what: &'static str,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The operation was refused, and nothing was changed (`why` says what to do instead).
+    Refused {
+        /// Why, and what to do instead.
+        why: String,
+    },
     /// The sessions could not be opened or used.
     Sessions(session_store::SessionError),
     /// The journal, documents, versions or lease could not be opened or used.
@@ -34,6 +48,10 @@ impl fmt::Display for AssemblyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AssemblyError::Incomplete { what } => write!(f, "the bot is incomplete: {what}"),
+            AssemblyError::Io { path, what, source } => {
+                write!(f, "{} {what}: {source}", path.display())
+            }
+            AssemblyError::Refused { why } => write!(f, "{why}"),
             AssemblyError::Sessions(e) => write!(f, "sessions: {e}"),
             AssemblyError::Memory(e) => write!(f, "memory: {e}"),
             AssemblyError::Scope(e) => write!(f, "scope: {e}"),
@@ -49,7 +67,8 @@ impl fmt::Display for AssemblyError {
 impl std::error::Error for AssemblyError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            AssemblyError::Incomplete { .. } => None,
+            AssemblyError::Incomplete { .. } | AssemblyError::Refused { .. } => None,
+            AssemblyError::Io { source, .. } => Some(source),
             AssemblyError::Sessions(e) => Some(e),
             AssemblyError::Memory(e) => Some(e),
             AssemblyError::Scope(e) => Some(e),
@@ -63,6 +82,15 @@ impl std::error::Error for AssemblyError {
 }
 
 impl AssemblyError {
+    /// `path` `what` ("cannot be created"), because of `source`.
+    pub fn io(path: &std::path::Path, what: &'static str, source: std::io::Error) -> Self {
+        AssemblyError::Io {
+            path: path.to_owned(),
+            what,
+            source,
+        }
+    }
+
     /// As the turn reports a backend's failure to open a scope: the port's own error where
     /// there is one, the rest as a memory backend error with this one as its source.
     pub fn into_turn_error(self) -> nanobot_turn::TurnError {

@@ -80,6 +80,22 @@ impl FileOptions {
     }
 }
 
+/// One scope's files, each store opened on its own (no scoping, no wrappers).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ScopeFiles {
+    /// The scope's directory (the workspace, for the agent's scope).
+    pub root: PathBuf,
+    /// Its sessions (the agent's in nanobot-ai's namespace when the layout says so).
+    pub sessions: FileSessionStore,
+    /// Its history journal.
+    pub journal: FileJournal,
+    /// Its own documents (not the agent's shared ones).
+    pub documents: FileDocuments,
+    /// Its versions repository, or why there is none.
+    pub versions: Result<GitVersions, String>,
+}
+
 /// Every scope's memory in one workspace directory.
 pub struct FileBackend {
     workspace: PathBuf,
@@ -161,14 +177,34 @@ impl FileBackend {
         })
     }
 
-    fn open_scope(&self, scope: &ScopeKey) -> Result<ScopeStores, AssemblyError> {
+    /// The files of `scope` as this backend lays them out, each store opened on its own
+    /// (the one place that decides where a scope's sessions, journal, documents and
+    /// versions are: the backend, the workspace transfer and the listing all ask it).
+    pub fn scope_files(&self, scope: &ScopeKey) -> Result<ScopeFiles, AssemblyError> {
         let root = self.dirs.open(scope)?;
-        let agent = scope.subject.is_agent();
-        let store = if agent {
+        let sessions = if scope.subject.is_agent() {
             self.open_agent_sessions()?
         } else {
             FileSessionStore::open_workspace(&root, self.store_options.clone())?
         };
+        Ok(ScopeFiles {
+            sessions,
+            journal: FileJournal::open_with(
+                &root,
+                self.clock.clone(),
+                JournalDurability::default(),
+            )?,
+            documents: FileDocuments::open(&root)?,
+            versions: GitVersions::open(&root).map_err(|e| e.to_string()),
+            root,
+        })
+    }
+
+    fn open_scope(&self, scope: &ScopeKey) -> Result<ScopeStores, AssemblyError> {
+        let files = self.scope_files(scope)?;
+        let root = files.root;
+        let agent = scope.subject.is_agent();
+        let store = files.sessions;
         // Sessions and the journal are written by every turn and archive: their blocking IO
         // runs with the worker handed off.
         let sessions = Arc::new(
@@ -179,15 +215,11 @@ impl FileBackend {
             )
             .with_recorded_token_counts(true),
         );
-        let journal = Arc::new(OffWorker::new(FileJournal::open_with(
-            &root,
-            self.clock.clone(),
-            JournalDurability::default(),
-        )?));
-        let (documents, prompt_files) = self.documents(agent, &root)?;
-        let versions: Result<Arc<dyn MemoryVersions>, String> = GitVersions::open(&root)
-            .map(|g| Arc::new(g) as Arc<dyn MemoryVersions>)
-            .map_err(|e| e.to_string());
+        let journal = Arc::new(OffWorker::new(files.journal));
+        let (documents, prompt_files) = self.documents(agent, files.documents)?;
+        let versions = files
+            .versions
+            .map(|g| Arc::new(g) as Arc<dyn MemoryVersions>);
         Ok(ScopeStores::stepwise(
             sessions,
             journal,
@@ -204,13 +236,13 @@ impl FileBackend {
     fn documents(
         &self,
         agent: bool,
-        root: &Path,
+        own: FileDocuments,
     ) -> Result<crate::DocumentsAndPrompts, AssemblyError> {
         if agent {
             return Ok((self.agent_documents.clone(), self.agent_files.clone()));
         }
         let documents: Arc<dyn MemoryDocuments> = Arc::new(ScopedDocuments::new(
-            Arc::new(FileDocuments::open(root)?),
+            Arc::new(own),
             self.agent_documents.clone(),
         ));
         let files = PromptLoader::new(documents.clone()).with_agent_dir(&self.workspace)?;

@@ -12,12 +12,14 @@ mod offload;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod speaker;
+#[cfg(all(feature = "files", feature = "postgres"))]
+pub mod transfer;
 
 pub use bot::{Bot, Recall, Storage};
 pub use builder::BotBuilder;
 pub use error::AssemblyError;
 #[cfg(feature = "files")]
-pub use files::{FileBackend, FileOptions, Layout};
+pub use files::{FileBackend, FileOptions, Layout, ScopeFiles};
 #[cfg(feature = "openai")]
 pub use models::{EmbeddingOptions, embedder};
 #[cfg(any(feature = "openai", feature = "anthropic"))]

@@ -1,6 +1,5 @@
-//! `nanobot import WORKSPACE` and `nanobot export DIR`: every scope's memory copied between
-//! a workspace on files (nanobot-ai's or nanobot-rs's) and the configured PostgreSQL store,
-//! through the ports.
+//! Every scope's memory copied between a workspace on files (nanobot-ai's or nanobot-rs's)
+//! and a PostgreSQL store, through the ports (`nanobot import` and `nanobot export`).
 //!
 //! Both are idempotent and resumable: what the target already holds is skipped (a session
 //! whose messages are a prefix of the source's gets the rest; journal entries past the
@@ -8,19 +7,16 @@
 //! replayed in order), and nothing the target holds is ever overwritten: a session,
 //! document or version history that differs is reported and left as it is.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use memory_scope::{FileLinks, LinkTable, ScopeDirs, ScopeKey, Subject};
-use memory_store::{
-    AuxFile, Document, Expected, FileDocuments, FileJournal, GitVersions, HistoryJournal,
-    MemoryDocuments, MemoryError, MemoryVersions,
-};
+use llm_port::{Cl100kBase, SystemClock};
+use memory_scope::{FileLinks, LinkTable, ScopeKey, Subject};
+use memory_store::{AuxFile, Document, Expected, JournalImport, MemoryDocuments, MemoryVersions};
 use session_store::{Append, FileSessionStore, FileStoreOptions, SessionStore, StoredMessage};
-use store_postgres::{PgScope, PgStore};
+use store_postgres::PgStore;
 
-use crate::error::AppError;
+use crate::{AssemblyError, FileBackend, FileOptions};
 
 /// How one copy went.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -62,110 +58,56 @@ impl Transfer {
     }
 }
 
-/// Where a journal's entries are added with their own cursors.
-#[async_trait]
-trait JournalImport: Send + Sync {
-    async fn import(
-        &self,
-        entries: &[memory_store::JournalEntry],
-        latest: u64,
-        dream: u64,
-    ) -> Result<usize, MemoryError>;
-}
-
-#[async_trait]
-impl JournalImport for FileJournal {
-    async fn import(
-        &self,
-        entries: &[memory_store::JournalEntry],
-        latest: u64,
-        dream: u64,
-    ) -> Result<usize, MemoryError> {
-        FileJournal::import(self, entries, latest, dream)
-    }
-}
-
-#[async_trait]
-impl JournalImport for PgScope {
-    async fn import(
-        &self,
-        entries: &[memory_store::JournalEntry],
-        latest: u64,
-        dream: u64,
-    ) -> Result<usize, MemoryError> {
-        self.import_journal(entries, latest, dream).await
-    }
-}
-
 /// One scope's stores, on either side.
 struct Side {
     sessions: Arc<dyn SessionStore>,
-    journal: Arc<dyn HistoryJournal>,
-    import: Arc<dyn JournalImport>,
+    journal: Arc<dyn JournalImport>,
     documents: Arc<dyn MemoryDocuments>,
     versions: Option<Arc<dyn MemoryVersions>>,
 }
 
-/// The scopes of a workspace on files: the agent's (the workspace itself, its sessions in
-/// nanobot-ai's namespace when it has a workspace id) and every directory under `scopes/`.
+/// The scopes of a workspace on files, opened as the file backend lays them out: the
+/// agent's (the workspace itself, its sessions in nanobot-ai's namespace when it has a
+/// workspace id) and every directory under `scopes/`.
 struct Workspace {
-    root: PathBuf,
-    sessions_root: PathBuf,
+    backend: FileBackend,
 }
 
 impl Workspace {
-    fn subjects(&self) -> Result<Vec<Subject>, AppError> {
+    fn open(root: &Path, sessions_root: &Path) -> Result<Workspace, AssemblyError> {
+        let options = FileOptions::default().sessions_root(sessions_root);
+        let backend =
+            FileBackend::open(root, &options, Arc::new(SystemClock), Arc::new(Cl100kBase))?;
+        Ok(Workspace { backend })
+    }
+
+    fn subjects(&self) -> Result<Vec<Subject>, AssemblyError> {
         let mut subjects = vec![Subject::Agent];
-        subjects.extend(
-            ScopeDirs::new(&self.root)
-                .list()?
-                .into_iter()
-                .map(|d| d.subject),
-        );
+        subjects.extend(self.backend.dirs().list()?.into_iter().map(|d| d.subject));
         Ok(subjects)
     }
 
-    fn side(&self, subject: &Subject) -> Result<Side, AppError> {
-        let dirs = ScopeDirs::new(&self.root);
-        let root = dirs.open(&ScopeKey::local(subject.clone()))?;
-        let options = FileStoreOptions::default();
-        let sessions: Arc<dyn SessionStore> = if subject.is_agent() {
-            if self.root.join(".nanobot/workspace-id").is_file() {
-                Arc::new(FileSessionStore::open_nanobot(
-                    &self.root,
-                    &self.sessions_root,
-                    options,
-                )?)
-            } else {
-                Arc::new(FileSessionStore::open_workspace(&self.root, options)?)
-            }
-        } else {
-            Arc::new(FileSessionStore::open_workspace(&root, options)?)
-        };
-        let journal = Arc::new(FileJournal::open(&root)?);
+    fn side(&self, subject: &Subject) -> Result<Side, AssemblyError> {
+        let files = self
+            .backend
+            .scope_files(&ScopeKey::local(subject.clone()))?;
         Ok(Side {
-            sessions,
-            journal: journal.clone(),
-            import: journal,
-            documents: Arc::new(FileDocuments::open(&root)?),
-            versions: GitVersions::open(&root)
+            sessions: Arc::new(files.sessions),
+            journal: Arc::new(files.journal),
+            documents: Arc::new(files.documents),
+            versions: files
+                .versions
                 .ok()
                 .map(|g| Arc::new(g) as Arc<dyn MemoryVersions>),
         })
     }
 }
 
-async fn pg_side(store: &PgStore, subject: &Subject) -> Result<Side, AppError> {
-    let scope = Arc::new(
-        store
-            .scope(&ScopeKey::local(subject.clone()))
-            .await
-            .map_err(|e| AppError::Storage(e.to_string()))?,
-    );
+async fn pg_side(store: &PgStore, subject: &Subject) -> Result<Side, AssemblyError> {
+    let scope = Arc::new(store.scope(&ScopeKey::local(subject.clone())).await?);
     Ok(Side {
         sessions: scope.clone(),
         journal: scope.clone(),
-        import: scope.clone(),
         documents: scope.clone(),
         versions: Some(scope),
     })
@@ -185,7 +127,7 @@ async fn copy_sessions(
     to: &dyn SessionStore,
     done: &mut Transfer,
     progress: &dyn Fn(&str),
-) -> Result<(), AppError> {
+) -> Result<(), AssemblyError> {
     let listed = from.list().await?;
     for (n, info) in listed.iter().enumerate() {
         let Some(source) = from.load(&info.key).await? else {
@@ -242,7 +184,7 @@ async fn copy_documents(
     from: &dyn MemoryDocuments,
     to: &dyn MemoryDocuments,
     done: &mut Transfer,
-) -> Result<(), AppError> {
+) -> Result<(), AssemblyError> {
     for document in Document::ALL {
         let Some(source) = from.read(document).await? else {
             continue;
@@ -308,7 +250,7 @@ async fn copy_versions(
     from: &dyn MemoryVersions,
     to: &dyn MemoryVersions,
     done: &mut Transfer,
-) -> Result<(), AppError> {
+) -> Result<(), AssemblyError> {
     let mut source = from.log(usize::MAX).await?;
     source.reverse();
     let mut target = to.log(usize::MAX).await?;
@@ -342,7 +284,7 @@ async fn copy_links(
     from: &dyn LinkTable,
     to: &dyn LinkTable,
     done: &mut Transfer,
-) -> Result<(), AppError> {
+) -> Result<(), AssemblyError> {
     let source = from.records().await?;
     let target = to.records().await?;
     if !source.starts_with(&target) {
@@ -365,7 +307,7 @@ async fn copy_scope(
     to: &Side,
     done: &mut Transfer,
     progress: &dyn Fn(&str),
-) -> Result<(), AppError> {
+) -> Result<(), AssemblyError> {
     copy_sessions(
         label,
         from.sessions.as_ref(),
@@ -377,7 +319,7 @@ async fn copy_scope(
     let entries = from.journal.read_since(0, None).await?;
     let latest = from.journal.latest_cursor().await?;
     let dream = from.journal.dream_cursor().await?;
-    done.entries += to.import.import(&entries, latest, dream).await?;
+    done.entries += to.journal.import(&entries, latest, dream).await?;
     progress(&format!("{label}: journal {} entries", entries.len()));
     copy_documents(label, from.documents.as_ref(), to.documents.as_ref(), done).await?;
     if let (Some(from), Some(to)) = (&from.versions, &to.versions) {
@@ -394,27 +336,26 @@ pub async fn import(
     sessions_root: &Path,
     store: &PgStore,
     progress: &dyn Fn(&str),
-) -> Result<Transfer, AppError> {
+) -> Result<Transfer, AssemblyError> {
     if !workspace.is_dir() {
-        return Err(AppError::NotFound(format!(
-            "{} is not a workspace directory",
-            workspace.display()
-        )));
+        return Err(AssemblyError::Io {
+            path: workspace.to_owned(),
+            what: "is not a workspace directory",
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
     }
-    let files = Workspace {
-        root: workspace.to_owned(),
-        sessions_root: sessions_root.to_owned(),
-    };
-    let storage = |e: store_postgres::StoreError| AppError::Storage(e.to_string());
+    let files = Workspace::open(workspace, sessions_root)?;
     if let Ok(id) = std::fs::read_to_string(workspace.join(".nanobot/workspace-id")) {
         let id = id.trim();
-        match store.meta("workspace_id").await.map_err(storage)? {
-            None => store.set_meta("workspace_id", id).await.map_err(storage)?,
+        match store.meta("workspace_id").await? {
+            None => store.set_meta("workspace_id", id).await?,
             Some(kept) if kept == id => {}
             Some(kept) => {
-                return Err(AppError::Usage(format!(
-                    "the store holds workspace {kept}, not {id}: import into another schema (storage.schema)"
-                )));
+                return Err(AssemblyError::Refused {
+                    why: format!(
+                        "the store holds workspace {kept}, not {id}: import into another schema (storage.schema)"
+                    ),
+                });
             }
         }
     }
@@ -427,7 +368,7 @@ pub async fn import(
     }
     copy_links(&FileLinks::new(workspace), &store.links(), &mut done).await?;
     // Statistics for what was just written, so the first turns read tails, not sessions.
-    store.analyze().await.map_err(storage)?;
+    store.analyze().await?;
     Ok(done)
 }
 
@@ -440,28 +381,24 @@ pub async fn export(
     sessions_root: &Path,
     store: &PgStore,
     progress: &dyn Fn(&str),
-) -> Result<Transfer, AppError> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| AppError::Usage(format!("{} cannot be created: {e}", dir.display())))?;
-    let storage = |e: store_postgres::StoreError| AppError::Storage(e.to_string());
+) -> Result<Transfer, AssemblyError> {
+    std::fs::create_dir_all(dir).map_err(|e| AssemblyError::io(dir, "cannot be created", e))?;
     let id_file = dir.join(".nanobot/workspace-id");
     if !id_file.is_file()
-        && let Some(id) = store.meta("workspace_id").await.map_err(storage)?
+        && let Some(id) = store.meta("workspace_id").await?
     {
-        std::fs::create_dir_all(dir.join(".nanobot"))
-            .map_err(|e| AppError::Usage(format!("{} cannot be written: {e}", dir.display())))?;
-        std::fs::write(&id_file, &id).map_err(|e| {
-            AppError::Usage(format!("{} cannot be written: {e}", id_file.display()))
-        })?;
+        let nanobot = dir.join(".nanobot");
+        std::fs::create_dir_all(&nanobot)
+            .map_err(|e| AssemblyError::io(&nanobot, "cannot be created", e))?;
+        std::fs::write(&id_file, &id)
+            .map_err(|e| AssemblyError::io(&id_file, "cannot be written", e))?;
     }
-    let files = Workspace {
-        root: dir.to_owned(),
-        sessions_root: sessions_root.to_owned(),
-    };
-    // The agent's sessions go to nanobot-ai's namespace: make sure the workspace has an id.
+    // The agent's sessions go to nanobot-ai's namespace: make sure the workspace has an id
+    // before the file backend looks for one.
     FileSessionStore::open_nanobot(dir, sessions_root, FileStoreOptions::default())?;
+    let files = Workspace::open(dir, sessions_root)?;
     let mut done = Transfer::default();
-    let scopes = store.scopes().await.map_err(storage)?;
+    let scopes = store.scopes().await?;
     let mut subjects: Vec<Subject> = vec![Subject::Agent];
     subjects.extend(
         scopes
