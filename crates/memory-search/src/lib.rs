@@ -132,16 +132,29 @@ impl SearchMemoryTool {
                 return SearchOutcome::not_run(format!("search_memory was not run: {reason}"));
             }
         };
-        let wanted = request.limit;
         let widened = request.clone().limit(MAX_LIMIT);
-        match self.hits(&widened).await {
+        let found = self.hits(&widened).await;
+        self.outcome(&request, found, leave_out)
+    }
+
+    /// What goes back to the model for `request`, from the hits of a search run with the
+    /// request widened to [`MAX_LIMIT`] (so that as many as asked remain once `leave_out`
+    /// has taken its own): the results in their envelope within the budget, or why the
+    /// search did not run.
+    pub fn outcome(
+        &self,
+        request: &SearchRequest,
+        found: Result<(Vec<Hit>, Option<String>), IndexError>,
+        leave_out: &(dyn Fn(&Hit) -> bool + Send + Sync),
+    ) -> SearchOutcome {
+        match found {
             Ok((hits, note)) => SearchOutcome {
                 text: render_with_note(
                     &request.query,
                     &hits
                         .into_iter()
                         .filter(|hit| !leave_out(hit))
-                        .take(wanted)
+                        .take(request.limit)
                         .collect::<Vec<_>>(),
                     self.counter.as_ref(),
                     self.budget_tokens,
@@ -183,6 +196,15 @@ impl SearchOutcome {
     }
 }
 
+/// A search's `since`: a day (`2026-03-01`, from its start) or a journal timestamp
+/// (`2026-03-01 14:30`); `None` when it is neither.
+pub fn parse_since(text: &str) -> Option<NaiveDateTime> {
+    NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d")
+        .ok()
+        .and_then(|day| day.and_hms_opt(0, 0, 0))
+        .or_else(|| parse_timestamp(text))
+}
+
 /// Reads the tool's JSON arguments. A limit out of range is brought into it (models ask
 /// for 20 or 0); anything else wrong is an error naming the argument.
 pub fn parse_arguments(arguments: &str) -> Result<SearchRequest, String> {
@@ -222,10 +244,7 @@ pub fn parse_arguments(arguments: &str) -> Result<SearchRequest, String> {
         None | Some(Value::Null) => {}
         Some(Value::String(text)) if text.trim().is_empty() => {}
         Some(Value::String(text)) => {
-            let since = NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d")
-                .ok()
-                .and_then(|day| day.and_hms_opt(0, 0, 0))
-                .or_else(|| parse_timestamp(text))
+            let since = parse_since(text)
                 .ok_or_else(|| format!("`since` must be a date like 2026-03-01, not {text:?}"))?;
             request = request.since(since);
         }

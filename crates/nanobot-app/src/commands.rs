@@ -370,6 +370,36 @@ fn search_index(bot: &Bot) -> Result<Arc<dyn memory_index::MemoryIndex>, AppErro
     })
 }
 
+/// The request `nanobot memory search` names, each argument checked.
+fn search_request(search: &MemorySearch<'_>) -> Result<memory_index::SearchRequest, AppError> {
+    let query = search.query.trim();
+    if query.is_empty() {
+        return Err(AppError::Usage(
+            "the query must be a non-empty string".into(),
+        ));
+    }
+    let mut request = memory_index::SearchRequest::new(query).limit(search.limit);
+    if !search.sources.is_empty() {
+        let sources = search.sources.iter().map(|name| {
+            memory_index::SourceKind::from_name(name).ok_or_else(|| {
+                AppError::Usage(format!(
+                    "--source may be history, memory or sessions, not {name:?}"
+                ))
+            })
+        });
+        request = request.sources(sources.collect::<Result<Vec<_>, _>>()?);
+    }
+    if let Some(since) = search.since {
+        let since = memory_search::parse_since(since).ok_or_else(|| {
+            AppError::Usage(format!(
+                "--since must be a date like 2026-03-01, not {since:?}"
+            ))
+        })?;
+        request = request.since(since);
+    }
+    Ok(request)
+}
+
 /// `nanobot memory search QUERY`: brings the index up to date, then searches it.
 pub async fn memory_search(bot: &Bot, search: &MemorySearch<'_>) -> Result<String, AppError> {
     if !(1..=memory_index::MAX_LIMIT).contains(&search.limit) {
@@ -379,23 +409,13 @@ pub async fn memory_search(bot: &Bot, search: &MemorySearch<'_>) -> Result<Strin
             search.limit
         )));
     }
-    let mut arguments = serde_json::json!({"query": search.query, "limit": search.limit});
-    if !search.sources.is_empty() {
-        arguments["sources"] = serde_json::json!(search.sources);
-    }
-    if let Some(since) = search.since {
-        arguments["since"] = serde_json::json!(since);
-    }
-    let request = memory_search::parse_arguments(&arguments.to_string())
-        .map_err(|reason| AppError::Usage(reason.replace("`sources`", "--source")))?;
+    let request = search_request(search)?;
     let index = search_index(bot)?;
-    bot.memory
-        .indexer(index.clone(), bot.agent.counter().clone())
-        .sync()
-        .await?;
-    let prepared = bot.search.prepare(&bot.memory, index).await;
+    let found = bot.search.search(&bot.memory, index, &request).await?;
+    // The index must be current for a search a person asked for: a failed pass fails it.
+    found.indexing?;
     let mut notes = Vec::new();
-    match &prepared.embedding {
+    match &found.embedding {
         Some(Ok(pass)) if pass.more => notes.push(format!(
             "some of memory has no vector yet: each search embeds {} chunks, `nanobot memory reindex` embeds them all",
             bot.search.embed_per_search()
@@ -403,8 +423,8 @@ pub async fn memory_search(bot: &Bot, search: &MemorySearch<'_>) -> Result<Strin
         Some(Err(error)) => notes.push(format!("embedding failed: {error}")),
         _ => {}
     }
-    let (hits, note) = prepared.tool.hits(&request).await?;
-    notes.extend(note);
+    let hits = found.hits;
+    notes.extend(found.note);
     if search.json {
         for note in &notes {
             tracing::warn!("{note}");

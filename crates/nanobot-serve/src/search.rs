@@ -8,7 +8,6 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use memory_search::SearchMemoryTool;
 use serde_json::{Value, json};
 
 use crate::Server;
@@ -44,21 +43,12 @@ async fn run(server: &Server, headers: &HeaderMap, body: &[u8]) -> Result<Respon
             "this storage keeps no search index, so memory search is not available".into(),
         ));
     };
-    let counter = server.agent.counter().clone();
-    // What was written since the last search becomes searchable now; a failing pass
-    // leaves what was indexed before searchable.
-    if let Err(error) = memory.indexer(index.clone(), counter.clone()).sync().await {
-        tracing::warn!(error = %error, "indexing before a memory search failed");
-    }
-    let tool = match &server.search {
-        Some(search) => {
-            let prepared = search.prepare(&memory, index).await;
-            prepared.warn_if_embedding_failed();
-            prepared.tool
-        }
-        None => SearchMemoryTool::new(index, counter, memory_search::DEFAULT_BUDGET_TOKENS),
-    };
-    let (hits, note) = tool.hits(&request).await.map_err(|e| {
+    let search = server.search.clone().unwrap_or_else(|| {
+        Arc::new(nanobot_turn::SearchMemory::new(
+            server.agent.counter().clone(),
+        ))
+    });
+    let found = search.search(&memory, index, &request).await.map_err(|e| {
         if e.is_retryable() {
             ServeError::Upstream {
                 message: format!("memory search is unavailable right now: {e}"),
@@ -68,6 +58,7 @@ async fn run(server: &Server, headers: &HeaderMap, body: &[u8]) -> Result<Respon
             ServeError::Internal(format!("memory search failed: {e}"))
         }
     })?;
+    let (hits, note) = (found.hits, found.note);
     Ok(axum::Json(json!({
         "object": "list",
         "query": request.query,

@@ -22,5 +22,6 @@ pub use notes::{
 };
 pub use options::{IDEMPOTENCY_KEY_FIELD, IDEMPOTENCY_RECORDS, IdempotencyKey, TurnOptions};
 pub use tools::{
-    DEFAULT_EMBED_PER_SEARCH, PreparedSearch, SearchMemory, ToolContext, ToolOutput, TurnTool,
+    DEFAULT_EMBED_PER_SEARCH, Found, PreparedSearch, SearchMemory, ToolContext, ToolOutput,
+    TurnTool,
 };

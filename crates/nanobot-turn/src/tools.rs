@@ -6,10 +6,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use llm_port::tokens::TokenCounter;
 use llm_port::{Embedder, ToolDefinition};
-use memory_index::{Hit, session_prefix};
+use memory_index::{Hit, IndexError, MAX_LIMIT, MemoryIndex, SearchRequest, session_prefix};
 use memory_search::{
-    DEFAULT_BUDGET_TOKENS, EMBED_BATCH, EmbedPass, Indexer, IndexingError, SearchMemoryTool,
-    VectorLane,
+    DEFAULT_BUDGET_TOKENS, EMBED_BATCH, EmbedPass, IndexPass, Indexer, IndexingError,
+    SearchMemoryTool, VectorLane,
 };
 use session_store::SessionKey;
 
@@ -155,6 +155,51 @@ impl SearchMemory {
     }
 }
 
+/// What one search of a scope's memory found ([`SearchMemory::search`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Found {
+    /// The hits, best first, every lane fused.
+    pub hits: Vec<Hit>,
+    /// Why the vector lane did not answer, when it did not.
+    pub note: Option<String>,
+    /// The indexing pass run first (its failure left what was indexed before searchable).
+    pub indexing: Result<IndexPass, IndexingError>,
+    /// The embedding pass run first (`None`: no vector lane).
+    pub embedding: Option<Result<EmbedPass, IndexingError>>,
+}
+
+impl SearchMemory {
+    /// One search of `memory` through its `index`, as the tool, `nanobot memory search`
+    /// and the server run it: what was written since the last search indexed, up to
+    /// [`SearchMemory::embed_per_search`] missing vectors embedded, then `request` ranked
+    /// by every lane. A failing indexing or embedding pass never fails the search: it is
+    /// logged and handed back in [`Found`]; only the index failing to search is an error.
+    pub async fn search(
+        &self,
+        memory: &ScopeMemory,
+        index: Arc<dyn MemoryIndex>,
+        request: &SearchRequest,
+    ) -> Result<Found, IndexError> {
+        let indexing = memory
+            .indexer(index.clone(), self.counter.clone())
+            .sync()
+            .await;
+        if let Err(error) = &indexing {
+            tracing::warn!(error = %error, "indexing before a memory search failed");
+        }
+        let prepared = self.prepare(memory, index).await;
+        prepared.warn_if_embedding_failed();
+        let (hits, note) = prepared.tool.hits(request).await?;
+        Ok(Found {
+            hits,
+            note,
+            indexing,
+            embedding: prepared.embedding,
+        })
+    }
+}
+
 /// A search ready to run ([`SearchMemory::prepare`]).
 pub struct PreparedSearch {
     /// The tool over the scope's index, with the vector lane when there is one.
@@ -189,15 +234,12 @@ impl TurnTool for SearchMemory {
                 "search_memory is unavailable: this memory is kept without a search index",
             );
         };
-        // Entries, files and sessions written since the last search become searchable
-        // now; a failing pass still leaves what was indexed before searchable.
-        if let Err(error) = memory
-            .indexer(index.clone(), self.counter.clone())
-            .sync()
-            .await
-        {
-            tracing::warn!(error = %error, "indexing before a memory search failed");
-        }
+        let request = match memory_search::parse_arguments(arguments) {
+            Ok(request) => request,
+            Err(reason) => {
+                return ToolOutput::text(format!("search_memory was not run: {reason}"));
+            }
+        };
         // The live messages of this session are in the prompt already: finding them again
         // is noise (the question itself matches best). Its archived part stays searchable.
         let live_from = match memory.sessions.get_or_create(context.session).await {
@@ -211,11 +253,15 @@ impl TurnTool for SearchMemory {
                 .and_then(|seq| seq.parse::<usize>().ok())
                 .is_some_and(|seq| seq >= live_from)
         };
-        // A failing embedder leaves the chunks without vectors for the next search; the
-        // search itself says whether the lane answered.
-        let prepared = self.prepare(memory, index.clone()).await;
-        prepared.warn_if_embedding_failed();
-        let outcome = prepared.tool.call_leaving_out(arguments, &live).await;
+        // Asked for the most hits the index gives, so as many as asked remain once the
+        // live ones are left out.
+        let found = self
+            .search(memory, index.clone(), &request.clone().limit(MAX_LIMIT))
+            .await
+            .map(|found| (found.hits, found.note));
+        let outcome =
+            SearchMemoryTool::new(index.clone(), self.counter.clone(), self.budget_tokens)
+                .outcome(&request, found, &live);
         ToolOutput {
             content: outcome.text,
             recalled: outcome.recalled,
