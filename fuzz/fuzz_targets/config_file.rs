@@ -33,7 +33,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         let shown = config.show();
         if config.api_key.is_some() {
             let mut other = config.clone();
-            other.api_key = llm_http::ApiKey::new("another-key-of-another-length");
+            other.api_key = nanobot_llm_http::ApiKey::new("another-key-of-another-length");
             assert_eq!(shown, other.show(), "show() depends on the API key's value");
         }
         if let Some(embeddings) = &config.embeddings
@@ -41,14 +41,14 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         {
             let mut other = config.clone();
             if let Some(e) = other.embeddings.as_mut() {
-                e.api_key = llm_http::ApiKey::new("another-key-of-another-length");
+                e.api_key = nanobot_llm_http::ApiKey::new("another-key-of-another-length");
             }
             assert_eq!(shown, other.show(), "show() depends on the embeddings key's value");
         }
         if config.serve_keys.iter().any(|k| k.secret.is_some()) {
             let mut other = config.clone();
             for key in other.serve_keys.iter_mut().filter(|k| k.secret.is_some()) {
-                key.secret = llm_http::ApiKey::new("another-secret-of-another-length");
+                key.secret = nanobot_llm_http::ApiKey::new("another-secret-of-another-length");
             }
             assert_eq!(shown, other.show(), "show() depends on a serve key's secret");
         }

@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use memory_store::{FileJournal, HistoryJournal, HistoryJournalExt, NewEntry};
+use nanobot_memory_store::{FileJournal, HistoryJournal, HistoryJournalExt, NewEntry};
 
 #[path = "common.rs"]
 mod common;

@@ -3,7 +3,7 @@
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    let (_, body) = prompt_inputs::parse_front_matter(&text);
+    let (_, body) = nanobot_prompt_inputs::parse_front_matter(&text);
     assert!(body.len() <= text.len());
-    let _ = prompt_inputs::check_front_matter(&text);
+    let _ = nanobot_prompt_inputs::check_front_matter(&text);
 });

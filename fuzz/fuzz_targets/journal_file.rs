@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 
-use memory_store::{FileJournal, HistoryJournal};
+use nanobot_memory_store::{FileJournal, HistoryJournal};
 
 #[path = "common.rs"]
 mod common;

@@ -3,9 +3,9 @@
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    if let Ok(answer) = llm_openai::fuzzing::parse_answer(data) {
-        let again = llm_openai::fuzzing::parse_answer(data).unwrap();
+    if let Ok(answer) = nanobot_llm_openai::fuzzing::parse_answer(data) {
+        let again = nanobot_llm_openai::fuzzing::parse_answer(data).unwrap();
         assert_eq!(format!("{answer:?}"), format!("{again:?}"));
     }
-    let _ = llm_anthropic::fuzzing::parse_answer(data);
+    let _ = nanobot_llm_anthropic::fuzzing::parse_answer(data);
 });

@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 
-use session_store::{FileSessionStore, FileStoreOptions, SessionKey, SessionStore};
+use nanobot_session_store::{FileSessionStore, FileStoreOptions, SessionKey, SessionStore};
 
 #[path = "common.rs"]
 mod common;
@@ -28,9 +28,9 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         assert!(
             !again.repairs.iter().any(|r| matches!(
                 r,
-                session_store::Repair::TornTail { .. }
-                    | session_store::Repair::CorruptLine { .. }
-                    | session_store::Repair::TornLine1 { .. }
+                nanobot_session_store::Repair::TornTail { .. }
+                    | nanobot_session_store::Repair::CorruptLine { .. }
+                    | nanobot_session_store::Repair::TornLine1 { .. }
             )),
             "{:?} after {:?}",
             again.repairs,

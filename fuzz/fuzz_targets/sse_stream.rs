@@ -3,7 +3,7 @@
 //! a panic (an answer or an error).
 #![no_main]
 
-use llm_http::SseParser;
+use nanobot_llm_http::SseParser;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let Some((&step, bytes)) = data.split_first() else {
@@ -24,8 +24,8 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         }
     }
     assert_eq!(at_once, events, "the events depend on how the bytes arrived");
-    let _ = llm_openai::fuzzing::assemble_stream(events.iter().map(|e| e.data.as_str()));
-    let _ = llm_anthropic::fuzzing::assemble_stream(
+    let _ = nanobot_llm_openai::fuzzing::assemble_stream(events.iter().map(|e| e.data.as_str()));
+    let _ = nanobot_llm_anthropic::fuzzing::assemble_stream(
         events.iter().map(|e| (e.event.as_deref(), e.data.as_str())),
     );
 });

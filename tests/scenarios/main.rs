@@ -6,14 +6,14 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use bench_workload::testing::TempDir;
-use llm_port::{
+use nanobot_app::{Bot, Config, commands};
+use nanobot_bench_workload::testing::TempDir;
+use nanobot_llm_port::{
     Capabilities, LlmClient, LlmError, LlmRequest, LlmResponse, SystemClock, TextSink, ToolCall,
 };
-use memory_store::{Document, HistoryJournal, MemoryDocumentsExt};
-use nanobot_app::{Bot, Config, commands};
+use nanobot_memory_store::{Document, HistoryJournal, MemoryDocumentsExt};
+use nanobot_session_store::SessionKey;
 use serde_json::json;
-use session_store::SessionKey;
 
 /// Answers like a model would: chat turns with a long-ish answer, archive requests with a
 /// fact list, Dream runs with one write of USER.md and then a summary.
@@ -28,9 +28,9 @@ fn last_user_text(request: &LlmRequest) -> String {
         .messages
         .iter()
         .rev()
-        .find(|m| matches!(m, llm_port::Message::User(_)))
+        .find(|m| matches!(m, nanobot_llm_port::Message::User(_)))
         .and_then(|m| m.content())
-        .map(llm_port::Content::joined_text)
+        .map(nanobot_llm_port::Content::joined_text)
         .unwrap_or_default()
 }
 
@@ -48,7 +48,7 @@ impl LlmClient for FakeModel {
             let already = request
                 .messages
                 .iter()
-                .any(|m| matches!(m, llm_port::Message::Tool(_)));
+                .any(|m| matches!(m, nanobot_llm_port::Message::Tool(_)));
             if already {
                 return Ok(LlmResponse::text(
                     "Saved the user's tea preference in USER.md.",
@@ -304,18 +304,18 @@ async fn recent_history_shows_the_newest_entries_of_a_long_backlog() {
     let model = Arc::new(FakeModel::default());
     let bot = bot(ws.path(), 16_384, model).await;
     let texts: Vec<String> = (1..=300).map(|i| format!("backlog entry {i:03}")).collect();
-    let entries: Vec<memory_store::NewEntry<'_>> = texts
+    let entries: Vec<nanobot_memory_store::NewEntry<'_>> = texts
         .iter()
-        .map(|t| memory_store::NewEntry {
+        .map(|t| nanobot_memory_store::NewEntry {
             session_key: Some("cli:ada"),
-            ..memory_store::NewEntry::text(t)
+            ..nanobot_memory_store::NewEntry::text(t)
         })
         .collect();
     bot.memory.journal.append(&entries).await.unwrap();
     let built = bot.build_prompt(&key("cli:ada"), "hello").await.unwrap();
     let system = built.messages[0]
         .content()
-        .map(llm_port::Content::joined_text)
+        .map(nanobot_llm_port::Content::joined_text)
         .unwrap_or_default();
     assert!(
         system.contains("backlog entry 300"),
@@ -335,7 +335,7 @@ struct ReportsHugePrompts;
 impl LlmClient for ReportsHugePrompts {
     async fn complete(&self, _request: &LlmRequest) -> Result<LlmResponse, LlmError> {
         let mut response = LlmResponse::text("noted");
-        response.usage = Some(llm_port::Usage {
+        response.usage = Some(nanobot_llm_port::Usage {
             prompt_tokens: 1_000_000,
             completion_tokens: 1,
             cached_tokens: 0,

@@ -2,7 +2,7 @@
 //! figure reported as a ratio (peer median / ours, so above 1 means we are faster).
 //!
 //! The peer is nanobot-ai run by `../shared/bench/bench_nanobot.py` on the same generated
-//! inputs (`bench-workload` reproduces its digests). Comparing only figures taken in the same
+//! inputs (`nanobot-bench-workload` reproduces its digests). Comparing only figures taken in the same
 //! job is the rule of `perf-anchors.md`: this machine's speed drifts between runs.
 
 use std::env;
@@ -28,12 +28,12 @@ struct Row {
     check: Option<(At, At)>,
 }
 
-const SESSIONS: (&str, &str) = ("session-store", "sessions");
-const TOKENS: (&str, &str) = ("llm-port", "token_count");
-const JOURNAL: (&str, &str) = ("memory-store", "journal");
-const MEMORY: (&str, &str) = ("memory-core", "memory");
-const CONTEXT: (&str, &str) = ("context-builder", "context");
-const DREAM: (&str, &str) = ("dream", "dream");
+const SESSIONS: (&str, &str) = ("nanobot-session-store", "sessions");
+const TOKENS: (&str, &str) = ("nanobot-llm-port", "token_count");
+const JOURNAL: (&str, &str) = ("nanobot-memory-store", "journal");
+const MEMORY: (&str, &str) = ("nanobot-memory-core", "memory");
+const CONTEXT: (&str, &str) = ("nanobot-context-builder", "context");
+const DREAM: (&str, &str) = ("nanobot-dream", "dream");
 
 const ROWS: &[Row] = &[
     Row {

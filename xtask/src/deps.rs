@@ -9,9 +9,9 @@
 //! | `turn` | ports, policies | never a backend (`nanobot-turn`: the policies composed into a turn) |
 //! | `assembly` | ports, policies, the turn, backends, backend kits | free (`nanobot-memory`: where backends are chosen for a bot builder) |
 //! | `backend` | ports, backend kits | free (that is why it is a crate of its own) |
-//! | `backend-kit` | ports | free; code several backends share (`llm-http`) |
+//! | `backend-kit` | ports | free; code several backends share (`nanobot-llm-http`) |
 //! | `app` | anything but support and tooling | free |
-//! | `foundation` | nothing | as `port`; every layer may depend on it (`fs-support`) |
+//! | `foundation` | nothing | as `port`; every layer may depend on it (`nanobot-fs-support`) |
 //! | `support`, `tooling` | nothing | only dev-dependencies of other crates may name them |
 
 use std::collections::BTreeMap;
@@ -388,28 +388,32 @@ mod tests {
     #[test]
     fn policy_on_backend_is_refused_and_on_port_allowed() {
         let layers = BTreeMap::from([
-            ("llm-port", "port"),
-            ("store-postgres", "backend"),
-            ("memory-core", "policy"),
+            ("nanobot-llm-port", "port"),
+            ("nanobot-store-postgres", "backend"),
+            ("nanobot-memory-core", "policy"),
         ]);
-        let policy = krate("memory-core", "policy", &["llm-port", "store-postgres"]);
+        let policy = krate(
+            "nanobot-memory-core",
+            "policy",
+            &["nanobot-llm-port", "nanobot-store-postgres"],
+        );
         let problems = internal_violations(&policy, &layers);
         assert_eq!(problems.len(), 1, "{problems:?}");
-        assert!(problems[0].contains("store-postgres"));
+        assert!(problems[0].contains("nanobot-store-postgres"));
     }
 
     #[test]
     fn policy_on_policy_is_refused_and_the_turn_may_compose_them() {
         let layers = BTreeMap::from([
-            ("memory-core", "policy"),
+            ("nanobot-memory-core", "policy"),
             ("dream", "policy"),
             ("nanobot-turn", "turn"),
         ]);
-        let policy = krate("dream", "policy", &["memory-core"]);
+        let policy = krate("dream", "policy", &["nanobot-memory-core"]);
         let problems = internal_violations(&policy, &layers);
         assert_eq!(problems.len(), 1, "{problems:?}");
-        assert!(problems[0].contains("policy `memory-core`"));
-        let turn = krate("nanobot-turn", "turn", &["memory-core", "dream"]);
+        assert!(problems[0].contains("policy `nanobot-memory-core`"));
+        let turn = krate("nanobot-turn", "turn", &["nanobot-memory-core", "dream"]);
         assert!(internal_violations(&turn, &layers).is_empty());
     }
 
@@ -417,14 +421,14 @@ mod tests {
     fn the_assembly_sits_between_the_turn_and_the_app() {
         let layers = BTreeMap::from([
             ("nanobot-turn", "turn"),
-            ("store-postgres", "backend"),
+            ("nanobot-store-postgres", "backend"),
             ("nanobot-memory", "assembly"),
             ("nanobot-app", "app"),
         ]);
         let assembly = krate(
             "nanobot-memory",
             "assembly",
-            &["nanobot-turn", "store-postgres"],
+            &["nanobot-turn", "nanobot-store-postgres"],
         );
         assert!(internal_violations(&assembly, &layers).is_empty());
         let upward = krate("nanobot-memory", "assembly", &["nanobot-app"]);
@@ -437,14 +441,17 @@ mod tests {
 
     #[test]
     fn port_on_policy_is_refused() {
-        let layers = BTreeMap::from([("llm-port", "port"), ("memory-core", "policy")]);
-        let port = krate("llm-port", "port", &["memory-core"]);
+        let layers = BTreeMap::from([
+            ("nanobot-llm-port", "port"),
+            ("nanobot-memory-core", "policy"),
+        ]);
+        let port = krate("nanobot-llm-port", "port", &["nanobot-memory-core"]);
         assert_eq!(internal_violations(&port, &layers).len(), 1);
     }
 
     #[test]
     fn runtime_only_behind_a_declared_adapter_feature() {
-        let port = krate("llm-port", "port", &[]);
+        let port = krate("nanobot-llm-port", "port", &[]);
         let clean = ExternalTrees {
             default: names(&["serde"]),
             without_adapters: names(&["serde", "mockall"]),
@@ -463,7 +470,7 @@ mod tests {
 
     #[test]
     fn tokio_sync_primitives_are_not_a_runtime() {
-        let port = krate("session-store", "port", &[]);
+        let port = krate("nanobot-session-store", "port", &[]);
         let sync_only = ExternalTrees {
             default: names(&["tokio sync"]),
             without_adapters: names(&["tokio sync"]),
@@ -488,10 +495,10 @@ mod tests {
     #[test]
     fn metadata_is_read_with_dev_dependencies_ignored() {
         let metadata = json!({"packages": [
-            {"name": "llm-port", "features": {"default": [], "tokio": ["dep:tokio"]},
+            {"name": "nanobot-llm-port", "features": {"default": [], "tokio": ["dep:tokio"]},
              "metadata": {"nanobot": {"layer": "port", "adapter-features": ["tokio"]}},
-             "dependencies": [{"name": "bench-workload", "kind": "dev"}, {"name": "serde", "kind": null}]},
-            {"name": "bench-workload", "features": {}, "metadata": {"nanobot": {"layer": "support"}},
+             "dependencies": [{"name": "nanobot-bench-workload", "kind": "dev"}, {"name": "serde", "kind": null}]},
+            {"name": "nanobot-bench-workload", "features": {}, "metadata": {"nanobot": {"layer": "support"}},
              "dependencies": []}
         ]});
         let crates = parse_crates(&metadata).unwrap();

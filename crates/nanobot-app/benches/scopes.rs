@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use llm_port::testing::ScriptedLlm;
+use nanobot_llm_port::testing::ScriptedLlm;
 use nanobot_turn::MemoryBackend;
 use serde_json::json;
 
@@ -37,8 +37,8 @@ async fn main() {
 
     let backend = nanobot_app::bot::file_backend(
         &config,
-        Arc::new(llm_port::SystemClock),
-        Arc::new(llm_port::Cl100kBase),
+        Arc::new(nanobot_llm_port::SystemClock),
+        Arc::new(nanobot_llm_port::Cl100kBase),
     )
     .unwrap();
     let mut bookkeeping = Vec::new();
@@ -55,13 +55,13 @@ async fn main() {
         llm = llm.then_text("Nothing to change.");
     }
     let llm = Arc::new(llm);
-    let bot = nanobot_app::Bot::open(config, llm.clone(), Arc::new(llm_port::SystemClock))
+    let bot = nanobot_app::Bot::open(config, llm.clone(), Arc::new(nanobot_llm_port::SystemClock))
         .await
         .unwrap();
     let started = Instant::now();
     let results = bot
         .agent
-        .dream_tick(dream::Trigger::Scheduled)
+        .dream_tick(nanobot_dream::Trigger::Scheduled)
         .await
         .unwrap();
     let tick_s = started.elapsed().as_secs_f64();
@@ -70,7 +70,7 @@ async fn main() {
     let started = Instant::now();
     let idle = bot
         .agent
-        .dream_tick(dream::Trigger::Scheduled)
+        .dream_tick(nanobot_dream::Trigger::Scheduled)
         .await
         .unwrap();
     let idle_tick_s = started.elapsed().as_secs_f64();

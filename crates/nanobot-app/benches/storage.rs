@@ -24,16 +24,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use llm_port::{Capabilities, LlmClient, LlmError, LlmRequest, LlmResponse, TextSink};
-use memory_scope::{ScopeKey, Subject};
-use memory_store::{
+use nanobot_llm_port::{Capabilities, LlmClient, LlmError, LlmRequest, LlmResponse, TextSink};
+use nanobot_memory_scope::{ScopeKey, Subject};
+use nanobot_memory_store::{
     CURSOR_PATH, Document, Expected, FileChange, HistoryJournalExt, MemoryChange, MemoryFile,
     NewEntry, VersionRecord,
 };
+use nanobot_session_store::{SessionKey, StoredMessage};
+use nanobot_store_postgres::testing::{TestSchema, url};
 use nanobot_turn::{MemoryBackend, ScopeStores};
 use serde_json::{Value, json};
-use session_store::{SessionKey, StoredMessage};
-use store_postgres::testing::{TestSchema, url};
 
 const APPENDS: usize = 1_000;
 const SYNCED_APPENDS: usize = 200;
@@ -104,7 +104,7 @@ async fn appends(stores: &ScopeStores) -> (Value, Value) {
 
 async fn open_tail(
     stores: &ScopeStores,
-    database: Option<&store_postgres::PgStore>,
+    database: Option<&nanobot_store_postgres::PgStore>,
 ) -> (Value, Value) {
     let sessions = &stores.sessions;
     let key = SessionKey::new("bench:tail").unwrap();
@@ -144,7 +144,7 @@ async fn open_tail(
 }
 
 async fn journal_appends(stores: &ScopeStores) -> Value {
-    let entries = bench_workload::history_entries(7, JOURNAL_APPENDS);
+    let entries = nanobot_bench_workload::history_entries(7, JOURNAL_APPENDS);
     let mut samples = Vec::with_capacity(JOURNAL_APPENDS);
     for entry in &entries {
         let started = Instant::now();
@@ -205,9 +205,13 @@ async fn dream_commits(stores: &ScopeStores) -> (Value, Value) {
 }
 
 async fn turns(config: nanobot_app::Config) -> Value {
-    let bot = nanobot_app::Bot::open(config, Arc::new(Instant0), Arc::new(llm_port::SystemClock))
-        .await
-        .unwrap();
+    let bot = nanobot_app::Bot::open(
+        config,
+        Arc::new(Instant0),
+        Arc::new(nanobot_llm_port::SystemClock),
+    )
+    .await
+    .unwrap();
     let key = SessionKey::new("bench:turns").unwrap();
     let sink: TextSink = Arc::new(|_: &str| {});
     for i in 0..10 {
@@ -247,7 +251,7 @@ fn config(workspace: &Path, postgres: Option<(&str, &str)>) -> nanobot_app::Conf
 
 async fn measure(
     backend: &dyn MemoryBackend,
-    database: Option<&store_postgres::PgStore>,
+    database: Option<&nanobot_store_postgres::PgStore>,
     turn_config: nanobot_app::Config,
 ) -> Value {
     let stores = backend
@@ -283,11 +287,11 @@ async fn main() {
         );
         return;
     };
-    let clock: Arc<dyn llm_port::Clock> = Arc::new(llm_port::SystemClock);
-    let counter: Arc<dyn llm_port::TokenCounter> = Arc::new(llm_port::Cl100kBase);
+    let clock: Arc<dyn nanobot_llm_port::Clock> = Arc::new(nanobot_llm_port::SystemClock);
+    let counter: Arc<dyn nanobot_llm_port::TokenCounter> = Arc::new(nanobot_llm_port::Cl100kBase);
 
-    let files_dir = bench_workload::testing::TempDir::new("bench-storage-files");
-    let files_turn_dir = bench_workload::testing::TempDir::new("bench-storage-files-turn");
+    let files_dir = nanobot_bench_workload::testing::TempDir::new("bench-storage-files");
+    let files_turn_dir = nanobot_bench_workload::testing::TempDir::new("bench-storage-files-turn");
     let files_backend = nanobot_app::bot::file_backend(
         &config(files_dir.path(), None),
         clock.clone(),
@@ -298,7 +302,7 @@ async fn main() {
 
     let schema = TestSchema::new(&url);
     let turn_schema = TestSchema::new(&url);
-    let pg_dir = bench_workload::testing::TempDir::new("bench-storage-pg");
+    let pg_dir = nanobot_bench_workload::testing::TempDir::new("bench-storage-pg");
     let turn_store = turn_schema.store().await;
     let store = schema.store().await;
     let pg_backend = nanobot_memory::PgBackend::open(store, Some(pg_dir.path()), clock, counter)

@@ -7,17 +7,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Offset;
-use context_builder::{BuilderConfig, ContextBuilder, Host};
-use dream::DreamSchedule;
-use llm_port::{Clock, Embedder, LlmClient, TextSink, TokenCounter};
-use memory_core::ConsolidationConfig;
-use memory_scope::{LinkTable, ModeResolver, NoMemoryReason, ScopeDirs, ScopeKey, Subject};
+use nanobot_context_builder::{BuilderConfig, ContextBuilder, Host};
+use nanobot_dream::DreamSchedule;
+use nanobot_llm_port::{Clock, Embedder, LlmClient, TextSink, TokenCounter};
 use nanobot_memory::{
     AssemblyError, Durability, EmbeddingOptions, FileBackend, FileOptions, Layout, ModelOptions,
     Recall,
 };
+use nanobot_memory_core::ConsolidationConfig;
+use nanobot_memory_scope::{LinkTable, ModeResolver, NoMemoryReason, ScopeDirs, ScopeKey, Subject};
+use nanobot_session_store::SessionKey;
 use nanobot_turn::{Agent, AgentSettings, ScopeMemory, SearchMemory};
-use session_store::SessionKey;
 
 pub use nanobot_memory::Speaker;
 pub use nanobot_turn::{
@@ -146,7 +146,7 @@ pub enum Storage {
     /// `<workspace>` and `<workspace>/scopes/`.
     Files(ScopeDirs),
     /// A PostgreSQL schema.
-    Postgres(store_postgres::PgStore),
+    Postgres(nanobot_store_postgres::PgStore),
 }
 
 /// What one scope holds, for `nanobot scopes`.
@@ -336,7 +336,7 @@ impl Bot {
         &self,
         key: &SessionKey,
         text: &str,
-    ) -> Result<context_builder::BuiltPrompt, AppError> {
+    ) -> Result<nanobot_context_builder::BuiltPrompt, AppError> {
         Ok(self.agent.build_prompt(&self.memory, key, text).await?)
     }
 
@@ -430,7 +430,7 @@ fn builder_config(config: &Config) -> BuilderConfig {
 
 /// Dream's steps: on a terminal one line rewritten in place, otherwise plain lines (on
 /// stderr, so scripted output stays clean).
-fn progress_printer() -> dream::Progress {
+fn progress_printer() -> nanobot_dream::Progress {
     use std::io::{IsTerminal, Write};
     let terminal = std::io::stderr().is_terminal();
     Arc::new(move |line: &str| {
@@ -481,13 +481,17 @@ pub fn spawn_dream_schedule(
                 () = stop.notified() => return,
                 () = tokio::time::sleep(wait) => {}
             }
-            let Ok(results) = bot.agent.dream_tick(dream::Trigger::Scheduled).await else {
+            let Ok(results) = bot
+                .agent
+                .dream_tick(nanobot_dream::Trigger::Scheduled)
+                .await
+            else {
                 continue;
             };
             for (scope, result) in results {
                 let line = match result {
-                    Ok(run) if run.status == dream::RunStatus::NothingToDo => continue,
-                    Ok(run) => dream::format::run_reply(&run)
+                    Ok(run) if run.status == nanobot_dream::RunStatus::NothingToDo => continue,
+                    Ok(run) => nanobot_dream::format::run_reply(&run)
                         .lines()
                         .next()
                         .unwrap_or("")

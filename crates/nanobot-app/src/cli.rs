@@ -6,9 +6,9 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use llm_port::{TextSink, TokioClock};
-use memory_store::{Document, MemoryDocumentsExt};
-use session_store::SessionKey;
+use nanobot_llm_port::{TextSink, TokioClock};
+use nanobot_memory_store::{Document, MemoryDocumentsExt};
+use nanobot_session_store::SessionKey;
 
 use clap::{ArgAction, CommandFactory, Parser, Subcommand, ValueEnum};
 
@@ -179,7 +179,7 @@ pub enum MemoryCommand {
         #[arg(long, value_name = "DATE")]
         since: Option<String>,
         /// How many results (1 to 10).
-        #[arg(long, default_value_t = memory_index::DEFAULT_LIMIT)]
+        #[arg(long, default_value_t = nanobot_memory_index::DEFAULT_LIMIT)]
         limit: usize,
         /// The hits as JSON (one array).
         #[arg(long)]
@@ -305,7 +305,7 @@ fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config
 }
 
 /// The PostgreSQL store `import` and `export` copy into and out of.
-async fn transfer_store(config: &Config) -> Result<store_postgres::PgStore, AppError> {
+async fn transfer_store(config: &Config) -> Result<nanobot_store_postgres::PgStore, AppError> {
     if config.storage != "postgres" {
         return Err(AppError::Usage(
             "import and export copy between a workspace and PostgreSQL: set storage.backend = \"postgres\" and storage.database_url (NANOBOT_STORAGE, NANOBOT_DATABASE_URL)".into(),
@@ -704,7 +704,7 @@ async fn chat(bot: Arc<Bot>, key: SessionKey) -> Result<(), AppError> {
                         done.key,
                         record.end - record.start,
                         match &record.outcome {
-                            memory_core::Archived::Raw { reason, .. } =>
+                            nanobot_memory_core::Archived::Raw { reason, .. } =>
                                 format!(" raw, without a summary ({reason})"),
                             _ => String::new(),
                         }

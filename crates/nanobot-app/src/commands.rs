@@ -4,9 +4,9 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use dream::{Trigger, format};
-use memory_store::{Document, HistoryJournal, MemoryDocumentsExt};
-use session_store::SessionKey;
+use nanobot_dream::{Trigger, format};
+use nanobot_memory_store::{Document, HistoryJournal, MemoryDocumentsExt};
+use nanobot_session_store::SessionKey;
 
 use crate::bot::Bot;
 use crate::error::AppError;
@@ -130,7 +130,7 @@ pub async fn dream_log(bot: &Bot, id: Option<&str>) -> Result<String, AppError> 
             let mut out = format::log(&bot.memory.dream.log(20).await?);
             // A workspace nanobot-ai curated keeps its versions in the workspace's own
             // `.git`: shown too, read-only, so nothing recorded there is out of sight.
-            match memory_store::workspace_git_history(&bot.config.workspace, 20) {
+            match nanobot_memory_store::workspace_git_history(&bot.config.workspace, 20) {
                 Ok(Some(history)) if !history.is_empty() => {
                     let _ = write!(
                         out,
@@ -321,14 +321,14 @@ pub async fn memory_show(bot: &Bot) -> Result<String, AppError> {
                 .unwrap_or("(empty)")
         );
     }
-    let skills: Vec<prompt_inputs::SkillInfo> = bot
+    let skills: Vec<nanobot_prompt_inputs::SkillInfo> = bot
         .memory
         .documents
         .skills()
         .await?
         .skills
         .iter()
-        .map(|s| prompt_inputs::skill_info(&s.name, &s.document.text))
+        .map(|s| nanobot_prompt_inputs::skill_info(&s.name, &s.document.text))
         .collect();
     let _ = write!(
         out,
@@ -362,7 +362,7 @@ pub struct MemorySearch<'a> {
 }
 
 /// The scope's search index, or why there is none.
-fn search_index(bot: &Bot) -> Result<Arc<dyn memory_index::MemoryIndex>, AppError> {
+fn search_index(bot: &Bot) -> Result<Arc<dyn nanobot_memory_index::MemoryIndex>, AppError> {
     bot.memory.index.clone().ok_or_else(|| {
         AppError::NotFound(
             "this storage keeps no search index, so memory search is not available".into(),
@@ -371,17 +371,19 @@ fn search_index(bot: &Bot) -> Result<Arc<dyn memory_index::MemoryIndex>, AppErro
 }
 
 /// The request `nanobot memory search` names, each argument checked.
-fn search_request(search: &MemorySearch<'_>) -> Result<memory_index::SearchRequest, AppError> {
+fn search_request(
+    search: &MemorySearch<'_>,
+) -> Result<nanobot_memory_index::SearchRequest, AppError> {
     let query = search.query.trim();
     if query.is_empty() {
         return Err(AppError::Usage(
             "the query must be a non-empty string".into(),
         ));
     }
-    let mut request = memory_index::SearchRequest::new(query).limit(search.limit);
+    let mut request = nanobot_memory_index::SearchRequest::new(query).limit(search.limit);
     if !search.sources.is_empty() {
         let sources = search.sources.iter().map(|name| {
-            memory_index::SourceKind::from_name(name).ok_or_else(|| {
+            nanobot_memory_index::SourceKind::from_name(name).ok_or_else(|| {
                 AppError::Usage(format!(
                     "--source may be history, memory or sessions, not {name:?}"
                 ))
@@ -390,7 +392,7 @@ fn search_request(search: &MemorySearch<'_>) -> Result<memory_index::SearchReque
         request = request.sources(sources.collect::<Result<Vec<_>, _>>()?);
     }
     if let Some(since) = search.since {
-        let since = memory_search::parse_since(since).ok_or_else(|| {
+        let since = nanobot_memory_search::parse_since(since).ok_or_else(|| {
             AppError::Usage(format!(
                 "--since must be a date like 2026-03-01, not {since:?}"
             ))
@@ -402,10 +404,10 @@ fn search_request(search: &MemorySearch<'_>) -> Result<memory_index::SearchReque
 
 /// `nanobot memory search QUERY`: brings the index up to date, then searches it.
 pub async fn memory_search(bot: &Bot, search: &MemorySearch<'_>) -> Result<String, AppError> {
-    if !(1..=memory_index::MAX_LIMIT).contains(&search.limit) {
+    if !(1..=nanobot_memory_index::MAX_LIMIT).contains(&search.limit) {
         return Err(AppError::Usage(format!(
             "--limit must be 1 to {}, not {}",
-            memory_index::MAX_LIMIT,
+            nanobot_memory_index::MAX_LIMIT,
             search.limit
         )));
     }

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use llm_http::ApiKey;
+use nanobot_llm_http::ApiKey;
 use serde::Deserialize;
 
 use crate::error::AppError;
@@ -93,11 +93,11 @@ pub struct Config {
     /// Archives are asked with a JSON schema first (small models), not free text.
     pub archive_with_schema: bool,
     /// Dream's mode: `auto`, `tools` or `plan`.
-    pub dream_mode: dream::DreamMode,
+    pub dream_mode: nanobot_dream::DreamMode,
     /// Whose memory a turn uses: `workspace` (one for the agent), `user` or `chat`.
-    pub isolation: memory_scope::IsolationMode,
+    pub isolation: nanobot_memory_scope::IsolationMode,
     /// The bot's own identities (`platform:id`): a message from one gets no memory.
-    pub bot_ids: Vec<memory_scope::UserKey>,
+    pub bot_ids: Vec<nanobot_memory_scope::UserKey>,
     /// Consolidation archives down to this share of the budget.
     pub consolidation_ratio: f64,
     /// Minutes of silence before a session is compacted (0: never).
@@ -519,7 +519,7 @@ impl Config {
         let database_schema = text("storage.schema", "NANOBOT_DATABASE_SCHEMA", storage.schema)
             .map(|(_, v)| v)
             .unwrap_or_else(|| "nanobot".into());
-        if let Err(e) = store_postgres::Schema::new(&database_schema) {
+        if let Err(e) = nanobot_store_postgres::Schema::new(&database_schema) {
             return Err(bad("storage.schema", e.to_string()));
         }
         let durability = text(
@@ -613,8 +613,8 @@ impl Config {
         )?
         .unwrap_or(local);
         let dream_mode = match text("dream.mode", "NANOBOT_DREAM_MODE", dream.mode.clone()) {
-            None => dream::DreamMode::Auto,
-            Some((key, value)) => dream::DreamMode::parse(&value)
+            None => nanobot_dream::DreamMode::Auto,
+            Some((key, value)) => nanobot_dream::DreamMode::parse(&value)
                 .ok_or_else(|| bad(&key, format!("{value:?} is not one of auto, tools, plan")))?,
         };
         let isolation = match text(
@@ -622,13 +622,15 @@ impl Config {
             "NANOBOT_ISOLATION",
             memory.isolation.clone(),
         ) {
-            None => memory_scope::IsolationMode::Workspace,
-            Some((key, value)) => memory_scope::IsolationMode::parse(&value).ok_or_else(|| {
-                bad(
-                    &key,
-                    format!("{value:?} is not one of workspace, user, chat"),
-                )
-            })?,
+            None => nanobot_memory_scope::IsolationMode::Workspace,
+            Some((key, value)) => {
+                nanobot_memory_scope::IsolationMode::parse(&value).ok_or_else(|| {
+                    bad(
+                        &key,
+                        format!("{value:?} is not one of workspace, user, chat"),
+                    )
+                })?
+            }
         };
         let bot_ids_text: Option<Vec<String>> = match env("NANOBOT_BOT_IDS") {
             Some(v) => Some(
@@ -642,7 +644,7 @@ impl Config {
         let mut bot_ids = Vec::new();
         for id in bot_ids_text.unwrap_or_default() {
             bot_ids.push(
-                memory_scope::UserKey::parse(&id)
+                nanobot_memory_scope::UserKey::parse(&id)
                     .map_err(|e| bad("memory.bot_ids", e.to_string()))?,
             );
         }
@@ -875,7 +877,7 @@ impl Config {
             source: source.clone(),
         };
         if let Some(cron) = &config.dream_cron {
-            dream::CronExpr::parse(
+            nanobot_dream::CronExpr::parse(
                 cron,
                 chrono::FixedOffset::east_opt(0).unwrap_or(chrono::Utc.fix()),
             )
@@ -1006,11 +1008,11 @@ fn serve_key(
     let tenant = key
         .tenant
         .map(|t| t.trim().to_owned())
-        .unwrap_or_else(|| memory_scope::DEFAULT_NAME.to_owned());
-    memory_scope::ScopeKey::new(
+        .unwrap_or_else(|| nanobot_memory_scope::DEFAULT_NAME.to_owned());
+    nanobot_memory_scope::ScopeKey::new(
         &tenant,
-        memory_scope::DEFAULT_NAME,
-        memory_scope::Subject::Agent,
+        nanobot_memory_scope::DEFAULT_NAME,
+        nanobot_memory_scope::Subject::Agent,
     )
     .map_err(|e| ("tenant", e.to_string()))?;
     let binding = key

@@ -7,10 +7,10 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use llm_port::{TextSink, TokioClock};
-use memory_core::AutoCompact;
-use memory_store::{Document, HistoryJournal, MemoryDocumentsExt};
-use session_store::SessionKey;
+use nanobot_llm_port::{TextSink, TokioClock};
+use nanobot_memory_core::AutoCompact;
+use nanobot_memory_store::{Document, HistoryJournal, MemoryDocumentsExt};
+use nanobot_session_store::SessionKey;
 
 use crate::bot::{Bot, model_client};
 use crate::config::Config;
@@ -154,7 +154,7 @@ pub async fn run(
         match done.result {
             Ok(Some(record)) => {
                 let how = match &record.outcome {
-                    memory_core::Archived::Raw { reason, .. } => {
+                    nanobot_memory_core::Archived::Raw { reason, .. } => {
                         format!("the messages themselves ([RAW]), because {reason}")
                     }
                     _ => {
@@ -182,7 +182,7 @@ pub async fn run(
         .sessions
         .get_or_create(&idle)
         .await?
-        .read(memory_core::SessionSummary::of);
+        .read(nanobot_memory_core::SessionSummary::of);
     say(&format!(
         "next prompt of {idle} carries the summary: {}",
         summary.map_or("(none)".to_owned(), |s| first_line(&s.text))
@@ -195,17 +195,19 @@ pub async fn run(
         "{pending} journal entries wait for Dream ({} mode)",
         bot.memory.dream.mode().name()
     ));
-    let report = bot.memory.dream.run(dream::Trigger::Manual).await?;
+    let report = bot.memory.dream.run(nanobot_dream::Trigger::Manual).await?;
     crate::bot::clear_progress();
-    say(&dream::format::run_reply(&report));
+    say(&nanobot_dream::format::run_reply(&report));
 
     say("\n== 4. What Dream changed (memory versions, a git repository)");
-    say(&dream::format::log(&bot.memory.dream.log(10).await?));
+    say(&nanobot_dream::format::log(
+        &bot.memory.dream.log(10).await?,
+    ));
     say(&format!(
         "(read it with any git: git --git-dir {} log -p)",
         bot.config
             .workspace
-            .join(memory_store::REPOSITORY)
+            .join(nanobot_memory_store::REPOSITORY)
             .display()
     ));
     say("\n== Memory now");

@@ -21,25 +21,25 @@ pub enum AppError {
     /// Something the user asked for does not exist.
     NotFound(String),
     /// Sessions failed.
-    Sessions(session_store::SessionError),
+    Sessions(nanobot_session_store::SessionError),
     /// Memory failed.
-    Memory(memory_store::MemoryError),
+    Memory(nanobot_memory_store::MemoryError),
     /// Consolidation failed.
-    Consolidation(memory_core::ConsolidationError),
+    Consolidation(nanobot_memory_core::ConsolidationError),
     /// Dream failed.
-    Dream(dream::DreamError),
+    Dream(nanobot_dream::DreamError),
     /// The model failed.
-    Llm(llm_port::LlmError),
+    Llm(nanobot_llm_port::LlmError),
     /// The prompt could not be built.
-    Context(context_builder::ContextError),
+    Context(nanobot_context_builder::ContextError),
     /// A scope could not be resolved, linked, listed or erased.
-    Scope(memory_scope::ScopeError),
+    Scope(nanobot_memory_scope::ScopeError),
     /// The storage backend (a database) could not be reached or used.
     Storage(String),
     /// The terminal failed.
     Terminal(String),
     /// Memory search (its index, or feeding it) failed.
-    Search(memory_search::IndexingError),
+    Search(nanobot_memory_search::IndexingError),
     /// `nanobot demo` ran, but memory did not work as it should (the checks it names).
     Demo {
         /// The checks that failed.
@@ -60,7 +60,11 @@ pub use nanobot_turn::Saved;
 
 impl AppError {
     /// `cause`, as the failure of a turn of `key` that had saved `saved`.
-    pub fn turn(key: &session_store::SessionKey, saved: Saved, cause: impl Into<AppError>) -> Self {
+    pub fn turn(
+        key: &nanobot_session_store::SessionKey,
+        saved: Saved,
+        cause: impl Into<AppError>,
+    ) -> Self {
         AppError::Turn {
             key: key.to_string(),
             saved,
@@ -125,18 +129,18 @@ macro_rules! from {
 }
 
 from!(
-    Sessions(session_store::SessionError),
-    Memory(memory_store::MemoryError),
-    Consolidation(memory_core::ConsolidationError),
-    Dream(dream::DreamError),
-    Llm(llm_port::LlmError),
-    Context(context_builder::ContextError),
-    Scope(memory_scope::ScopeError),
-    Search(memory_search::IndexingError)
+    Sessions(nanobot_session_store::SessionError),
+    Memory(nanobot_memory_store::MemoryError),
+    Consolidation(nanobot_memory_core::ConsolidationError),
+    Dream(nanobot_dream::DreamError),
+    Llm(nanobot_llm_port::LlmError),
+    Context(nanobot_context_builder::ContextError),
+    Scope(nanobot_memory_scope::ScopeError),
+    Search(nanobot_memory_search::IndexingError)
 );
 
-impl From<memory_index::IndexError> for AppError {
-    fn from(e: memory_index::IndexError) -> Self {
+impl From<nanobot_memory_index::IndexError> for AppError {
+    fn from(e: nanobot_memory_index::IndexError) -> Self {
         AppError::Search(e.into())
     }
 }
@@ -178,7 +182,9 @@ impl From<nanobot_turn::TurnError> for AppError {
                 saved,
                 cause: Box::new(AppError::from(*cause)),
             },
-            other => AppError::Memory(memory_store::MemoryError::backend(other.to_string())),
+            other => AppError::Memory(nanobot_memory_store::MemoryError::backend(
+                other.to_string(),
+            )),
         }
     }
 }

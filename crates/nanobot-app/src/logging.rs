@@ -2,7 +2,7 @@
 //! `RUST_LOG=memory_core=debug`), else warnings and errors, `-v` for info, `-vv` for debug,
 //! `-vvv` for trace, `-q` for errors only. Standard output stays the program's answers.
 //!
-//! At info level a session appears by [`session_store::SessionKey::log_id`], a short hash,
+//! At info level a session appears by [`nanobot_session_store::SessionKey::log_id`], a short hash,
 //! never by its key (which names a person's chat); the raw key is logged at debug level.
 
 use tracing_subscriber::EnvFilter;

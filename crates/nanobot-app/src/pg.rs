@@ -2,7 +2,7 @@
 //! commands that copy into and out of it; the backend over it is the assembly's
 //! (`nanobot_memory::PgBackend`).
 
-use store_postgres::{PgStore, StoreError};
+use nanobot_store_postgres::{PgStore, StoreError};
 
 use crate::config::Config;
 use crate::error::AppError;

@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use chrono::Utc;
-use dream::Trigger;
-use memory_scope::{LinkAction, LinkRecord, ScopeKey, Subject, UserKey, links_in_force};
-use memory_store::{Document, FileJournal, HistoryJournal, MemoryDocumentsExt};
+use nanobot_dream::Trigger;
+use nanobot_memory_scope::{LinkAction, LinkRecord, ScopeKey, Subject, UserKey, links_in_force};
+use nanobot_memory_store::{Document, FileJournal, HistoryJournal, MemoryDocumentsExt};
 
 use crate::bot::{Bot, ScopeSummary, Storage};
 use crate::error::AppError;
@@ -280,7 +280,7 @@ pub async fn dream_all(bot: &Bot) -> Result<String, AppError> {
     let mut out = String::new();
     for (scope, result) in results {
         let text = match result {
-            Ok(report) => dream::format::run_reply(&report),
+            Ok(report) => nanobot_dream::format::run_reply(&report),
             Err(e) => format!("failed: {e}"),
         };
         let _ = writeln!(

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use context_builder::BuiltPrompt;
-use llm_port::TextSink;
-use memory_scope::{IdentityResolver, LinkTable, ModeResolver, Resolution, ScopeKey};
+use nanobot_context_builder::BuiltPrompt;
+use nanobot_llm_port::TextSink;
+use nanobot_memory_scope::{IdentityResolver, LinkTable, ModeResolver, Resolution, ScopeKey};
+use nanobot_session_store::SessionKey;
 use nanobot_turn::{Agent, ScopeMemory, SearchMemory, TurnReport};
-use session_store::SessionKey;
 
 use crate::{AssemblyError, BotBuilder, Speaker};
 
@@ -20,10 +20,10 @@ pub enum Storage {
     InMemory,
     /// `<workspace>` and `<workspace>/scopes/`.
     #[cfg(feature = "files")]
-    Files(memory_scope::ScopeDirs),
+    Files(nanobot_memory_scope::ScopeDirs),
     /// A PostgreSQL schema.
     #[cfg(feature = "postgres")]
-    Postgres(store_postgres::PgStore),
+    Postgres(nanobot_store_postgres::PgStore),
     /// A backend the bot builder wrote.
     Custom,
 }
@@ -34,7 +34,7 @@ pub enum Recall {
     /// The scope's memory.
     Memory(Arc<ScopeMemory>),
     /// No memory: the speaker could not be identified (fail closed), for the reason given.
-    Without(memory_scope::NoMemoryReason),
+    Without(nanobot_memory_scope::NoMemoryReason),
 }
 
 /// A bot: one agent over every scope's memory, and the resolver that picks the scope.

@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use context_builder::{BuilderConfig, ContextBuilder, Host};
-use llm_port::{Cl100kBase, Clock, Embedder, LlmClient, TokenCounter, TokioClock};
-use memory_scope::{IsolationMode, LinkTable, MemoryLinks, ModeResolver, UserKey};
-use nanobot_turn::{Agent, AgentSettings, InMemoryBackend, MemoryBackend, SearchMemory};
+use nanobot_context_builder::{BuilderConfig, ContextBuilder, Host};
+use nanobot_llm_port::{Cl100kBase, Clock, Embedder, LlmClient, TokenCounter, TokioClock};
+use nanobot_memory_scope::{IsolationMode, LinkTable, MemoryLinks, ModeResolver, UserKey};
 #[cfg(feature = "postgres")]
-use session_store::Durability;
+use nanobot_session_store::Durability;
+use nanobot_turn::{Agent, AgentSettings, InMemoryBackend, MemoryBackend, SearchMemory};
 
 use crate::{AssemblyError, Bot, Storage};
 
@@ -55,7 +55,7 @@ pub struct BotBuilder {
     embeddings: Option<(crate::EmbeddingOptions, usize)>,
     clock: Option<Arc<dyn Clock>>,
     counter: Option<Arc<dyn TokenCounter>>,
-    progress: Option<dream::Progress>,
+    progress: Option<nanobot_dream::Progress>,
 }
 
 impl Default for BotBuilder {
@@ -166,7 +166,7 @@ impl BotBuilder {
     pub fn openai(self, base_url: &str, model: &str) -> Self {
         let key = std::env::var("OPENAI_API_KEY")
             .ok()
-            .and_then(llm_http::ApiKey::new);
+            .and_then(nanobot_llm_http::ApiKey::new);
         self.model(crate::ModelOptions::openai(base_url, model).api_key(key))
     }
 
@@ -175,7 +175,7 @@ impl BotBuilder {
     pub fn anthropic(self, model: &str) -> Self {
         let key = std::env::var("ANTHROPIC_API_KEY")
             .ok()
-            .and_then(llm_http::ApiKey::new);
+            .and_then(nanobot_llm_http::ApiKey::new);
         self.model(crate::ModelOptions::anthropic(model).api_key(key))
     }
 
@@ -252,7 +252,7 @@ impl BotBuilder {
     }
 
     /// Where Dream reports its steps.
-    pub fn progress(mut self, progress: dream::Progress) -> Self {
+    pub fn progress(mut self, progress: nanobot_dream::Progress) -> Self {
         self.progress = Some(progress);
         self
     }
@@ -335,8 +335,8 @@ impl BotBuilder {
                     crate::FileBackend::open(workspace, options, clock.clone(), counter.clone())?;
                 Ok((
                     Arc::new(backend),
-                    Arc::new(memory_scope::FileLinks::new(workspace)),
-                    Storage::Files(memory_scope::ScopeDirs::new(workspace)),
+                    Arc::new(nanobot_memory_scope::FileLinks::new(workspace)),
+                    Storage::Files(nanobot_memory_scope::ScopeDirs::new(workspace)),
                 ))
             }
             #[cfg(feature = "postgres")]

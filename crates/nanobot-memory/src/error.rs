@@ -28,20 +28,20 @@ pub enum AssemblyError {
         why: String,
     },
     /// The sessions could not be opened or used.
-    Sessions(session_store::SessionError),
+    Sessions(nanobot_session_store::SessionError),
     /// The journal, documents, versions or lease could not be opened or used.
-    Memory(memory_store::MemoryError),
+    Memory(nanobot_memory_store::MemoryError),
     /// A scope could not be resolved, opened or listed.
-    Scope(memory_scope::ScopeError),
+    Scope(nanobot_memory_scope::ScopeError),
     /// The model client could not be built (a bad URL, a missing key).
-    Llm(llm_port::LlmError),
+    Llm(nanobot_llm_port::LlmError),
     /// The Dream schedule is invalid.
-    Dream(dream::DreamError),
+    Dream(nanobot_dream::DreamError),
     /// A turn, or opening a scope's memory through the turn, failed.
     Turn(nanobot_turn::TurnError),
     /// The PostgreSQL store could not be reached or used.
     #[cfg(feature = "postgres")]
-    Postgres(store_postgres::StoreError),
+    Postgres(nanobot_store_postgres::StoreError),
 }
 
 impl fmt::Display for AssemblyError {
@@ -100,7 +100,7 @@ impl AssemblyError {
             AssemblyError::Memory(e) => TurnError::Memory(e),
             AssemblyError::Scope(e) => TurnError::Scope(e),
             AssemblyError::Turn(e) => e,
-            other => TurnError::Memory(memory_store::MemoryError::backend_caused_by(
+            other => TurnError::Memory(nanobot_memory_store::MemoryError::backend_caused_by(
                 other.to_string(),
                 false,
                 other,
@@ -119,11 +119,11 @@ macro_rules! from {
     };
 }
 
-from!(Sessions, session_store::SessionError);
-from!(Memory, memory_store::MemoryError);
-from!(Scope, memory_scope::ScopeError);
-from!(Llm, llm_port::LlmError);
-from!(Dream, dream::DreamError);
+from!(Sessions, nanobot_session_store::SessionError);
+from!(Memory, nanobot_memory_store::MemoryError);
+from!(Scope, nanobot_memory_scope::ScopeError);
+from!(Llm, nanobot_llm_port::LlmError);
+from!(Dream, nanobot_dream::DreamError);
 from!(Turn, nanobot_turn::TurnError);
 #[cfg(feature = "postgres")]
-from!(Postgres, store_postgres::StoreError);
+from!(Postgres, nanobot_store_postgres::StoreError);

@@ -1,23 +1,23 @@
 //! Every scope's memory on files: the agent's scope is the workspace as nanobot-ai lays it
 //! out, byte for byte; any other scope is a nanobot-shaped directory under `scopes/`
-//! (`memory_scope::ScopeDirs` decides where). Versions are a git repository per scope, and
+//! (`nanobot_memory_scope::ScopeDirs` decides where). Versions are a git repository per scope, and
 //! search reads a derived SQLite index beside each scope's files, opened on first search.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use index_sqlite::SqliteIndex;
-use llm_port::{Clock, TokenCounter};
-use memory_index::{LazyIndex, SearchIndex};
-use memory_scope::{FileLinks, ScopeDirs, ScopeKey, Subject};
-use memory_store::{
+use nanobot_index_sqlite::SqliteIndex;
+use nanobot_llm_port::{Clock, TokenCounter};
+use nanobot_memory_index::{LazyIndex, SearchIndex};
+use nanobot_memory_scope::{FileLinks, ScopeDirs, ScopeKey, Subject};
+use nanobot_memory_store::{
     FileDocuments, FileJournal, FileLease, GitVersions, JournalDurability, MemoryDocuments,
     MemoryVersions, ScopedDocuments,
 };
+use nanobot_prompt_inputs::{PromptFiles, PromptLoader};
+use nanobot_session_store::{Durability, FileSessionStore, FileStoreOptions, SessionManager};
 use nanobot_turn::{MemoryBackend, ScopeStores, TurnError};
-use prompt_inputs::{PromptFiles, PromptLoader};
-use session_store::{Durability, FileSessionStore, FileStoreOptions, SessionManager};
 
 use crate::{AssemblyError, OffWorker};
 

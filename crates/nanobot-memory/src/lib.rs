@@ -32,30 +32,30 @@ pub use speaker::Speaker;
 /// A scope's documents and what its prompts read of them (the agent's shared files too).
 #[cfg(any(feature = "files", feature = "postgres"))]
 type DocumentsAndPrompts = (
-    std::sync::Arc<dyn memory_store::MemoryDocuments>,
-    std::sync::Arc<dyn prompt_inputs::PromptFiles>,
+    std::sync::Arc<dyn nanobot_memory_store::MemoryDocuments>,
+    std::sync::Arc<dyn nanobot_prompt_inputs::PromptFiles>,
 );
 
 // The types a bot builder names most, at the root.
-pub use memory_scope::IsolationMode;
+pub use nanobot_memory_scope::IsolationMode;
+pub use nanobot_session_store::Durability;
 pub use nanobot_turn::{AgentSettings, MemoryBackend, ScopeStores, TurnReport};
-pub use session_store::Durability;
 
 // The member crates, each under the name of its job, for everything else.
-pub use context_builder as context;
-pub use dream;
+pub use nanobot_context_builder as context;
+pub use nanobot_dream as dream;
 #[cfg(feature = "anthropic")]
-pub use llm_anthropic as anthropic;
+pub use nanobot_llm_anthropic as anthropic;
 #[cfg(feature = "openai")]
-pub use llm_openai as openai;
-pub use llm_port as llm;
-pub use memory_core as consolidation;
-pub use memory_index as index;
-pub use memory_scope as scope;
-pub use memory_search as search;
-pub use memory_store as store;
-pub use nanobot_turn as turn;
-pub use prompt_inputs;
-pub use session_store as sessions;
+pub use nanobot_llm_openai as openai;
+pub use nanobot_llm_port as llm;
+pub use nanobot_memory_core as consolidation;
+pub use nanobot_memory_index as index;
+pub use nanobot_memory_scope as scope;
+pub use nanobot_memory_search as search;
+pub use nanobot_memory_store as store;
+pub use nanobot_prompt_inputs as prompt_inputs;
+pub use nanobot_session_store as sessions;
 #[cfg(feature = "postgres")]
-pub use store_postgres as postgres_store;
+pub use nanobot_store_postgres as postgres_store;
+pub use nanobot_turn as turn;

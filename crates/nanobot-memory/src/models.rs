@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use llm_http::{ApiKey, Timeouts};
-use llm_port::{Embedder, LlmClient, Retry, RetryPolicy, Timeout, TokioClock};
+use nanobot_llm_http::{ApiKey, Timeouts};
+use nanobot_llm_port::{Embedder, LlmClient, Retry, RetryPolicy, Timeout, TokioClock};
 
 use crate::AssemblyError;
 
@@ -133,8 +133,8 @@ pub fn model_client(options: &ModelOptions) -> Result<Arc<dyn LlmClient>, Assemb
 fn provider_client(options: &ModelOptions) -> Result<Arc<dyn LlmClient>, AssemblyError> {
     Ok(match options.provider {
         #[cfg(feature = "openai")]
-        Provider::OpenAi => Arc::new(llm_openai::OpenAiClient::new(
-            llm_openai::OpenAiConfig::new(&options.base_url, &options.model)
+        Provider::OpenAi => Arc::new(nanobot_llm_openai::OpenAiClient::new(
+            nanobot_llm_openai::OpenAiConfig::new(&options.base_url, &options.model)
                 .with_api_key(options.api_key.clone())
                 .streaming(options.stream)
                 .with_context_window(&options.model, saturating_u32(options.context_window))
@@ -143,14 +143,14 @@ fn provider_client(options: &ModelOptions) -> Result<Arc<dyn LlmClient>, Assembl
         )?),
         #[cfg(feature = "anthropic")]
         Provider::Anthropic => {
-            let mut anthropic = llm_anthropic::AnthropicConfig::new(&options.model)
+            let mut anthropic = nanobot_llm_anthropic::AnthropicConfig::new(&options.model)
                 .with_base_url(&options.base_url)
                 .with_api_key(options.api_key.clone())
                 .streaming(options.stream)
                 .with_timeouts(options.timeouts());
             anthropic.context_window = saturating_u32(options.context_window);
             anthropic.default_max_tokens = saturating_u32(options.max_output_tokens);
-            Arc::new(llm_anthropic::AnthropicClient::new(anthropic)?)
+            Arc::new(nanobot_llm_anthropic::AnthropicClient::new(anthropic)?)
         }
     })
 }
@@ -201,14 +201,14 @@ impl EmbeddingOptions {
 /// The embedder `options` name.
 #[cfg(feature = "openai")]
 pub fn embedder(options: &EmbeddingOptions) -> Result<Arc<dyn Embedder>, AssemblyError> {
-    let mut openai = llm_openai::OpenAiConfig::new(&options.base_url, &options.model)
+    let mut openai = nanobot_llm_openai::OpenAiConfig::new(&options.base_url, &options.model)
         .with_api_key(options.api_key.clone())
         .with_timeouts(Timeouts {
             connect: Duration::from_secs(10),
             idle: options.request_timeout,
         });
     openai.provider = "the embeddings server".into();
-    Ok(Arc::new(llm_openai::OpenAiEmbedder::new(
+    Ok(Arc::new(nanobot_llm_openai::OpenAiEmbedder::new(
         openai,
         options.dimensions,
     )?))

@@ -9,11 +9,11 @@
 use std::future::Future;
 
 use async_trait::async_trait;
-use memory_store::{
+use nanobot_memory_store::{
     ArchiveFound, ArchiveJournal, Compaction, HistoryJournal, JournalCapabilities, JournalEntry,
     MemoryError, NewEntry,
 };
-use session_store::{
+use nanobot_session_store::{
     Append, Loaded, ReplayView, Revision, Session, SessionCapabilities, SessionError, SessionInfo,
     SessionKey, SessionStore, TurnLock,
 };

@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use llm_port::{Clock, TokenCounter};
-use memory_scope::{ScopeKey, Subject};
-use memory_store::{MemoryDocuments, MemoryVersions, ScopedDocuments};
+use nanobot_llm_port::{Clock, TokenCounter};
+use nanobot_memory_scope::{ScopeKey, Subject};
+use nanobot_memory_store::{MemoryDocuments, MemoryVersions, ScopedDocuments};
+use nanobot_prompt_inputs::{PromptFiles, PromptLoader};
+use nanobot_session_store::{Durability, SessionManager};
+use nanobot_store_postgres::{PgOptions, PgScope, PgStore, StoreError};
 use nanobot_turn::{MemoryBackend, ScopeStores, TurnError};
-use prompt_inputs::{PromptFiles, PromptLoader};
-use session_store::{Durability, SessionManager};
-use store_postgres::{PgOptions, PgScope, PgStore, StoreError};
 
 use crate::AssemblyError;
 
@@ -144,7 +144,7 @@ impl MemoryBackend for PgBackend {
 fn loader(
     documents: Arc<dyn MemoryDocuments>,
     agent_dir: Option<&Path>,
-) -> Result<PromptLoader, memory_store::MemoryError> {
+) -> Result<PromptLoader, nanobot_memory_store::MemoryError> {
     let loader = PromptLoader::new(documents);
     match agent_dir {
         Some(dir) => loader.with_agent_dir(dir),
@@ -154,7 +154,7 @@ fn loader(
 
 fn backend(error: StoreError) -> TurnError {
     let retryable = error.is_retryable();
-    TurnError::Memory(memory_store::MemoryError::backend_caused_by(
+    TurnError::Memory(nanobot_memory_store::MemoryError::backend_caused_by(
         error.to_string(),
         retryable,
         error,

@@ -1,8 +1,8 @@
 //! Who is talking: the message's origin as a channel adapter knows it, which the identity
 //! resolver turns into whose memory a turn reads and writes.
 
-use memory_scope::{ChatType, Inbound};
-use session_store::SessionKey;
+use nanobot_memory_scope::{ChatType, Inbound};
+use nanobot_session_store::SessionKey;
 
 /// Who sent a message, and in which chat.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

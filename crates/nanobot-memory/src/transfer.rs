@@ -10,11 +10,15 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use llm_port::{Cl100kBase, SystemClock};
-use memory_scope::{FileLinks, LinkTable, ScopeKey, Subject};
-use memory_store::{AuxFile, Document, Expected, JournalImport, MemoryDocuments, MemoryVersions};
-use session_store::{Append, FileSessionStore, FileStoreOptions, SessionStore, StoredMessage};
-use store_postgres::PgStore;
+use nanobot_llm_port::{Cl100kBase, SystemClock};
+use nanobot_memory_scope::{FileLinks, LinkTable, ScopeKey, Subject};
+use nanobot_memory_store::{
+    AuxFile, Document, Expected, JournalImport, MemoryDocuments, MemoryVersions,
+};
+use nanobot_session_store::{
+    Append, FileSessionStore, FileStoreOptions, SessionStore, StoredMessage,
+};
+use nanobot_store_postgres::PgStore;
 
 use crate::{AssemblyError, FileBackend, FileOptions};
 

@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::http::Request;
-use context_builder::{BuilderConfig, ContextBuilder, Host};
 use http_body_util::BodyExt;
-use llm_port::{
+use nanobot_context_builder::{BuilderConfig, ContextBuilder, Host};
+use nanobot_llm_port::{
     Capabilities, Cl100kBase, LlmClient, LlmError, LlmRequest, LlmResponse, SystemClock, TextSink,
 };
 use nanobot_serve::{ServeSettings, Server};

@@ -22,7 +22,7 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream};
-use llm_port::{Message, TextSink};
+use nanobot_llm_port::{Message, TextSink};
 use nanobot_turn::{IdempotencyKey, TurnOptions, TurnReport};
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -185,6 +185,6 @@ fn root(error: &TurnError) -> &TurnError {
 fn is_busy(error: &TurnError) -> bool {
     matches!(
         root(error),
-        TurnError::Sessions(session_store::SessionError::Busy { .. })
+        TurnError::Sessions(nanobot_session_store::SessionError::Busy { .. })
     )
 }

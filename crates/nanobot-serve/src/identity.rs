@@ -2,8 +2,8 @@
 //! (user, session) checked before they reach a key.
 
 use axum::http::HeaderMap;
-use memory_scope::{DEFAULT_NAME, ScopeKey, Subject, UserKey};
-use session_store::SessionKey;
+use nanobot_memory_scope::{DEFAULT_NAME, ScopeKey, Subject, UserKey};
+use nanobot_session_store::SessionKey;
 
 use crate::error::ServeError;
 

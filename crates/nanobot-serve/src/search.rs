@@ -27,7 +27,7 @@ async fn run(server: &Server, headers: &HeaderMap, body: &[u8]) -> Result<Respon
     let caller = server.caller(headers)?;
     let text = std::str::from_utf8(body)
         .map_err(|_| ServeError::bad_request("query", "the body is not UTF-8 JSON"))?;
-    let request = memory_search::parse_arguments(text)
+    let request = nanobot_memory_search::parse_arguments(text)
         .map_err(|reason| ServeError::bad_request("query", reason))?;
     let body_user = serde_json::from_str::<Value>(text)
         .ok()

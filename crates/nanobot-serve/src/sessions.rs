@@ -35,7 +35,7 @@ async fn caller_session(
     server: &Server,
     headers: &HeaderMap,
     id: &str,
-) -> Result<(Arc<ScopeMemory>, session_store::SessionKey, String), ServeError> {
+) -> Result<(Arc<ScopeMemory>, nanobot_session_store::SessionKey, String), ServeError> {
     let id = checked_id("session", id)?;
     let memory = caller_memory(server, headers).await?;
     let key = session_key(&id)?;
@@ -88,7 +88,8 @@ pub(crate) async fn messages(
     respond(
         async {
             let (memory, key, id) = caller_session(&server, &headers, &id).await?;
-            let internal = |e: session_store::SessionError| ServeError::Internal(e.to_string());
+            let internal =
+                |e: nanobot_session_store::SessionError| ServeError::Internal(e.to_string());
             // Read from the store, not this process's cache: another instance may have
             // taken the latest turns (and reading never creates a session).
             let Some(loaded) = memory.sessions.store().load(&key).await.map_err(internal)? else {
@@ -134,7 +135,7 @@ pub(crate) async fn clear(
                 .lock_turn(&key, server.agent.settings().turn_wait)
                 .await
                 .map_err(|e| match e {
-                    session_store::SessionError::Busy { .. } => ServeError::SessionBusy,
+                    nanobot_session_store::SessionError::Busy { .. } => ServeError::SessionBusy,
                     other => ServeError::Internal(other.to_string()),
                 })?;
             let said = server.agent.new_session(&memory, &key).await;

@@ -5,17 +5,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use context_builder::govern::{GovernorConfig, GovernorState, govern};
-use context_builder::{BuiltPrompt, ContextBuilder, CurrentMessage, Turn, WorkspaceSnapshot};
-use dream::{Dream, DreamConfig, DreamStores, RunReport, Trigger};
-use llm_port::{
+use nanobot_context_builder::govern::{GovernorConfig, GovernorState, govern};
+use nanobot_context_builder::{
+    BuiltPrompt, ContextBuilder, CurrentMessage, Turn, WorkspaceSnapshot,
+};
+use nanobot_dream::{Dream, DreamConfig, DreamStores, RunReport, Trigger};
+use nanobot_llm_port::{
     Clock, LlmClient, LlmRequest, Message, TextSink, TokenCounter, ToolCall, ToolChoice,
     ToolDefinition, Usage,
 };
-use memory_core::{AutoCompact, ConsolidationConfig, Consolidator, replayed_messages};
-use memory_scope::ScopeKey;
-use memory_store::HistoryJournalExt;
-use session_store::{
+use nanobot_memory_core::{AutoCompact, ConsolidationConfig, Consolidator, replayed_messages};
+use nanobot_memory_scope::ScopeKey;
+use nanobot_memory_store::HistoryJournalExt;
+use nanobot_session_store::{
     HistoryOptions, RECALLED_FIELD, SessionHandle, SessionKey, StoredMessage, get_history_counted,
 };
 
@@ -128,7 +130,7 @@ pub struct Agent {
     counter: Arc<dyn TokenCounter>,
     builder: Arc<ContextBuilder>,
     backend: Arc<dyn MemoryBackend>,
-    progress: Option<dream::Progress>,
+    progress: Option<nanobot_dream::Progress>,
     memories: tokio::sync::Mutex<OpenScopes>,
     background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     tools: Vec<Arc<dyn TurnTool>>,
@@ -203,7 +205,7 @@ impl Agent {
     }
 
     /// Dream's steps go to `progress`.
-    pub fn with_progress(mut self, progress: dream::Progress) -> Self {
+    pub fn with_progress(mut self, progress: nanobot_dream::Progress) -> Self {
         self.progress = Some(progress);
         self
     }
@@ -263,7 +265,7 @@ impl Agent {
     /// [`AgentSettings::idle_ttl`] is archived (its recent tail kept live), as the CLI bot's
     /// background task does for its one scope. A server calls it from one sweeper task.
     /// Raw archives and failures are recorded in the session, as for the CLI bot.
-    pub async fn compact_idle(&self) -> Vec<(ScopeKey, memory_core::Compacted)> {
+    pub async fn compact_idle(&self) -> Vec<(ScopeKey, nanobot_memory_core::Compacted)> {
         let open: Vec<Arc<ScopeMemory>> = self.memories.lock().await.all();
         let mut done = Vec::new();
         for memory in open {
@@ -650,7 +652,7 @@ impl Agent {
             }
             let (Some(round), false) = (&tools, calls.is_empty()) else {
                 return Ok(Answered {
-                    text: llm_port::text::strip_think(&response.message.text_content()),
+                    text: nanobot_llm_port::text::strip_think(&response.message.text_content()),
                     usage: response.usage,
                     tool_calls,
                 });
@@ -920,7 +922,7 @@ impl OpenScopes {
 /// the server did not parse): `{"name": <an offered tool>, "arguments": {...}}`. Anything
 /// else, or a name not offered, is an ordinary answer.
 fn text_tool_call(text: &str, offered: &[ToolDefinition], step: usize) -> Option<ToolCall> {
-    let mut body = llm_port::text::strip_think(text).trim().to_owned();
+    let mut body = nanobot_llm_port::text::strip_think(text).trim().to_owned();
     if let Some(fenced) = body.strip_prefix("```") {
         let fenced = fenced.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
         body = fenced.strip_suffix("```")?.trim().to_owned();

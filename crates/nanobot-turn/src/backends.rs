@@ -5,15 +5,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use llm_port::{Clock, TokenCounter};
-use memory_index::InMemoryIndex;
-use memory_scope::{ScopeError, ScopeKey, Subject};
-use memory_store::{
+use nanobot_llm_port::{Clock, TokenCounter};
+use nanobot_memory_index::InMemoryIndex;
+use nanobot_memory_scope::{ScopeError, ScopeKey, Subject};
+use nanobot_memory_store::{
     MemoryDocumentStore, MemoryDocuments, MemoryJournal, MemoryLeaseStore, MemoryVersionStore,
     MemoryVersions, ScopedDocuments,
 };
-use prompt_inputs::{PromptFiles, PromptLoader};
-use session_store::{MemorySessionStore, SessionManager};
+use nanobot_prompt_inputs::{PromptFiles, PromptLoader};
+use nanobot_session_store::{MemorySessionStore, SessionManager};
 
 use crate::error::TurnError;
 use crate::memory::{MemoryBackend, ScopeStores};

@@ -10,16 +10,16 @@
 
 use std::sync::Arc;
 
-use context_builder::{BuilderConfig, ContextBuilder, Host};
-use dream::{RunStatus, Trigger};
-use llm_port::testing::ScriptedLlm;
-use llm_port::{Cl100kBase, LlmClient, SystemClock};
-use memory_scope::{ChatKey, ScopeKey, Subject, UserKey};
-use memory_store::{
+use nanobot_context_builder::{BuilderConfig, ContextBuilder, Host};
+use nanobot_dream::{RunStatus, Trigger};
+use nanobot_llm_port::testing::ScriptedLlm;
+use nanobot_llm_port::{Cl100kBase, LlmClient, SystemClock};
+use nanobot_memory_scope::{ChatKey, ScopeKey, Subject, UserKey};
+use nanobot_memory_store::{
     ArchiveCommit, AuxFile, Document, Expected, FileChange, HistoryJournalExt, MemoryChange,
     MemoryDocumentsExt as _, MemoryFile, NewEntry, Recovery, Snapshot, archive_digest,
 };
-use session_store::{Append, SessionKey, SessionStoreExt as _, StoredMessage};
+use nanobot_session_store::{Append, SessionKey, SessionStoreExt as _, StoredMessage};
 
 use crate::agent::{Agent, AgentSettings};
 use crate::memory::{MemoryBackend, ScopeStores};
@@ -97,31 +97,31 @@ pub const COVERED: &[(&str, &[&str])] = &[
 const PORT_SOURCES: &[(&str, &str)] = &[
     (
         "SessionStore",
-        include_str!("../../session-store/src/store.rs"),
+        include_str!("../../nanobot-session-store/src/store.rs"),
     ),
     (
         "HistoryJournal",
-        include_str!("../../memory-store/src/journal.rs"),
+        include_str!("../../nanobot-memory-store/src/journal.rs"),
     ),
     (
         "MemoryDocuments",
-        include_str!("../../memory-store/src/documents.rs"),
+        include_str!("../../nanobot-memory-store/src/documents.rs"),
     ),
     (
         "MemoryVersions",
-        include_str!("../../memory-store/src/versions.rs"),
+        include_str!("../../nanobot-memory-store/src/versions.rs"),
     ),
     (
         "MemoryLease",
-        include_str!("../../memory-store/src/lease.rs"),
+        include_str!("../../nanobot-memory-store/src/lease.rs"),
     ),
     (
         "SessionArchive",
-        include_str!("../../memory-store/src/archive.rs"),
+        include_str!("../../nanobot-memory-store/src/archive.rs"),
     ),
     (
         "MemoryCommit",
-        include_str!("../../memory-store/src/commit.rs"),
+        include_str!("../../nanobot-memory-store/src/commit.rs"),
     ),
 ];
 
@@ -295,7 +295,7 @@ async fn check_reads(me: &Person, other: &Person) {
     assert_eq!(store.current_revision(&key).await.unwrap(), Some(revision));
     let scratch = SessionKey::new("telegram:scratch").unwrap();
     let mut scratch_session =
-        session_store::Session::new(scratch.clone(), chrono::Utc::now().naive_utc());
+        nanobot_session_store::Session::new(scratch.clone(), chrono::Utc::now().naive_utc());
     scratch_session.add_message(
         StoredMessage::user(me.canary),
         chrono::Utc::now().naive_utc(),
@@ -713,7 +713,7 @@ pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
         );
     }
     // Its turns are kept in its own scope.
-    let silent: llm_port::TextSink = Arc::new(|_: &str| {});
+    let silent: nanobot_llm_port::TextSink = Arc::new(|_: &str| {});
     agent
         .turn(&memory, &key, "Hello group", &silent)
         .await

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use session_store::SessionKey;
+use nanobot_session_store::SessionKey;
 
 /// How far a failed turn got in saving.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,19 +39,19 @@ impl Saved {
 #[non_exhaustive]
 pub enum TurnError {
     /// Sessions failed.
-    Sessions(session_store::SessionError),
+    Sessions(nanobot_session_store::SessionError),
     /// The journal or the documents failed.
-    Memory(memory_store::MemoryError),
+    Memory(nanobot_memory_store::MemoryError),
     /// Consolidation failed.
-    Consolidation(memory_core::ConsolidationError),
+    Consolidation(nanobot_memory_core::ConsolidationError),
     /// Dream failed.
-    Dream(dream::DreamError),
+    Dream(nanobot_dream::DreamError),
     /// The model failed.
-    Llm(llm_port::LlmError),
+    Llm(nanobot_llm_port::LlmError),
     /// The prompt could not be built.
-    Context(context_builder::ContextError),
+    Context(nanobot_context_builder::ContextError),
     /// The scope could not be resolved or opened.
-    Scope(memory_scope::ScopeError),
+    Scope(nanobot_memory_scope::ScopeError),
     /// The idempotency key was used before with another request; nothing was done.
     IdempotencyKeyReused {
         /// The key.
@@ -141,11 +141,11 @@ macro_rules! from {
 }
 
 from!(
-    Sessions(session_store::SessionError),
-    Memory(memory_store::MemoryError),
-    Consolidation(memory_core::ConsolidationError),
-    Dream(dream::DreamError),
-    Llm(llm_port::LlmError),
-    Context(context_builder::ContextError),
-    Scope(memory_scope::ScopeError)
+    Sessions(nanobot_session_store::SessionError),
+    Memory(nanobot_memory_store::MemoryError),
+    Consolidation(nanobot_memory_core::ConsolidationError),
+    Dream(nanobot_dream::DreamError),
+    Llm(nanobot_llm_port::LlmError),
+    Context(nanobot_context_builder::ContextError),
+    Scope(nanobot_memory_scope::ScopeError)
 );

@@ -4,18 +4,20 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use context_builder::{ContextBuilder, CurrentMessage, JournalEntry, Summary, Turn};
-use dream::Dream;
-use llm_port::Message;
-use memory_core::{AutoCompact, Consolidator, PromptBuilder, SessionSummary, replayed_messages};
-use memory_index::{MemoryIndex, SearchIndex, VectorIndex};
-use memory_scope::ScopeKey;
-use memory_store::{
+use nanobot_context_builder::{ContextBuilder, CurrentMessage, JournalEntry, Summary, Turn};
+use nanobot_dream::Dream;
+use nanobot_llm_port::Message;
+use nanobot_memory_core::{
+    AutoCompact, Consolidator, PromptBuilder, SessionSummary, replayed_messages,
+};
+use nanobot_memory_index::{MemoryIndex, SearchIndex, VectorIndex};
+use nanobot_memory_scope::ScopeKey;
+use nanobot_memory_store::{
     ArchiveJournal, HistoryJournal, MemoryCommit, MemoryDocuments, MemoryLease, MemoryVersions,
     SessionArchive, StepwiseCommit, TwoStepArchive,
 };
-use prompt_inputs::{PromptFiles, WorkspaceSnapshot};
-use session_store::{Replayed, Session, SessionKey, SessionManager};
+use nanobot_prompt_inputs::{PromptFiles, WorkspaceSnapshot};
+use nanobot_session_store::{Replayed, Session, SessionKey, SessionManager};
 
 use crate::error::TurnError;
 
@@ -28,7 +30,7 @@ pub struct ScopeStores {
     /// Its history journal and cursors.
     pub journal: Arc<dyn HistoryJournal>,
     /// Its documents (for a user's or a chat's scope, with the agent's `SOUL.md` and skills
-    /// shared read-only: `memory_store::ScopedDocuments`).
+    /// shared read-only: `nanobot_memory_store::ScopedDocuments`).
     pub documents: Arc<dyn MemoryDocuments>,
     /// What its prompts read: the agent's shared files and the scope's private ones.
     pub prompt_files: Arc<dyn PromptFiles>,
@@ -221,7 +223,7 @@ impl PromptBuilder for ContextPrompt {
             Err(_) => {
                 let mut messages = vec![Message::system(String::new())];
                 messages.extend(history);
-                memory_core::append_user_text(&mut messages, current);
+                nanobot_memory_core::append_user_text(&mut messages, current);
                 messages
             }
         }
@@ -232,8 +234,8 @@ impl PromptBuilder for ContextPrompt {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use context_builder::{BuilderConfig, Host};
-    use llm_port::Cl100kBase;
+    use nanobot_context_builder::{BuilderConfig, Host};
+    use nanobot_llm_port::Cl100kBase;
 
     fn snapshot(user: &str) -> WorkspaceSnapshot {
         WorkspaceSnapshot {
@@ -272,7 +274,7 @@ mod tests {
         let built = prompt.build(&session_a, &[], "summarise");
         let system = built[0]
             .content()
-            .map(llm_port::Content::joined_text)
+            .map(nanobot_llm_port::Content::joined_text)
             .unwrap_or_default();
         assert!(system.contains("canary-of-a"), "{system}");
         assert!(!system.contains("canary-of-b"), "{system}");
@@ -284,7 +286,7 @@ mod tests {
         );
         let system = prompt.build(&c, &[], "summarise")[0]
             .content()
-            .map(llm_port::Content::joined_text)
+            .map(nanobot_llm_port::Content::joined_text)
             .unwrap_or_default();
         assert!(
             system.contains("canary-of-b"),

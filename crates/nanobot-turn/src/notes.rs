@@ -2,8 +2,8 @@
 //! archive), so `/status` and a listing can report them from any process. nanobot-ai keeps
 //! unknown metadata as it is.
 
-use llm_port::Clock;
-use session_store::{Session, SessionKey, SessionManager};
+use nanobot_llm_port::Clock;
+use nanobot_session_store::{Session, SessionKey, SessionManager};
 
 /// The session metadata field that holds the last failure of background work on the
 /// session (`{"at", "what", "error"}`), so `/status` and `nanobot sessions show` can report
@@ -61,10 +61,10 @@ pub async fn record_raw_archives(
     sessions: &SessionManager,
     clock: &dyn Clock,
     key: &SessionKey,
-    archives: &[memory_core::ArchiveRecord],
+    archives: &[nanobot_memory_core::ArchiveRecord],
 ) {
     let Some((record, reason)) = archives.iter().rev().find_map(|r| match &r.outcome {
-        memory_core::Archived::Raw { reason, .. } => Some((r, reason)),
+        nanobot_memory_core::Archived::Raw { reason, .. } => Some((r, reason)),
         _ => None,
     }) else {
         return;
@@ -111,7 +111,7 @@ pub fn background_failure(session: &Session) -> Option<String> {
 pub async fn record_compaction(
     sessions: &SessionManager,
     clock: &dyn Clock,
-    done: &memory_core::Compacted,
+    done: &nanobot_memory_core::Compacted,
 ) {
     match &done.result {
         Ok(Some(record)) => {

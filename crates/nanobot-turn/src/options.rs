@@ -1,9 +1,9 @@
 //! What a caller adds to one turn besides its text: a client's own instructions, and an
 //! idempotency key that makes a retried request return the answer it already got.
 
-use llm_port::Usage;
+use nanobot_llm_port::Usage;
+use nanobot_session_store::Session;
 use serde_json::{Map, Value, json};
-use session_store::Session;
 
 /// The session metadata field holding the idempotency records of a session:
 /// `{"<key>": {"fingerprint", "answer_at", "answer_sum", "prompt_tokens", "usage"?, "seq"}}`. The answer

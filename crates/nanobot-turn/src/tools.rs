@@ -4,14 +4,16 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use llm_port::tokens::TokenCounter;
-use llm_port::{Embedder, ToolDefinition};
-use memory_index::{Hit, IndexError, MAX_LIMIT, MemoryIndex, SearchRequest, session_prefix};
-use memory_search::{
+use nanobot_llm_port::tokens::TokenCounter;
+use nanobot_llm_port::{Embedder, ToolDefinition};
+use nanobot_memory_index::{
+    Hit, IndexError, MAX_LIMIT, MemoryIndex, SearchRequest, session_prefix,
+};
+use nanobot_memory_search::{
     DEFAULT_BUDGET_TOKENS, EMBED_BATCH, EmbedPass, IndexPass, Indexer, IndexingError,
     SearchMemoryTool, VectorLane,
 };
-use session_store::SessionKey;
+use nanobot_session_store::SessionKey;
 
 use crate::memory::ScopeMemory;
 
@@ -31,7 +33,7 @@ pub struct ToolOutput {
     /// The tool result's text.
     pub content: String,
     /// Whether the text is memory recalled from storage: the stored result is then marked
-    /// ([`session_store::RECALLED_FIELD`]) and the Consolidator never archives it again.
+    /// ([`nanobot_session_store::RECALLED_FIELD`]) and the Consolidator never archives it again.
     pub recalled: bool,
 }
 
@@ -80,8 +82,8 @@ pub const DEFAULT_EMBED_PER_SEARCH: usize = EMBED_BATCH;
 
 /// `search_memory`: searches the scope's index (history journal, memory files, past
 /// sessions) after bringing it up to date, and returns the results as recalled, untrusted
-/// data ([`memory_search::render`]). With an embedder and a backend that keeps vectors,
-/// it also searches by meaning and fuses both rankings ([`memory_search::VectorLane`]).
+/// data ([`nanobot_memory_search::render`]). With an embedder and a backend that keeps vectors,
+/// it also searches by meaning and fuses both rankings ([`nanobot_memory_search::VectorLane`]).
 pub struct SearchMemory {
     counter: Arc<dyn TokenCounter>,
     budget_tokens: usize,
@@ -143,7 +145,7 @@ impl SearchMemory {
     pub async fn prepare(
         &self,
         memory: &ScopeMemory,
-        index: Arc<dyn memory_index::MemoryIndex>,
+        index: Arc<dyn nanobot_memory_index::MemoryIndex>,
     ) -> PreparedSearch {
         let mut tool = SearchMemoryTool::new(index, self.counter.clone(), self.budget_tokens);
         let mut embedding = None;
@@ -234,7 +236,7 @@ impl TurnTool for SearchMemory {
                 "search_memory is unavailable: this memory is kept without a search index",
             );
         };
-        let request = match memory_search::parse_arguments(arguments) {
+        let request = match nanobot_memory_search::parse_arguments(arguments) {
             Ok(request) => request,
             Err(reason) => {
                 return ToolOutput::text(format!("search_memory was not run: {reason}"));
@@ -274,7 +276,7 @@ impl ScopeMemory {
     /// sessions.
     pub fn indexer(
         &self,
-        index: Arc<dyn memory_index::MemoryIndex>,
+        index: Arc<dyn nanobot_memory_index::MemoryIndex>,
         counter: Arc<dyn TokenCounter>,
     ) -> Indexer {
         // Every session of the scope's store belongs to the scope (stores serve one scope).

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use bench_workload::testing::TempDir;
-use llm_http::testing::FakeServer;
+use nanobot_bench_workload::testing::TempDir;
+use nanobot_llm_http::testing::FakeServer;
 
 fn run(workspace: &Path, model: &str, user: &str, text: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_files-bot"))

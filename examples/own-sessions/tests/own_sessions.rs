@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use llm_http::testing::FakeServer;
+use nanobot_llm_http::testing::FakeServer;
 use nanobot_memory::llm::{Cl100kBase, SystemClock};
 use nanobot_memory::scope::{ScopeKey, Subject};
 use nanobot_memory::{Bot, Speaker};

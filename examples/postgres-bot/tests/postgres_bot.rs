@@ -4,8 +4,8 @@
 use std::process::Command;
 use std::sync::Arc;
 
-use llm_http::testing::FakeServer;
-use store_postgres::testing::{TestSchema, url};
+use nanobot_llm_http::testing::FakeServer;
+use nanobot_store_postgres::testing::{TestSchema, url};
 
 fn run(database: &str, schema: &str, model: &str, user: &str, text: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_postgres-bot"))
@@ -26,7 +26,7 @@ fn run(database: &str, schema: &str, model: &str, user: &str, text: &str) -> Str
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_users_keep_their_memories_apart_and_may_search_them() {
     let Some(database) = url() else {
-        bench_workload::testing::skip(
+        nanobot_bench_workload::testing::skip(
             "postgres-bot",
             "NANOBOT_TEST_PG_URL is not set (`cargo xtask ci` sets it to the local PostgreSQL)",
         );

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use memory_scope::{ScopeDirs, ScopeKey, Subject, UserKey};
+use nanobot_memory_scope::{ScopeDirs, ScopeKey, Subject, UserKey};
 
 /// `total` user scopes under `workspace`, each with a journal of 5 entries; in the first
 /// `with_work` of them Dream has read 3, in the rest all 5. Returns the scopes with work.

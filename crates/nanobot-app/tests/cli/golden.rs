@@ -9,10 +9,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bench_workload::testing::TempDir;
 use chrono::TimeZone;
-use llm_port::testing::ScriptedLlm;
-use llm_port::{LlmClient, TextSink, TokioClock};
+use nanobot_bench_workload::testing::TempDir;
+use nanobot_llm_port::testing::ScriptedLlm;
+use nanobot_llm_port::{LlmClient, TextSink, TokioClock};
 use sha2::{Digest, Sha256};
 
 /// Every file under `root`: its relative path, size and the SHA-256 of its bytes (with the
@@ -94,8 +94,8 @@ async fn the_default_mode_leaves_the_workspace_it_left_before_scopes() {
     .await
     .unwrap();
     let silent: TextSink = Arc::new(|_: &str| {});
-    let ada = session_store::SessionKey::new("telegram:ada").unwrap();
-    let bob = session_store::SessionKey::new("discord:bob").unwrap();
+    let ada = nanobot_session_store::SessionKey::new("telegram:ada").unwrap();
+    let bob = nanobot_session_store::SessionKey::new("discord:bob").unwrap();
     bot.turn(&ada, "Hi, I am Ada.", &silent).await.unwrap();
     bot.turn(&ada, "I live in Berlin.", &silent).await.unwrap();
     bot.turn(&bob, "Hi, I am Bob.", &silent).await.unwrap();

@@ -12,8 +12,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use bench_workload::testing::TempDir;
-use llm_http::testing::{FakeServer, Reply};
+use nanobot_bench_workload::testing::TempDir;
+use nanobot_llm_http::testing::{FakeServer, Reply};
 use serde_json::json;
 
 mod fixtures;
@@ -191,7 +191,7 @@ async fn one_turn_against_a_loopback_model_is_saved() {
 
 #[test]
 fn the_demo_runs_against_the_local_model() {
-    let Some(url) = bench_workload::testing::local_llm("the demo end to end") else {
+    let Some(url) = nanobot_bench_workload::testing::local_llm("the demo end to end") else {
         return;
     };
     let ws = TempDir::new("cli-demo");
@@ -229,7 +229,7 @@ fn the_demo_runs_against_the_local_model() {
 /// keywords only, never the model's exact words.
 #[test]
 fn the_demo_remembers_with_the_demo_model() {
-    let Some(url) = bench_workload::testing::local_demo_llm("the demo remembers") else {
+    let Some(url) = nanobot_bench_workload::testing::local_demo_llm("the demo remembers") else {
         return;
     };
     let ws = TempDir::new("cli-demo-memory");
@@ -316,7 +316,7 @@ async fn an_existing_nanobot_ai_workspace_continues_where_it_stopped() {
 /// though background consolidations race the other processes' appends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_processes_on_one_session_never_interleave() {
-    use session_store::{FileSessionStore, SessionKey, SessionStore};
+    use nanobot_session_store::{FileSessionStore, SessionKey, SessionStore};
     let ws = TempDir::new("cli-four-processes");
     let server = racing::echo_model(Default::default()).await;
     let env = [
@@ -456,7 +456,8 @@ async fn the_command_line_behaves_like_one() {
 /// `.git` (written by nanobot-ai's own GitStore here); `nanobot memory log` shows it.
 #[test]
 fn memory_log_shows_the_versions_nanobot_ai_recorded() {
-    let Some(python) = bench_workload::testing::peer_python("nanobot-ai's git history") else {
+    let Some(python) = nanobot_bench_workload::testing::peer_python("nanobot-ai's git history")
+    else {
         return;
     };
     let ws = TempDir::new("cli-nanobot-git");
@@ -474,7 +475,8 @@ store.init()
 sha = store.auto_commit("dream: remember the user's name")
 print(json.dumps({"sha": sha}))
 "##;
-    let made = bench_workload::testing::run_peer(&python, script, &[ws.path().as_os_str()], None);
+    let made =
+        nanobot_bench_workload::testing::run_peer(&python, script, &[ws.path().as_os_str()], None);
     let sha = made["sha"].as_str().expect("nanobot-ai committed");
     let out = nanobot(ws.path(), &["memory", "log"], &[]);
     let said = text(&out, ws.path());
@@ -487,41 +489,46 @@ print(json.dumps({"sha": sha}))
 #[tokio::test]
 async fn why_an_archive_went_raw_is_kept_for_status() {
     use std::sync::Arc;
-    let sessions = session_store::SessionManager::new(
-        Arc::new(session_store::MemorySessionStore::new()),
-        Arc::new(llm_port::SystemClock),
-        Arc::new(llm_port::Cl100kBase),
+    let sessions = nanobot_session_store::SessionManager::new(
+        Arc::new(nanobot_session_store::MemorySessionStore::new()),
+        Arc::new(nanobot_llm_port::SystemClock),
+        Arc::new(nanobot_llm_port::Cl100kBase),
     );
-    let key = session_store::SessionKey::new("cli:ada").unwrap();
-    let summary = memory_core::ArchiveRecord {
+    let key = nanobot_session_store::SessionKey::new("cli:ada").unwrap();
+    let summary = nanobot_memory_core::ArchiveRecord {
         start: 0,
         end: 2,
-        outcome: memory_core::Archived::Nothing,
+        outcome: nanobot_memory_core::Archived::Nothing,
     };
     nanobot_app::bot::record_raw_archives(
         &sessions,
-        &llm_port::SystemClock,
+        &nanobot_llm_port::SystemClock,
         &key,
         std::slice::from_ref(&summary),
     )
     .await;
     let handle = sessions.get_or_create(&key).await.unwrap();
     assert_eq!(handle.read(nanobot_app::bot::last_raw_archive), None);
-    let raw = memory_core::ArchiveRecord {
+    let raw = nanobot_memory_core::ArchiveRecord {
         start: 2,
         end: 6,
-        outcome: memory_core::Archived::Raw {
+        outcome: nanobot_memory_core::Archived::Raw {
             cursors: vec![7],
-            reason: memory_core::RawReason::Retried {
+            reason: nanobot_memory_core::RawReason::Retried {
                 first: None,
-                structured: Box::new(memory_core::RawReason::Unfinished(
-                    llm_port::FinishReason::Length,
+                structured: Box::new(nanobot_memory_core::RawReason::Unfinished(
+                    nanobot_llm_port::FinishReason::Length,
                 )),
             },
         },
     };
-    nanobot_app::bot::record_raw_archives(&sessions, &llm_port::SystemClock, &key, &[raw, summary])
-        .await;
+    nanobot_app::bot::record_raw_archives(
+        &sessions,
+        &nanobot_llm_port::SystemClock,
+        &key,
+        &[raw, summary],
+    )
+    .await;
     let line = handle.read(nanobot_app::bot::last_raw_archive).unwrap();
     assert!(
         line.ends_with("messages 2-6: asked with a schema: the answer was unfinished (Length)"),
@@ -635,7 +642,7 @@ fn the_config_fuzz_corpus_replays() {
     let mut loaded = 0;
     let mut searched = 0;
     let mut served = 0;
-    for (input, data) in bench_workload::testing::fuzz_corpus("config_file") {
+    for (input, data) in nanobot_bench_workload::testing::fuzz_corpus("config_file") {
         let split = data.iter().position(|&b| b == 0).unwrap_or(data.len());
         let env: std::collections::HashMap<String, String> =
             String::from_utf8_lossy(data.get(split + 1..).unwrap_or_default())
@@ -652,7 +659,7 @@ fn the_config_fuzz_corpus_replays() {
                 // shows (a key that is a substring of other shown text is not a leak).
                 if config.api_key.is_some() {
                     let mut other = config.clone();
-                    other.api_key = llm_http::ApiKey::new("another-key-of-another-length");
+                    other.api_key = nanobot_llm_http::ApiKey::new("another-key-of-another-length");
                     assert_eq!(config.show(), other.show(), "{}", input.display());
                 }
                 if config
@@ -662,7 +669,7 @@ fn the_config_fuzz_corpus_replays() {
                 {
                     let mut other = config.clone();
                     if let Some(e) = other.embeddings.as_mut() {
-                        e.api_key = llm_http::ApiKey::new("another-key-of-another-length");
+                        e.api_key = nanobot_llm_http::ApiKey::new("another-key-of-another-length");
                     }
                     assert_eq!(config.show(), other.show(), "{}", input.display());
                     searched += 1;
@@ -670,7 +677,8 @@ fn the_config_fuzz_corpus_replays() {
                 if config.serve_keys.iter().any(|k| k.secret.is_some()) {
                     let mut other = config.clone();
                     for key in other.serve_keys.iter_mut().filter(|k| k.secret.is_some()) {
-                        key.secret = llm_http::ApiKey::new("another-secret-of-another-length");
+                        key.secret =
+                            nanobot_llm_http::ApiKey::new("another-secret-of-another-length");
                     }
                     assert_eq!(config.show(), other.show(), "{}", input.display());
                     served += 1;

@@ -7,20 +7,20 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use bench_workload::testing::{TempDir, peer_python, run_peer};
-use memory_scope::{ScopeKey, Subject};
-use memory_store::{Document, Expected, MemoryDocuments};
+use nanobot_bench_workload::testing::{TempDir, peer_python, run_peer};
+use nanobot_memory_scope::{ScopeKey, Subject};
+use nanobot_memory_store::{Document, Expected, MemoryDocuments};
+use nanobot_session_store::{SessionKey, SessionStore};
+use nanobot_store_postgres::PgStore;
+use nanobot_store_postgres::testing::{TestSchema, url};
 use serde_json::{Value, json};
-use session_store::{SessionKey, SessionStore};
-use store_postgres::PgStore;
-use store_postgres::testing::{TestSchema, url};
 
 use super::{nanobot, text};
 
 pub(crate) fn available(test: &str) -> Option<String> {
     let found = url();
     if found.is_none() {
-        bench_workload::testing::skip(
+        nanobot_bench_workload::testing::skip(
             test,
             "NANOBOT_TEST_PG_URL is not set (`cargo xtask ci` sets it to the local PostgreSQL)",
         );
@@ -52,8 +52,8 @@ async fn the_isolation_suite_passes_on_postgres() {
     let backend = nanobot_memory::PgBackend::open(
         store,
         Some(ws.path()),
-        Arc::new(llm_port::SystemClock),
-        Arc::new(llm_port::Cl100kBase),
+        Arc::new(nanobot_llm_port::SystemClock),
+        Arc::new(nanobot_llm_port::Cl100kBase),
     )
     .await
     .unwrap();
@@ -294,8 +294,9 @@ print(json.dumps({"path": str(path)}))
         .iter()
         .enumerate()
     {
-        let files: memory_store::Snapshot = [("USER.md".to_owned(), (*text).to_owned())].into();
-        memory_store::MemoryVersions::commit(
+        let files: nanobot_memory_store::Snapshot =
+            [("USER.md".to_owned(), (*text).to_owned())].into();
+        nanobot_memory_store::MemoryVersions::commit(
             &agent,
             &format!("dream: version {n}"),
             &files,
@@ -339,8 +340,10 @@ print(json.dumps({"path": str(path)}))
             .trim(),
         "2"
     );
-    let git = memory_store::GitVersions::open(&copy).unwrap();
-    let log = memory_store::MemoryVersions::log(&git, 10).await.unwrap();
+    let git = nanobot_memory_store::GitVersions::open(&copy).unwrap();
+    let log = nanobot_memory_store::MemoryVersions::log(&git, 10)
+        .await
+        .unwrap();
     assert_eq!(
         log.iter().map(|v| v.message.as_str()).collect::<Vec<_>>(),
         ["dream: version 1", "dream: version 0"]

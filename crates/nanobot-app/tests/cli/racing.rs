@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use llm_http::testing::{FakeServer, Reply};
+use nanobot_llm_http::testing::{FakeServer, Reply};
+use nanobot_session_store::Session;
 use serde_json::json;
-use session_store::Session;
 
 /// How many processes race, and how many turns each takes.
 pub(crate) const PROCESSES: usize = 4;
@@ -16,7 +16,7 @@ pub(crate) const TURNS: usize = 25;
 /// A loopback model that answers `turn X` with `answer to X` and anything else (an
 /// archive request) with a summary; every system prompt it sees goes to `prompts`.
 pub(crate) async fn echo_model(prompts: Arc<Mutex<Vec<String>>>) -> FakeServer {
-    let responder: llm_http::testing::Responder = Arc::new(move |request| {
+    let responder: nanobot_llm_http::testing::Responder = Arc::new(move |request| {
         let body = request.json();
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
         if let Some(system) = messages.first().and_then(|m| m["content"].as_str()) {

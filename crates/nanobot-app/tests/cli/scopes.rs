@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bench_workload::testing::TempDir;
-use llm_http::testing::{FakeServer, Reply};
+use nanobot_bench_workload::testing::TempDir;
+use nanobot_llm_http::testing::{FakeServer, Reply};
 use serde_json::json;
 
 use crate::{nanobot, text};
@@ -243,8 +243,8 @@ async fn the_file_backend_keeps_scopes_apart() {
     std::fs::create_dir_all(&config.workspace).unwrap();
     let backend = nanobot_app::bot::file_backend(
         &config,
-        Arc::new(llm_port::SystemClock),
-        Arc::new(llm_port::Cl100kBase),
+        Arc::new(nanobot_llm_port::SystemClock),
+        Arc::new(nanobot_llm_port::Cl100kBase),
     )
     .unwrap();
     nanobot_turn::conformance::isolation_suite(Arc::new(backend)).await;
@@ -259,8 +259,8 @@ async fn the_file_backend_keeps_scopes_apart() {
     }
     // Erasing one user removes everything of theirs (sessions, journal, documents, versions)
     // and nothing of the other's.
-    let dirs = memory_scope::ScopeDirs::new(ws.path());
-    let alice = memory_scope::Subject::parse("user:telegram:1").unwrap();
+    let dirs = nanobot_memory_scope::ScopeDirs::new(ws.path());
+    let alice = nanobot_memory_scope::Subject::parse("user:telegram:1").unwrap();
     assert!(dirs.delete(&alice).unwrap());
     assert_eq!(
         files_holding(ws.path(), "CANARY-ALICE-7f3a"),
@@ -279,17 +279,17 @@ async fn a_dream_tick_calls_the_model_for_scopes_with_work_only() {
     let env = move |name: &str| (name == "NANOBOT_WORKSPACE").then(|| dir.display().to_string());
     let config = nanobot_app::Config::load(None, &env).unwrap();
     let llm = Arc::new(
-        llm_port::testing::ScriptedLlm::new()
+        nanobot_llm_port::testing::ScriptedLlm::new()
             .then_text("Nothing to change.")
             .then_text("Nothing to change.")
             .then_text("Nothing to change."),
     );
-    let bot = nanobot_app::Bot::open(config, llm.clone(), Arc::new(llm_port::SystemClock))
+    let bot = nanobot_app::Bot::open(config, llm.clone(), Arc::new(nanobot_llm_port::SystemClock))
         .await
         .unwrap();
     let results = bot
         .agent
-        .dream_tick(dream::Trigger::Scheduled)
+        .dream_tick(nanobot_dream::Trigger::Scheduled)
         .await
         .unwrap();
     let ran: Vec<_> = results
@@ -300,7 +300,11 @@ async fn a_dream_tick_calls_the_model_for_scopes_with_work_only() {
     assert_eq!(llm.call_count(), 3);
     for (scope, result) in results {
         let report = result.unwrap();
-        assert_eq!(report.status, dream::RunStatus::Completed, "{scope}");
+        assert_eq!(
+            report.status,
+            nanobot_dream::RunStatus::Completed,
+            "{scope}"
+        );
         assert_eq!(
             report.batch,
             Some((4, 5, 2)),
@@ -310,7 +314,7 @@ async fn a_dream_tick_calls_the_model_for_scopes_with_work_only() {
     // Now every scope is read: the next tick asks nothing.
     assert!(
         bot.agent
-            .dream_tick(dream::Trigger::Scheduled)
+            .dream_tick(nanobot_dream::Trigger::Scheduled)
             .await
             .unwrap()
             .is_empty()

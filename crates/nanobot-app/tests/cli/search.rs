@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use bench_workload::testing::TempDir;
+use nanobot_bench_workload::testing::TempDir;
 use serde_json::Value;
 
 use crate::{nanobot, text};
@@ -36,7 +36,7 @@ pub(crate) fn workspace(label: &str) -> TempDir {
         let path = entry.unwrap().path();
         let body = std::fs::read_to_string(&path).unwrap();
         let first: Value = serde_json::from_str(body.lines().next().unwrap()).unwrap();
-        let key = session_store::SessionKey::new(first["key"].as_str().unwrap()).unwrap();
+        let key = nanobot_session_store::SessionKey::new(first["key"].as_str().unwrap()).unwrap();
         std::fs::write(sessions.join(format!("{}.jsonl", key.storage_stem())), body).unwrap();
     }
     ws
@@ -177,7 +177,7 @@ pub(crate) fn meaning_workspace(label: &str) -> TempDir {
 
 /// The real embedding model's URL, or `None` after saying the test skips.
 pub(crate) fn embeddings_url(test: &str) -> Option<String> {
-    bench_workload::testing::required_env(
+    nanobot_bench_workload::testing::required_env(
         "NANOBOT_TEST_EMBEDDINGS_URL",
         test,
         "`cargo xtask ci` starts one, or `cargo xtask llm start --model minilm --port 8090`",

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bench_workload::testing::TempDir;
+use nanobot_bench_workload::testing::TempDir;
 use serde_json::{Value, json};
 
 use crate::racing::echo_model;
@@ -197,7 +197,7 @@ fn a_public_address_without_keys_is_refused_and_a_missing_secret_named() {
 /// whole answer, a stream, a stream with usage, and the error shapes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_openai_python_client_works_against_nanobot_serve() {
-    let Some(python) = bench_workload::testing::required_env(
+    let Some(python) = nanobot_bench_workload::testing::required_env(
         "NANOBOT_TEST_OPENAI_PYTHON",
         "the_official_openai_python_client_works_against_nanobot_serve",
         "`cargo xtask ci` installs crates/nanobot-serve/tests/openai_client/requirements.txt in a venv and sets it",
@@ -267,7 +267,9 @@ async fn two_servers_on_one_database_behind_round_robin_lose_double_and_cross_no
         return;
     };
     let ws = TempDir::new("cli-serve-pg");
-    let store = store_postgres::testing::TestSchema::new(&url).store().await;
+    let store = nanobot_store_postgres::testing::TestSchema::new(&url)
+        .store()
+        .await;
     let model = echo_model(Arc::new(Mutex::new(Vec::new()))).await;
     let mut env = crate::postgres::pg_env(&url, &store);
     env.push(("NANOBOT_BASE_URL", format!("{}/v1", model.url())));

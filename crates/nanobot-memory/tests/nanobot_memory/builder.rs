@@ -3,7 +3,7 @@
 use std::error::Error as _;
 use std::sync::Arc;
 
-use llm_port::testing::ScriptedLlm;
+use nanobot_llm_port::testing::ScriptedLlm;
 use nanobot_memory::scope::{ScopeKey, Subject, UserKey};
 use nanobot_memory::{AssemblyError, Bot, IsolationMode, Speaker};
 

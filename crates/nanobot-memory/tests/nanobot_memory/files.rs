@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use bench_workload::testing::TempDir;
-use llm_port::testing::ScriptedLlm;
+use nanobot_bench_workload::testing::TempDir;
+use nanobot_llm_port::testing::ScriptedLlm;
 use nanobot_memory::{Bot, Durability, FileOptions, Speaker, Storage};
 
 #[tokio::test]

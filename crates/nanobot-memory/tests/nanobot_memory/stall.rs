@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bench_workload::testing::TempDir;
-use fs_support::observe::{Observer, Op, watch};
-use llm_port::testing::ScriptedLlm;
+use nanobot_bench_workload::testing::TempDir;
+use nanobot_fs_support::observe::{Observer, Op, watch};
+use nanobot_llm_port::testing::ScriptedLlm;
 use nanobot_memory::sessions::SessionKey;
 use nanobot_memory::{Bot, Speaker};
 

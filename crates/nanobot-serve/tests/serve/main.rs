@@ -10,17 +10,17 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use context_builder::{BuilderConfig, ContextBuilder, Host};
 use http_body_util::BodyExt;
-use llm_port::testing::ScriptedLlm;
-use llm_port::{
+use nanobot_context_builder::{BuilderConfig, ContextBuilder, Host};
+use nanobot_llm_port::testing::ScriptedLlm;
+use nanobot_llm_port::{
     Capabilities, Cl100kBase, LlmClient, LlmError, LlmRequest, LlmResponse, SystemClock, TextSink,
 };
-use memory_scope::{ScopeKey, Subject, UserKey};
+use nanobot_memory_scope::{ScopeKey, Subject, UserKey};
 use nanobot_serve::{ApiKeyEntry, ServeSettings, Server, UserBinding};
+use nanobot_session_store::SessionKey;
 use nanobot_turn::{Agent, AgentSettings, InMemoryBackend};
 use serde_json::{Value, json};
-use session_store::SessionKey;
 use tower::ServiceExt;
 
 mod options;
@@ -253,7 +253,8 @@ async fn health_models_and_keys_in_openais_shapes() {
 #[tokio::test]
 async fn a_session_turn_is_answered_whole_and_stored_in_the_callers_scope() {
     let f = fixture(|s, _| s.keys = keys());
-    f.llm.push(llm_port::LlmResponse::text("Hello, Alice."));
+    f.llm
+        .push(nanobot_llm_port::LlmResponse::text("Hello, Alice."));
     let answer = call(
         &f.router,
         "POST",
@@ -301,7 +302,7 @@ async fn a_session_turn_is_answered_whole_and_stored_in_the_callers_scope() {
 async fn two_keys_with_one_session_id_get_two_sessions_and_untrusted_users_are_ignored() {
     let f = fixture(|s, _| s.keys = keys());
     for (secret, answer) in [("sk-alice", "A"), ("sk-bob", "B")] {
-        f.llm.push(llm_port::LlmResponse::text(answer));
+        f.llm.push(nanobot_llm_port::LlmResponse::text(answer));
         let out = call(
             &f.router,
             "POST",
@@ -321,7 +322,7 @@ async fn two_keys_with_one_session_id_get_two_sessions_and_untrusted_users_are_i
 
     // A trusted front end names its users and chats.
     for (user, chat) in [("u-1", "c-9"), ("u-2", "c-9")] {
-        f.llm.push(llm_port::LlmResponse::text("ok"));
+        f.llm.push(nanobot_llm_port::LlmResponse::text("ok"));
         let out = call(
             &f.router,
             "POST",
@@ -402,7 +403,7 @@ async fn hostile_ids_are_refused_or_kept_inside_the_callers_keys() {
         "x".repeat(256).leak(),
     ];
     for id in contained {
-        f.llm.push(llm_port::LlmResponse::text("ok"));
+        f.llm.push(nanobot_llm_port::LlmResponse::text("ok"));
         let out = call(
             &f.router,
             "POST",
@@ -430,7 +431,8 @@ async fn hostile_ids_are_refused_or_kept_inside_the_callers_keys() {
 #[tokio::test]
 async fn a_streamed_answer_is_role_content_stop_usage_done() {
     let f = fixture(|_, _| {});
-    f.llm.push(llm_port::LlmResponse::text("Streamed answer."));
+    f.llm
+        .push(nanobot_llm_port::LlmResponse::text("Streamed answer."));
     let out = call(
         &f.router,
         "POST",
@@ -480,7 +482,7 @@ async fn a_streamed_answer_is_role_content_stop_usage_done() {
 async fn a_model_failure_mid_stream_is_one_error_event_and_no_done() {
     let f = fixture(|_, _| {});
     f.llm
-        .push(llm_port::testing::Step::Fail(LlmError::permanent(
+        .push(nanobot_llm_port::testing::Step::Fail(LlmError::permanent(
             "the model broke",
         )));
     let out = call(
@@ -502,7 +504,7 @@ async fn a_model_failure_mid_stream_is_one_error_event_and_no_done() {
 #[tokio::test]
 async fn a_stateless_request_stores_nothing() {
     let f = fixture(|_, _| {});
-    f.llm.push(llm_port::LlmResponse::text("stateless"));
+    f.llm.push(nanobot_llm_port::LlmResponse::text("stateless"));
     let out = call(
         &f.router,
         "POST",
@@ -527,7 +529,7 @@ async fn too_many_turns_is_429_and_a_busy_session_409_both_with_retry_after() {
         s.max_concurrent_turns = 2;
         a.turn_wait = Duration::from_millis(200);
     });
-    f.llm.push(llm_port::testing::Step::Hang);
+    f.llm.push(nanobot_llm_port::testing::Step::Hang);
     let router = f.router.clone();
     let hanging = tokio::spawn(async move {
         call(
@@ -557,7 +559,7 @@ async fn too_many_turns_is_429_and_a_busy_session_409_both_with_retry_after() {
     assert_eq!(busy.json()["error"]["code"], "session_busy");
     assert_eq!(busy.headers["retry-after"], "1");
 
-    f.llm.push(llm_port::testing::Step::Hang);
+    f.llm.push(nanobot_llm_port::testing::Step::Hang);
     let router = f.router.clone();
     let second = tokio::spawn(async move {
         call(
@@ -684,7 +686,7 @@ async fn session_routes_reach_the_callers_own_sessions_only() {
         (&bob, "bob one"),
     ] {
         f.llm
-            .push(llm_port::LlmResponse::text(format!("re: {text}")));
+            .push(nanobot_llm_port::LlmResponse::text(format!("re: {text}")));
         let out = call(
             &f.router,
             "POST",
@@ -736,8 +738,9 @@ async fn session_routes_reach_the_callers_own_sessions_only() {
     assert_eq!(hostile.status, StatusCode::BAD_REQUEST);
 
     // `/new`: the archive's summary comes from the model.
-    f.llm
-        .push(llm_port::LlmResponse::text("- Alice said one and two."));
+    f.llm.push(nanobot_llm_port::LlmResponse::text(
+        "- Alice said one and two.",
+    ));
     let cleared = call(&f.router, "POST", "/v1/sessions/s1/clear", &alice, None).await;
     assert_eq!(
         cleared.status,
@@ -782,7 +785,7 @@ async fn session_routes_reach_the_callers_own_sessions_only() {
 #[tokio::test]
 async fn memory_search_finds_the_callers_memory_only() {
     let f = fixture(|s, _| s.keys = keys());
-    f.llm.push(llm_port::LlmResponse::text("Noted."));
+    f.llm.push(nanobot_llm_port::LlmResponse::text("Noted."));
     let said = call(
         &f.router,
         "POST",
@@ -863,7 +866,8 @@ async fn request_ids_on_every_answer_and_no_raw_ids_or_text_in_info_logs() {
     )
     .unwrap();
     let f = fixture(|s, _| s.keys = keys());
-    f.llm.push(llm_port::LlmResponse::text("A private answer."));
+    f.llm
+        .push(nanobot_llm_port::LlmResponse::text("A private answer."));
     let out = call(
         &f.router,
         "POST",
@@ -1025,7 +1029,7 @@ async fn fifty_clients_over_ten_sessions_lose_double_and_cross_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clearing_a_session_with_a_turn_running_is_409() {
     let f = fixture(|_, a| a.turn_wait = Duration::from_millis(200));
-    f.llm.push(llm_port::testing::Step::Hang);
+    f.llm.push(nanobot_llm_port::testing::Step::Hang);
     let router = f.router.clone();
     let running = tokio::spawn(async move {
         call(

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use llm_port::{LlmResponse, Message};
+use nanobot_llm_port::{LlmResponse, Message};
 use nanobot_serve::CorsOrigins;
 use serde_json::json;
 
@@ -20,8 +20,9 @@ const CHAT: &str = "/v1/chat/completions";
 #[tokio::test]
 async fn an_idempotent_retry_replays_the_answer_without_calling_the_model() {
     let f = fixture(|_, _| {});
-    f.llm
-        .push(LlmResponse::text("the first answer").with_usage(llm_port::Usage::new(41, 3)));
+    f.llm.push(
+        LlmResponse::text("the first answer").with_usage(nanobot_llm_port::Usage::new(41, 3)),
+    );
     let headers = [("x-session-id", "retry"), ("idempotency-key", "req-1")];
     let first = call(&f.router, "POST", CHAT, &headers, Some(chat("hello"))).await;
     assert_eq!(first.status, StatusCode::OK);

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use llm_port::{Cl100kBase, SystemClock};
+use nanobot_llm_port::{Cl100kBase, SystemClock};
 use nanobot_turn::InMemoryBackend;
 
 /// Acceptance 2 and 3 of issue 14 on the in-memory backend.
@@ -34,18 +34,20 @@ struct ForgetsTheScope(InMemoryBackend);
 impl nanobot_turn::MemoryBackend for ForgetsTheScope {
     async fn open(
         &self,
-        _scope: &memory_scope::ScopeKey,
+        _scope: &nanobot_memory_scope::ScopeKey,
     ) -> Result<nanobot_turn::ScopeStores, nanobot_turn::TurnError> {
         self.0
-            .open(&memory_scope::ScopeKey::local(memory_scope::Subject::Agent))
+            .open(&nanobot_memory_scope::ScopeKey::local(
+                nanobot_memory_scope::Subject::Agent,
+            ))
             .await
     }
     async fn scopes_with_dream_work(
         &self,
-    ) -> Result<Vec<memory_scope::ScopeKey>, nanobot_turn::TurnError> {
+    ) -> Result<Vec<nanobot_memory_scope::ScopeKey>, nanobot_turn::TurnError> {
         self.0.scopes_with_dream_work().await
     }
-    fn shared_prompt_files(&self) -> Arc<dyn prompt_inputs::PromptFiles> {
+    fn shared_prompt_files(&self) -> Arc<dyn nanobot_prompt_inputs::PromptFiles> {
         self.0.shared_prompt_files()
     }
 }

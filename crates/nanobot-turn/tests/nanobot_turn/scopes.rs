@@ -4,15 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use context_builder::{BuilderConfig, ContextBuilder, Host};
-use llm_port::testing::ScriptedLlm;
-use llm_port::{Cl100kBase, LlmResponse, SystemClock, TextSink};
-use memory_scope::{ScopeKey, Subject, UserKey};
+use nanobot_context_builder::{BuilderConfig, ContextBuilder, Host};
+use nanobot_llm_port::testing::ScriptedLlm;
+use nanobot_llm_port::{Cl100kBase, LlmResponse, SystemClock, TextSink};
+use nanobot_memory_scope::{ScopeKey, Subject, UserKey};
+use nanobot_session_store::SessionKey;
 use nanobot_turn::{
     Agent, AgentSettings, IDEMPOTENCY_KEY_FIELD, IDEMPOTENCY_RECORDS, IdempotencyKey,
     InMemoryBackend, TurnOptions,
 };
-use session_store::SessionKey;
 
 fn agent(llm: Arc<ScriptedLlm>, settings: AgentSettings) -> Agent {
     let mut config = BuilderConfig::new(Host::new("Linux", "x86_64", "nanobot-rs"));

@@ -4,18 +4,18 @@
 
 use std::sync::Arc;
 
-use context_builder::{BuilderConfig, ContextBuilder, Host};
-use llm_port::testing::ScriptedLlm;
-use llm_port::{Capabilities, Cl100kBase, LlmRequest, SystemClock, TextSink, ToolChoice};
-use memory_core::RECALLED_PLACEHOLDER;
-use memory_scope::{ScopeKey, Subject};
-use memory_store::NewEntry;
+use nanobot_context_builder::{BuilderConfig, ContextBuilder, Host};
+use nanobot_llm_port::testing::ScriptedLlm;
+use nanobot_llm_port::{Capabilities, Cl100kBase, LlmRequest, SystemClock, TextSink, ToolChoice};
+use nanobot_memory_core::RECALLED_PLACEHOLDER;
+use nanobot_memory_scope::{ScopeKey, Subject};
+use nanobot_memory_store::NewEntry;
+use nanobot_session_store::{RECALLED_FIELD, SessionKey};
 use nanobot_turn::{
     Agent, AgentSettings, InMemoryBackend, ScopeMemory, SearchMemory, ToolContext, ToolOutput,
     TurnTool,
 };
 use serde_json::json;
-use session_store::{RECALLED_FIELD, SessionKey};
 
 fn agent_with(llm: Arc<ScriptedLlm>, settings: AgentSettings) -> Agent {
     let mut config = BuilderConfig::new(Host::new("Linux", "x86_64", "nanobot-rs"));
@@ -54,7 +54,10 @@ fn scripted() -> (Arc<ScriptedLlm>, Agent) {
 }
 
 /// The messages stored in session `key`.
-async fn stored(memory: &ScopeMemory, key: &SessionKey) -> Vec<session_store::StoredMessage> {
+async fn stored(
+    memory: &ScopeMemory,
+    key: &SessionKey,
+) -> Vec<nanobot_session_store::StoredMessage> {
     let handle = memory.sessions.get_or_create(key).await.unwrap();
     handle.read(|s| s.messages().to_vec())
 }
@@ -95,12 +98,12 @@ async fn a_fact_consolidated_away_is_found_through_search_memory() {
 
     // An earlier session states the fact; /new archives it into the journal.
     let old = SessionKey::new("cli:gym").unwrap();
-    llm.push(llm_port::LlmResponse::text("Noted."));
+    llm.push(nanobot_llm_port::LlmResponse::text("Noted."));
     agent
         .turn(&memory, &old, "My gym locker code is 4417-B.", &silent())
         .await
         .unwrap();
-    llm.push(llm_port::LlmResponse::text(
+    llm.push(nanobot_llm_port::LlmResponse::text(
         "- The user's gym locker code is 4417-B.",
     ));
     agent.new_session(&memory, &old).await.unwrap();
@@ -121,14 +124,16 @@ async fn a_fact_consolidated_away_is_found_through_search_memory() {
 
     let new = SessionKey::new("cli:today").unwrap();
     let before = llm.requests().len();
-    llm.push(llm_port::LlmResponse::tool_calls(vec![
-        llm_port::ToolCall::with_json(
+    llm.push(nanobot_llm_port::LlmResponse::tool_calls(vec![
+        nanobot_llm_port::ToolCall::with_json(
             "call_1",
             "search_memory",
             &json!({"query": "gym locker code", "sources": ["history"]}),
         ),
     ]));
-    llm.push(llm_port::LlmResponse::text("I found it in your memory."));
+    llm.push(nanobot_llm_port::LlmResponse::text(
+        "I found it in your memory.",
+    ));
     let report = agent
         .turn(&memory, &new, "What is my gym locker code?", &silent())
         .await
@@ -146,10 +151,10 @@ async fn a_fact_consolidated_away_is_found_through_search_memory() {
     let result = answered
         .messages
         .iter()
-        .find(|m| m.role() == llm_port::Role::Tool)
+        .find(|m| m.role() == nanobot_llm_port::Role::Tool)
         .expect("the tool result is sent back")
         .content()
-        .map(llm_port::Content::joined_text)
+        .map(nanobot_llm_port::Content::joined_text)
         .unwrap_or_default();
     assert!(result.starts_with("<memory_search_results query=\"gym locker code\">"));
     assert!(result.contains("4417-B"), "{result}");
@@ -194,16 +199,20 @@ async fn recalled_memory_is_not_archived_again() {
     remembered_but_not_injected(&memory, &["The user's gym locker code is 4417-B."]).await;
 
     let key = SessionKey::new("cli:today").unwrap();
-    llm.push(llm_port::LlmResponse::tool_calls(vec![
-        llm_port::ToolCall::with_json("call_1", "search_memory", &json!({"query": "locker"})),
+    llm.push(nanobot_llm_port::LlmResponse::tool_calls(vec![
+        nanobot_llm_port::ToolCall::with_json(
+            "call_1",
+            "search_memory",
+            &json!({"query": "locker"}),
+        ),
     ]));
-    llm.push(llm_port::LlmResponse::text("Found it."));
+    llm.push(nanobot_llm_port::LlmResponse::text("Found it."));
     agent
         .turn(&memory, &key, "Which locker is mine?", &silent())
         .await
         .unwrap();
 
-    llm.push(llm_port::LlmResponse::text(
+    llm.push(nanobot_llm_port::LlmResponse::text(
         "- The user asked which locker is theirs.",
     ));
     let before = llm.requests().len();
@@ -222,9 +231,9 @@ async fn recalled_memory_is_not_archived_again() {
     );
 
     // The raw fallback (no summary to be had) leaves it out too.
-    let lines = memory_core::format_messages(&[
-        session_store::StoredMessage::user("Which locker is mine?"),
-        session_store::StoredMessage::tool_result("call_1", "search_memory", "4417-B")
+    let lines = nanobot_memory_core::format_messages(&[
+        nanobot_session_store::StoredMessage::user("Which locker is mine?"),
+        nanobot_session_store::StoredMessage::tool_result("call_1", "search_memory", "4417-B")
             .with(RECALLED_FIELD, true),
     ]);
     assert_eq!(lines.len(), 1);
@@ -242,17 +251,24 @@ async fn the_tool_loop_stops_after_its_step_limit() {
     let agent = agent_with(llm.clone(), settings);
     let memory = agent_memory(&agent).await;
     for id in ["a", "b"] {
-        llm.push(llm_port::LlmResponse::tool_calls(vec![
-            llm_port::ToolCall::with_json(id, "search_memory", &json!({"query": "anything"})),
+        llm.push(nanobot_llm_port::LlmResponse::tool_calls(vec![
+            nanobot_llm_port::ToolCall::with_json(
+                id,
+                "search_memory",
+                &json!({"query": "anything"}),
+            ),
         ]));
     }
     // A model that would go on calling: its calls are ignored, its text is the answer.
-    let mut stubborn = llm_port::LlmResponse::tool_calls(vec![llm_port::ToolCall::with_json(
-        "c",
-        "search_memory",
-        &json!({"query": "more"}),
-    )]);
-    stubborn.message.content = Some(llm_port::Content::Text("Nothing more to find.".into()));
+    let mut stubborn =
+        nanobot_llm_port::LlmResponse::tool_calls(vec![nanobot_llm_port::ToolCall::with_json(
+            "c",
+            "search_memory",
+            &json!({"query": "more"}),
+        )]);
+    stubborn.message.content = Some(nanobot_llm_port::Content::Text(
+        "Nothing more to find.".into(),
+    ));
     llm.push(stubborn);
     let report = agent
         .turn(
@@ -280,8 +296,8 @@ async fn an_unknown_tool_is_answered_and_a_bots_own_tool_runs() {
     struct Echo;
     #[async_trait::async_trait]
     impl TurnTool for Echo {
-        fn definition(&self) -> llm_port::ToolDefinition {
-            llm_port::ToolDefinition::function("echo", "Echoes.", json!({"type": "object"}))
+        fn definition(&self) -> nanobot_llm_port::ToolDefinition {
+            nanobot_llm_port::ToolDefinition::function("echo", "Echoes.", json!({"type": "object"}))
         }
         async fn call(&self, context: ToolContext<'_>, arguments: &str) -> ToolOutput {
             ToolOutput::text(format!("{} in {arguments}", context.session))
@@ -290,11 +306,11 @@ async fn an_unknown_tool_is_answered_and_a_bots_own_tool_runs() {
     let llm = Arc::new(ScriptedLlm::new());
     let agent = agent(llm.clone()).with_tool(Arc::new(Echo));
     let memory = agent_memory(&agent).await;
-    llm.push(llm_port::LlmResponse::tool_calls(vec![
-        llm_port::ToolCall::with_json("x", "rm_rf", &json!({})),
-        llm_port::ToolCall::with_json("y", "echo", &json!({"n": 1})),
+    llm.push(nanobot_llm_port::LlmResponse::tool_calls(vec![
+        nanobot_llm_port::ToolCall::with_json("x", "rm_rf", &json!({})),
+        nanobot_llm_port::ToolCall::with_json("y", "echo", &json!({"n": 1})),
     ]));
-    llm.push(llm_port::LlmResponse::text("done"));
+    llm.push(nanobot_llm_port::LlmResponse::text("done"));
     let key = SessionKey::new("cli:tools").unwrap();
     agent.turn(&memory, &key, "go", &silent()).await.unwrap();
     let second = &llm.requests()[1];
@@ -302,10 +318,10 @@ async fn an_unknown_tool_is_answered_and_a_bots_own_tool_runs() {
     let results: Vec<String> = second
         .messages
         .iter()
-        .filter(|m| m.role() == llm_port::Role::Tool)
+        .filter(|m| m.role() == nanobot_llm_port::Role::Tool)
         .map(|m| {
             m.content()
-                .map(llm_port::Content::joined_text)
+                .map(nanobot_llm_port::Content::joined_text)
                 .unwrap_or_default()
         })
         .collect();
@@ -327,7 +343,7 @@ async fn a_model_without_native_tool_calls_is_offered_none() {
         Arc::new(ScriptedLlm::new().with_capabilities(Capabilities::new(32_768).with_tools(false)));
     let agent = agent(llm.clone());
     let memory = agent_memory(&agent).await;
-    llm.push(llm_port::LlmResponse::text("hello"));
+    llm.push(nanobot_llm_port::LlmResponse::text("hello"));
     agent
         .turn(
             &memory,
@@ -363,13 +379,13 @@ async fn a_tool_call_written_as_text_is_run_as_a_call() {
     let (llm, agent) = scripted();
     let memory = agent_memory(&agent).await;
     remembered_but_not_injected(&memory, &["The user's gym locker code is 4417-B."]).await;
-    llm.push(llm_port::LlmResponse::text(
+    llm.push(nanobot_llm_port::LlmResponse::text(
         "```json\n{\"name\": \"search_memory\", \"arguments\": {\"query\": \"locker\", \"since\": \"yesterday\"}}\n```",
     ));
-    llm.push(llm_port::LlmResponse::text(
+    llm.push(nanobot_llm_port::LlmResponse::text(
         "<tool_call>\n{\"name\": \"search_memory\", \"arguments\": {\"query\": \"locker\", \"since\": \"\"}}\n</tool_call>",
     ));
-    llm.push(llm_port::LlmResponse::text(
+    llm.push(nanobot_llm_port::LlmResponse::text(
         "```json\n{\"name\": \"shell\", \"arguments\": {}}\n```",
     ));
     let key = SessionKey::new("cli:small").unwrap();
@@ -416,10 +432,10 @@ async fn a_tool_call_written_with_doubled_braces_is_run_as_a_call() {
     let (llm, agent) = scripted();
     let memory = agent_memory(&agent).await;
     remembered_but_not_injected(&memory, &["The user's gym locker code is 4417-B."]).await;
-    llm.push(llm_port::LlmResponse::text(
+    llm.push(nanobot_llm_port::LlmResponse::text(
         r#"{{"name": "search_memory", "arguments": {"query": "locker", "sources": ["history"], "since": "", "limit": 5}}}}"#,
     ));
-    llm.push(llm_port::LlmResponse::text("It is 4417-B."));
+    llm.push(nanobot_llm_port::LlmResponse::text("It is 4417-B."));
     let key = SessionKey::new("cli:small").unwrap();
     let report = agent
         .turn(&memory, &key, "Which locker?", &silent())
@@ -444,10 +460,14 @@ async fn a_call_id_given_again_in_a_later_turn_is_made_unique() {
     remembered_but_not_injected(&memory, &["The user's gym locker code is 4417-B."]).await;
     let key = SessionKey::new("cli:ids").unwrap();
     for question in ["Which locker?", "And again?"] {
-        llm.push(llm_port::LlmResponse::tool_calls(vec![
-            llm_port::ToolCall::with_json("call_1", "search_memory", &json!({"query": "locker"})),
+        llm.push(nanobot_llm_port::LlmResponse::tool_calls(vec![
+            nanobot_llm_port::ToolCall::with_json(
+                "call_1",
+                "search_memory",
+                &json!({"query": "locker"}),
+            ),
         ]));
-        llm.push(llm_port::LlmResponse::text("4417-B"));
+        llm.push(nanobot_llm_port::LlmResponse::text("4417-B"));
         agent
             .turn(&memory, &key, question, &silent())
             .await
@@ -457,14 +477,14 @@ async fn a_call_id_given_again_in_a_later_turn_is_made_unique() {
     let last = &requests[3];
     // The newest message sent is this turn's result, answering this turn's call.
     let answered = last.messages.last().unwrap();
-    assert_eq!(answered.role(), llm_port::Role::Tool);
-    let llm_port::Message::Tool(result) = answered else {
+    assert_eq!(answered.role(), nanobot_llm_port::Role::Tool);
+    let nanobot_llm_port::Message::Tool(result) = answered else {
         panic!("{answered:?}")
     };
     assert_eq!(result.tool_call_id, "call_5_0");
     let text = answered
         .content()
-        .map(llm_port::Content::joined_text)
+        .map(nanobot_llm_port::Content::joined_text)
         .unwrap_or_default();
     assert!(text.contains("4417-B"), "{text}");
     let ids: Vec<String> = stored(&memory, &key)
@@ -493,15 +513,15 @@ const MEANINGS: [&[&str]; 3] = [
 ];
 
 #[async_trait::async_trait]
-impl llm_port::Embedder for MeaningEmbedder {
-    fn model(&self) -> llm_port::EmbeddingModel {
-        llm_port::EmbeddingModel {
+impl nanobot_llm_port::Embedder for MeaningEmbedder {
+    fn model(&self) -> nanobot_llm_port::EmbeddingModel {
+        nanobot_llm_port::EmbeddingModel {
             name: self.name.into(),
             dimensions: 4,
         }
     }
 
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, llm_port::LlmError> {
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, nanobot_llm_port::LlmError> {
         Ok(texts
             .iter()
             .map(|text| {

@@ -1,0 +1,737 @@
+//! The builder: a workspace snapshot and a turn in, messages and a report out.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use nanobot_llm_port::tokens::{PER_MESSAGE_OVERHEAD, estimate_message_tokens};
+use nanobot_llm_port::{Content, ContentPart, Message, TokenCounter};
+use nanobot_memory_store::{Document, JournalEntry};
+use nanobot_prompt_inputs::{SkillFile, SkillSource, WorkspaceSnapshot};
+use sha2::{Digest, Sha256};
+
+use crate::current::{
+    self, CurrentMessage, RuntimeBlock, RuntimeContextMarker, Speaker, skill_references,
+};
+use crate::error::ContextError;
+use crate::identity::{self, Host};
+use crate::memo::Memo;
+use crate::recent::{self, EntryCounts, RecentHistoryReport, Scope};
+use crate::report::{BuildReport, HistoryTokens, Omission, Part, PartReport, Truncation};
+use crate::truncate;
+
+/// The separator between system-prompt parts.
+pub const SEPARATOR: &str = "\n\n---\n\n";
+
+const TOOL_CONTRACT_FILE: &str = include_str!("../templates/tool_contract.md");
+const AGENTS_TEMPLATE: &str = include_str!("../templates/AGENTS.md");
+
+/// The tool usage notes, as nanobot-ai renders them (Jinja drops the file's last newline).
+fn tool_contract() -> &'static str {
+    TOOL_CONTRACT_FILE
+        .strip_suffix('\n')
+        .unwrap_or(TOOL_CONTRACT_FILE)
+}
+
+/// Caps that keep a prompt bounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// `MEMORY.md` beyond this many tokens is cut, with a visible marker.
+    pub memory_tokens: usize,
+    /// Each bootstrap file (`AGENTS.md`, `SOUL.md`, `USER.md`) beyond this is cut.
+    pub bootstrap_file_tokens: usize,
+    /// At most this many journal entries are considered for Recent History.
+    pub recent_history_entries: usize,
+    /// Recent History beyond this many tokens keeps its newest entries.
+    pub recent_history_tokens: usize,
+    /// What one image costs in the estimate (OpenAI's high-detail 1024×1024 tile cost).
+    pub image_tokens: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_tokens: 16_000,
+            bootstrap_file_tokens: 8_000,
+            recent_history_entries: 50,
+            recent_history_tokens: 8_000,
+            image_tokens: 765,
+        }
+    }
+}
+
+/// How a bot's prompts are built; fixed for the builder's life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuilderConfig {
+    /// The machine the identity names.
+    pub host: Host,
+    /// Caps.
+    pub limits: Limits,
+    /// Skills left out of the prompt entirely (index, active skills, `$name`).
+    pub disabled_skills: BTreeSet<String>,
+    /// One shared session across channels: Recent History then shows every non-internal
+    /// session's entries, not only the current session's.
+    pub unified_session: bool,
+    /// Include nanobot's tool usage notes (on by default, as nanobot-ai does). A bot that
+    /// offers the model no tools turns them off: they describe tools it does not have and
+    /// cost over a thousand tokens per request.
+    pub tool_contract: bool,
+}
+
+impl BuilderConfig {
+    /// Defaults for `host`.
+    pub fn new(host: Host) -> Self {
+        BuilderConfig {
+            host,
+            limits: Limits::default(),
+            disabled_skills: BTreeSet::new(),
+            unified_session: false,
+            tool_contract: true,
+        }
+    }
+}
+
+/// The session's archived-context summary, shown as the system prompt's last part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    /// The summary lines.
+    pub text: String,
+    /// When the session was last active before it was archived (ISO 8601 text).
+    pub last_active: String,
+}
+
+/// What changes from turn to turn.
+#[derive(Debug, Clone, Default)]
+pub struct Turn<'a> {
+    /// The channel the answer goes to (`cli`, `telegram`, ...): selects the format hint.
+    pub channel: Option<&'a str>,
+    /// The session's key: scopes Recent History.
+    pub session_key: Option<&'a str>,
+    /// The session's summary.
+    pub summary: Option<&'a Summary>,
+    /// The replayed history (e.g. a session store's `get_history`).
+    pub history: &'a [Message],
+    /// The history's token estimate, when the caller knows it (saves counting).
+    pub history_tokens: Option<usize>,
+    /// Journal entries Dream has not processed, oldest first.
+    pub journal: &'a [JournalEntry],
+    /// Leave `MEMORY.md` out (temporary chats).
+    pub exclude_memory: bool,
+    /// Leave Recent History out (ephemeral turns).
+    pub exclude_recent_history: bool,
+    /// The current message; `None` builds the system prompt and history only.
+    pub current: Option<CurrentMessage>,
+    /// A client's own instructions (an API caller's system message), placed right after
+    /// the stable prefix and capped like a bootstrap file; absent, nothing is reported.
+    pub instructions: Option<&'a str>,
+}
+
+/// A built prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuiltPrompt {
+    /// System message, history, current message (merged into a trailing message of the
+    /// same role).
+    pub messages: Vec<Message>,
+    /// The runtime context appended to the current user message, for the caller to persist
+    /// with it.
+    pub runtime_context: Option<RuntimeContextMarker>,
+    /// Sizes, omissions, cuts and the stable prefix.
+    pub report: BuildReport,
+}
+
+impl BuiltPrompt {
+    /// The system prompt's text.
+    pub fn system_prompt(&self) -> &str {
+        match self.messages.first() {
+            Some(Message::System(m)) => m.content.as_text().unwrap_or(""),
+            _ => "",
+        }
+    }
+
+    /// The system prompt split where a cache breakpoint belongs: the stable prefix, and
+    /// the volatile rest (starting with its separator, or empty).
+    pub fn system_split(&self) -> (&str, &str) {
+        let text = self.system_prompt();
+        let at = self.report.stable_prefix_bytes.min(text.len());
+        text.split_at(if text.is_char_boundary(at) {
+            at
+        } else {
+            text.len()
+        })
+    }
+}
+
+/// Builds prompts. Pure: no IO, no clock, no LLM; the same inputs give the same bytes.
+/// It remembers token counts and cuts of unchanged parts between builds, which only makes
+/// repeated builds cheaper.
+pub struct ContextBuilder {
+    config: BuilderConfig,
+    counter: Arc<dyn TokenCounter>,
+    part_tokens: Memo<usize>,
+    capped: Memo<(String, Option<Truncation>)>,
+    prefix_hash: Memo<String>,
+    entry_tokens: EntryCounts,
+}
+
+impl std::fmt::Debug for ContextBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ContextBuilder")
+            .field("config", &self.config)
+            .field("encoding", &self.counter.encoding())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The system prompt with its parts.
+struct SystemPrompt {
+    text: String,
+    parts: Vec<(Part, usize, usize)>,
+    omitted: Vec<(Part, Omission)>,
+    truncations: Vec<Truncation>,
+    stable_bytes: usize,
+    recent: RecentHistoryReport,
+}
+
+impl ContextBuilder {
+    /// A builder with `config`, estimating tokens with `counter`.
+    pub fn new(config: BuilderConfig, counter: Arc<dyn TokenCounter>) -> Self {
+        ContextBuilder {
+            config,
+            counter,
+            part_tokens: Memo::new(Part::SYSTEM.len()),
+            capped: Memo::new(5),
+            prefix_hash: Memo::new(1),
+            entry_tokens: EntryCounts::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &BuilderConfig {
+        &self.config
+    }
+
+    /// The system prompt alone.
+    pub fn system_prompt(&self, workspace: &WorkspaceSnapshot, turn: &Turn<'_>) -> String {
+        self.assemble_system(workspace, turn).text
+    }
+
+    /// Builds the messages and the report.
+    pub fn build(
+        &self,
+        workspace: &WorkspaceSnapshot,
+        turn: &Turn<'_>,
+    ) -> Result<BuiltPrompt, ContextError> {
+        let counter = self.counter.as_ref();
+        let system = self.assemble_system(workspace, turn);
+
+        let mut report_parts = Vec::with_capacity(12);
+        for &(part, start, end) in &system.parts {
+            let text = &system.text[start..end];
+            let tokens = self
+                .part_tokens
+                .get(part.slot(), text, || counter.count(text));
+            report_parts.push(PartReport {
+                part,
+                bytes: text.len(),
+                tokens,
+            });
+        }
+        if system.parts.len() > 1 {
+            let count = system.parts.len() - 1;
+            report_parts.push(PartReport {
+                part: Part::Separators,
+                bytes: SEPARATOR.len() * count,
+                tokens: counter.count(SEPARATOR) * count,
+            });
+        }
+        let stable_prefix = &system.text[..system.stable_bytes];
+        let stable_prefix_hash = self
+            .prefix_hash
+            .get(0, stable_prefix, || hex_sha256(stable_prefix));
+
+        let mut messages = Vec::with_capacity(turn.history.len() + 2);
+        messages.push(Message::system(system.text.clone()));
+        messages.extend_from_slice(turn.history);
+        let (history_tokens, source) = match turn.history_tokens {
+            Some(tokens) => (tokens, HistoryTokens::FromCaller),
+            None => (
+                turn.history.iter().map(|m| self.message_tokens(m)).sum(),
+                HistoryTokens::Counted,
+            ),
+        };
+        if !turn.history.is_empty() {
+            report_parts.push(PartReport {
+                part: Part::History,
+                bytes: turn.history.iter().map(message_bytes).sum(),
+                tokens: history_tokens,
+            });
+        }
+
+        let mut runtime_context = None;
+        let mut invoked_skills = Vec::new();
+        let mut images = Vec::new();
+        let mut framed = 1;
+        if let Some(current) = &turn.current {
+            let (mut content, paths) = current::content(current);
+            images = paths;
+            if current.speaker == Speaker::User {
+                let mut blocks = current::validate_blocks(&current.runtime_context)?;
+                if let Some((block, names)) = self.explicit_skills(workspace, &current.text) {
+                    if !blocks.contains(&block) {
+                        blocks.push(block);
+                    }
+                    invoked_skills = names;
+                }
+                runtime_context = current::append_runtime_context(&mut content, &blocks);
+            }
+            let message = match current.speaker {
+                Speaker::User => Message::User(nanobot_llm_port::UserMessage {
+                    content,
+                    name: None,
+                    extra: Default::default(),
+                }),
+                Speaker::Assistant => Message::Assistant(nanobot_llm_port::AssistantMessage {
+                    content: Some(content),
+                    ..Default::default()
+                }),
+            };
+            report_parts.push(PartReport {
+                part: Part::Current,
+                bytes: message_bytes(&message),
+                tokens: self.message_tokens(&message) - PER_MESSAGE_OVERHEAD,
+            });
+            framed += 1;
+            current::push_merged(&mut messages, message);
+        }
+        report_parts.push(PartReport {
+            part: Part::Framing,
+            bytes: 0,
+            tokens: PER_MESSAGE_OVERHEAD * framed,
+        });
+        let total_tokens = report_parts.iter().map(|p| p.tokens).sum();
+        Ok(BuiltPrompt {
+            messages,
+            runtime_context,
+            report: BuildReport {
+                parts: report_parts,
+                omitted: system.omitted,
+                truncations: system.truncations,
+                total_tokens,
+                stable_prefix_bytes: system.stable_bytes,
+                stable_prefix_hash,
+                recent_history: system.recent,
+                history_messages: turn.history.len(),
+                history_tokens: source,
+                invoked_skills,
+                images,
+            },
+        })
+    }
+
+    /// One message's estimate: nanobot's per-message estimate, with each image at the
+    /// configured flat cost instead of its base64 text.
+    pub fn message_tokens(&self, message: &Message) -> usize {
+        let images = match message.content() {
+            Some(Content::Parts(parts)) => parts
+                .iter()
+                .filter(|p| matches!(p, ContentPart::ImageUrl { .. }))
+                .count(),
+            _ => 0,
+        };
+        if images == 0 {
+            return estimate_message_tokens(self.counter.as_ref(), message);
+        }
+        let mut without = message.clone();
+        if let Message::User(m) = &mut without
+            && let Content::Parts(parts) = &mut m.content
+        {
+            parts.retain(|p| !matches!(p, ContentPart::ImageUrl { .. }));
+        }
+        estimate_message_tokens(self.counter.as_ref(), &without)
+            + images * self.config.limits.image_tokens
+    }
+
+    fn image_count(messages: &[Message]) -> usize {
+        messages
+            .iter()
+            .filter_map(Message::content)
+            .map(|c| match c {
+                Content::Parts(parts) => parts
+                    .iter()
+                    .filter(|p| matches!(p, ContentPart::ImageUrl { .. }))
+                    .count(),
+                Content::Text(_) => 0,
+            })
+            .sum()
+    }
+
+    fn assemble_system(&self, ws: &WorkspaceSnapshot, turn: &Turn<'_>) -> SystemPrompt {
+        let limits = &self.config.limits;
+        let mut out = SystemPrompt {
+            text: String::with_capacity(
+                8192 + ws.memory_md.as_ref().map_or(0, String::len)
+                    + ws.soul_md.as_ref().map_or(0, String::len),
+            ),
+            parts: Vec::with_capacity(8),
+            omitted: Vec::new(),
+            truncations: Vec::new(),
+            stable_bytes: 0,
+            recent: RecentHistoryReport::default(),
+        };
+        let push = |out: &mut SystemPrompt, part: Part, write: &dyn Fn(&mut String)| {
+            if !out.parts.is_empty() {
+                out.text.push_str(SEPARATOR);
+            }
+            let start = out.text.len();
+            write(&mut out.text);
+            out.parts.push((part, start, out.text.len()));
+            if part.is_stable() {
+                out.stable_bytes = out.text.len();
+            }
+        };
+
+        // 1. Identity.
+        let identity = identity::render(
+            &self.config.host,
+            &ws.agent_dir,
+            ws.project_dir.as_deref(),
+            turn.channel.unwrap_or(""),
+        );
+        push(&mut out, Part::Identity, &|t| t.push_str(&identity));
+
+        // 2. Bootstrap files.
+        let mut files: Vec<(&'static str, String)> = Vec::with_capacity(3);
+        let mut templates_only = false;
+        let sources = [
+            ("AGENTS.md", ws.agents_md.as_deref(), 0),
+            ("SOUL.md", ws.soul_md.as_deref(), 1),
+            ("USER.md", ws.user_md.as_deref(), 2),
+        ];
+        for (name, text, slot) in sources {
+            let Some(mut text) = text else { continue };
+            if name == "SOUL.md"
+                && Document::Soul
+                    .legacy_template()
+                    .is_some_and(|legacy| legacy.trim() == text.trim())
+            {
+                text = Document::Soul.template();
+            }
+            if text.trim().is_empty() {
+                continue;
+            }
+            let unedited = match name {
+                "AGENTS.md" => text.trim() == AGENTS_TEMPLATE.trim(),
+                "USER.md" => Document::User.is_unedited_template(text),
+                _ => false,
+            };
+            if unedited {
+                templates_only = true;
+                continue;
+            }
+            let (text, cut) = self.cap(slot, name, text, limits.bootstrap_file_tokens);
+            out.truncations.extend(cut);
+            files.push((name, text));
+        }
+        if files.is_empty() {
+            let why = if templates_only {
+                Omission::Template
+            } else {
+                Omission::Empty
+            };
+            out.omitted.push((Part::Bootstrap, why));
+        } else {
+            push(&mut out, Part::Bootstrap, &|t| {
+                for (i, (name, text)) in files.iter().enumerate() {
+                    if i > 0 {
+                        t.push_str("\n\n");
+                    }
+                    t.push_str("## ");
+                    t.push_str(name);
+                    t.push_str("\n\n");
+                    t.push_str(text);
+                }
+            });
+        }
+
+        // 3. Tool contract.
+        if self.config.tool_contract {
+            push(&mut out, Part::ToolContract, &|t| {
+                t.push_str(tool_contract())
+            });
+        } else {
+            out.omitted.push((Part::ToolContract, Omission::Disabled));
+        }
+
+        // 4. Memory.
+        match ws.memory_md.as_deref() {
+            _ if turn.exclude_memory => out.omitted.push((Part::Memory, Omission::Disabled)),
+            None => out.omitted.push((Part::Memory, Omission::Empty)),
+            Some(text) if text.trim().is_empty() => {
+                out.omitted.push((Part::Memory, Omission::Empty))
+            }
+            Some(text) if Document::Memory.is_unedited_template(text) => {
+                out.omitted.push((Part::Memory, Omission::Template))
+            }
+            Some(text) => {
+                let (text, cut) = self.cap(3, "MEMORY.md", text, limits.memory_tokens);
+                out.truncations.extend(cut);
+                push(&mut out, Part::Memory, &|t| {
+                    t.push_str("# Memory\n\n## Long-term Memory\n");
+                    t.push_str(&text);
+                });
+            }
+        }
+
+        // 5. Active skills; 6. the index of the others.
+        let enabled: Vec<&SkillFile> = ws
+            .skills
+            .iter()
+            .map(|s| s.as_ref())
+            .filter(|s| !self.config.disabled_skills.contains(s.name()))
+            .collect();
+        let active: Vec<&SkillFile> = enabled
+            .iter()
+            .copied()
+            .filter(|s| s.always && s.is_available())
+            .collect();
+        if active.is_empty() {
+            out.omitted.push((Part::ActiveSkills, Omission::Empty));
+        } else {
+            push(&mut out, Part::ActiveSkills, &|t| {
+                t.push_str("# Active Skills\n\n");
+                write_skill_bodies(t, &active);
+            });
+        }
+        let listed: Vec<&SkillFile> = enabled
+            .iter()
+            .copied()
+            .filter(|s| !(s.always && s.is_available()))
+            .collect();
+        if listed.is_empty() {
+            out.omitted.push((Part::SkillsIndex, Omission::Empty));
+        } else {
+            push(&mut out, Part::SkillsIndex, &|t| {
+                t.push_str(SKILLS_HEADER);
+                write_skills_index(t, ws, &listed);
+            });
+        }
+
+        // The client's instructions, after everything stable.
+        if let Some(text) = turn.instructions.filter(|t| !t.trim().is_empty()) {
+            let (text, cut) = self.cap(
+                4,
+                "the client's instructions",
+                text.trim(),
+                limits.bootstrap_file_tokens,
+            );
+            out.truncations.extend(cut);
+            push(&mut out, Part::Instructions, &|t| {
+                t.push_str(INSTRUCTIONS_HEADER);
+                t.push_str(&text);
+            });
+        }
+
+        // 7. Recent History.
+        if turn.exclude_recent_history {
+            out.omitted.push((Part::RecentHistory, Omission::Disabled));
+        } else {
+            let scope = Scope {
+                session_key: turn.session_key,
+                unified: self.config.unified_session,
+                summary: turn.summary,
+                max_entries: limits.recent_history_entries,
+                max_tokens: limits.recent_history_tokens,
+            };
+            let (text, report) = recent::render(
+                turn.journal,
+                &scope,
+                self.counter.as_ref(),
+                &self.entry_tokens,
+            );
+            out.recent = report;
+            match text {
+                Some(text) => push(&mut out, Part::RecentHistory, &|t| t.push_str(&text)),
+                None => out.omitted.push((Part::RecentHistory, Omission::Empty)),
+            }
+        }
+
+        // 8. The session summary.
+        match turn.summary {
+            None => out.omitted.push((Part::Summary, Omission::Empty)),
+            Some(summary) if summary.text == "(nothing)" => out
+                .omitted
+                .push((Part::Summary, Omission::NothingSummarised)),
+            Some(summary) => push(&mut out, Part::Summary, &|t| {
+                t.push_str(
+                    "[Archived Context Summary]\n\nPrevious conversation summary (last active ",
+                );
+                t.push_str(&summary.last_active);
+                t.push_str("):\n");
+                t.push_str(&summary.text);
+            }),
+        }
+        out
+    }
+
+    /// `text` cut to `cap` tokens, remembered per slot.
+    fn cap(
+        &self,
+        slot: usize,
+        file: &'static str,
+        text: &str,
+        cap: usize,
+    ) -> (String, Option<Truncation>) {
+        // A text of at most `cap` bytes has at most `cap` tokens: no count needed.
+        if text.len() <= cap {
+            return (text.to_owned(), None);
+        }
+        self.capped.get(slot, text, || {
+            let counter = self.counter.as_ref();
+            let tokens = counter.count(text);
+            if tokens <= cap {
+                return (text.to_owned(), None);
+            }
+            let marker = format!(
+                "\n\n[... {file} is cut here: it is over its {cap}-token limit in the prompt; read the file for the rest.]"
+            );
+            (
+                truncate::head(text, cap, &marker, counter),
+                Some(Truncation { file, tokens, cap }),
+            )
+        })
+    }
+
+    /// The explicit-skills block for `$name` references in `text`, and the names.
+    fn explicit_skills(
+        &self,
+        ws: &WorkspaceSnapshot,
+        text: &str,
+    ) -> Option<(RuntimeBlock, Vec<String>)> {
+        if !text.contains('$') {
+            return None;
+        }
+        let invoked: Vec<&SkillFile> = skill_references(text)
+            .into_iter()
+            .filter_map(|name| {
+                ws.skills
+                    .iter()
+                    .map(|s| s.as_ref())
+                    .find(|s| s.name() == name)
+            })
+            .filter(|s| {
+                s.is_available() && !s.always && !self.config.disabled_skills.contains(s.name())
+            })
+            .collect();
+        if invoked.is_empty() {
+            return None;
+        }
+        let mut content = String::from("[Active Skills — instructions for this user turn]\n");
+        write_skill_bodies(&mut content, &invoked);
+        content.push_str("\n[/Active Skills]");
+        Some((
+            RuntimeBlock::new("explicit_skills", content),
+            invoked.iter().map(|s| s.name().to_owned()).collect(),
+        ))
+    }
+}
+
+/// How a client's instructions are introduced: the model should know whose they are.
+const INSTRUCTIONS_HEADER: &str = "# Instructions from the client\n\nThe application you are serving through sent these instructions with this request:\n\n";
+
+const SKILLS_HEADER: &str = "# Skills\n\nThe following skills extend your capabilities. Each group lists one root and relative SKILL.md paths; join them when using `read_file`.\n\n";
+
+fn write_skill_bodies(out: &mut String, skills: &[&SkillFile]) {
+    for (i, skill) in skills.iter().enumerate() {
+        if i > 0 {
+            out.push_str(SEPARATOR);
+        }
+        out.push_str("### Skill: ");
+        out.push_str(skill.name());
+        out.push_str("\n\n");
+        out.push_str(&skill.body);
+    }
+}
+
+fn write_skills_index(out: &mut String, ws: &WorkspaceSnapshot, skills: &[&SkillFile]) {
+    let groups = [
+        (SkillSource::Workspace, "Workspace skills"),
+        (SkillSource::BuiltIn, "Built-in skills"),
+    ];
+    let mut first_group = true;
+    for (source, label) in groups {
+        let mut entries = skills.iter().filter(|s| s.source == source).peekable();
+        if entries.peek().is_none() {
+            continue;
+        }
+        if !first_group {
+            out.push_str("\n\n");
+        }
+        first_group = false;
+        let root = match (&ws.project_dir, source) {
+            (None, _) => "skills".to_owned(),
+            (Some(_), SkillSource::Workspace) => format!("{}/skills", ws.agent_dir),
+            (Some(_), SkillSource::BuiltIn) => ws
+                .builtin_skills_dir
+                .clone()
+                .unwrap_or_else(|| "skills".to_owned()),
+        };
+        let _ = write!(out, "### {label} (`{root}`)");
+        for skill in entries {
+            let _ = write!(out, "\n- **{}** — {}", skill.name(), skill.description());
+            if !skill.missing.is_empty() {
+                let _ = write!(out, " (unavailable: {})", skill.missing.join(", "));
+            }
+            let _ = write!(out, "  `{}`", skill.relative_path);
+        }
+    }
+}
+
+fn message_bytes(message: &Message) -> usize {
+    match message.content() {
+        Some(Content::Text(text)) => text.len(),
+        Some(Content::Parts(parts)) => parts
+            .iter()
+            .map(|p| match p {
+                ContentPart::Text { text, .. } => text.len(),
+                ContentPart::ImageUrl { image_url, .. } => image_url.url.len(),
+                _ => 0,
+            })
+            .sum(),
+        None => 0,
+    }
+}
+
+fn hex_sha256(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    let mut out = String::with_capacity(64);
+    for byte in digest {
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
+/// The builder's estimator serves governance too, so budgets and reports agree: text as
+/// nanobot counts it, each image at [`Limits::image_tokens`].
+impl crate::govern::Estimator for ContextBuilder {
+    fn message(&self, message: &Message) -> usize {
+        self.message_tokens(message)
+    }
+
+    fn prompt(&self, messages: &[Message], tools: &[nanobot_llm_port::ToolDefinition]) -> usize {
+        nanobot_llm_port::tokens::estimate_prompt_tokens(self.counter.as_ref(), messages, tools)
+            + Self::image_count(messages) * self.config.limits.image_tokens
+    }
+
+    /// The payload's bytes and framing (a counter never counts more tokens than bytes),
+    /// plus the images at their flat cost.
+    fn prompt_at_most(
+        &self,
+        messages: &[Message],
+        tools: &[nanobot_llm_port::ToolDefinition],
+    ) -> Option<usize> {
+        Some(
+            nanobot_llm_port::tokens::prompt_tokens_at_most(messages, tools)
+                + Self::image_count(messages) * self.config.limits.image_tokens,
+        )
+    }
+}

@@ -1,0 +1,125 @@
+//! Text for people: a run's outcome, the log, one version, a restore. Deterministic, so
+//! chat replies can be snapshot-tested.
+
+use std::fmt::Write as _;
+
+use nanobot_memory_store::Version;
+
+use crate::diff::{FileDiff, summary};
+use crate::run::{RestoreReport, RunReport, RunStatus};
+
+fn time(v: &Version) -> String {
+    v.time.format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
+/// The reply to `/dream`.
+pub fn run_reply(report: &RunReport) -> String {
+    let seconds = (report.finished - report.started).num_milliseconds() as f64 / 1000.0;
+    let batch = report
+        .batch
+        .map(|(first, last, n)| format!("{n} journal entries ({first}-{last})"))
+        .unwrap_or_default();
+    let mut reply = run_status(report, seconds, &batch);
+    if !report.refused.is_empty() {
+        reply.push_str("\n\nRefused edits (they changed nothing):");
+        for line in &report.refused {
+            let _ = write!(reply, "\n- {line}");
+        }
+    }
+    reply
+}
+
+fn run_status(report: &RunReport, seconds: f64, batch: &str) -> String {
+    match &report.status {
+        RunStatus::NothingToDo => "Dream has no conversation history to process yet. It reads the entries of `memory/history.jsonl` after its cursor; conversations reach that file when they are consolidated or after an idle auto-compact.".to_owned(),
+        RunStatus::Completed if report.dry_run => {
+            if report.changes.is_empty() {
+                format!("Dry run over {batch} in {seconds:.1}s: no memory changes would be made.")
+            } else {
+                format!("Dry run over {batch} in {seconds:.1}s; nothing was applied. It would make these changes:\n\n{}", report.summary)
+            }
+        }
+        RunStatus::Completed => {
+            let mut out = format!("Dream completed in {seconds:.1}s over {batch}");
+            match &report.version {
+                Some(v) => {
+                    let _ = write!(out, " (version `{}`).\n\n{}", v.short_id(), report.summary);
+                }
+                None if report.changes.is_empty() => out.push_str("; no memory changes."),
+                None => {
+                    let _ = write!(out, ".\n\n{}", report.summary);
+                }
+            }
+            out
+        }
+        RunStatus::Stopped(reason) => format!(
+            "Dream did not complete after {seconds:.1}s ({reason}); nothing was changed and the memory cursor was not advanced."
+        ),
+    }
+}
+
+/// The log: one line per version, newest first.
+pub fn log(versions: &[Version]) -> String {
+    if versions.is_empty() {
+        return "Dream memory has no saved versions yet.".to_owned();
+    }
+    let mut out = String::from("## Dream Log\n");
+    for v in versions {
+        let _ = write!(out, "\n- `{}` {} - {}", v.short_id(), time(v), v.subject());
+    }
+    out.push_str("\n\nShow one with `/dream-log <id>`; undo one with `/dream-restore <id>`.");
+    out
+}
+
+/// One version and its changes.
+pub fn show(version: &Version, diffs: &[FileDiff]) -> String {
+    let mut out = format!(
+        "## Dream Update\n\n- Commit: `{}`\n- Time: {}\n- Message: {}\n- Changed files: ",
+        version.short_id(),
+        time(version),
+        version.subject()
+    );
+    if diffs.is_empty() {
+        out.push_str("none\n\nThis version recorded no file changes.");
+        return out;
+    }
+    let files: Vec<String> = diffs.iter().map(|d| format!("`{}`", d.path)).collect();
+    out.push_str(&files.join(", "));
+    if version.message.starts_with("dream:") {
+        let _ = write!(
+            out,
+            "\n\nUse `/dream-restore {}` to undo this change.",
+            version.short_id()
+        );
+    }
+    out.push_str("\n\n");
+    out.push_str(&summary(diffs));
+    out
+}
+
+/// The reply to `/dream-restore <id>`.
+pub fn restore_reply(report: &RestoreReport) -> String {
+    match &report.version {
+        None => format!(
+            "Memory already matches the state before `{}`; nothing was changed.",
+            report.undone.short_id()
+        ),
+        Some(v) => {
+            let files: Vec<String> = report
+                .changes
+                .iter()
+                .map(|d| format!("`{}`", d.path))
+                .collect();
+            format!(
+                "Restored Dream memory to the state before `{}`.\n- New version: `{}` (restore it to undo this)\n- Restored files: {}",
+                report.undone.short_id(),
+                v.short_id(),
+                if files.is_empty() {
+                    "only Dream's cursor".to_owned()
+                } else {
+                    files.join(", ")
+                }
+            )
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! A user's or a chat's Dream: its own files are written, the agent's shared `SOUL.md` and
+//! skills only get proposals.
+
+use crate::support::WriteAny as _;
+use nanobot_memory_store::MemoryDocumentsExt as _;
+use std::sync::Arc;
+
+use nanobot_dream::{Dream, RunStatus, Trigger};
+use nanobot_llm_port::Utf8Bytes;
+use nanobot_memory_store::{
+    Document, HistoryJournal, MemoryDocumentStore, MemoryDocuments, MemoryError, MemoryJournal,
+    MemoryLeaseStore, MemoryVersionStore, MemoryVersions, NewEntry, ScopedDocuments,
+};
+
+use crate::support::{TestClock, config, edit, script, write};
+
+#[tokio::test]
+async fn a_scoped_run_writes_its_own_files_and_proposes_shared_ones() {
+    let clock = TestClock::new();
+    let agent = Arc::new(MemoryDocumentStore::new());
+    agent
+        .write_doc_any(Document::Soul, "# Soul\n\n- Helpful\n")
+        .await
+        .unwrap();
+    agent
+        .write_doc_any(Document::User, "# Operator\n")
+        .await
+        .unwrap();
+    agent
+        .write_skill(
+            "cook",
+            "---\ndescription: cooking\n---\nRecipes.\n",
+            nanobot_memory_store::Expected::Absent,
+        )
+        .await
+        .unwrap();
+    let own = Arc::new(MemoryDocumentStore::new());
+    own.write_doc_any(Document::User, "# User\n").await.unwrap();
+    let documents = Arc::new(ScopedDocuments::new(own.clone(), agent.clone()));
+    let journal = Arc::new(MemoryJournal::new(clock.clone()));
+    journal
+        .append(&[NewEntry::text("Ada likes tea").from_session("telegram:1")])
+        .await
+        .unwrap();
+    let versions = Arc::new(MemoryVersionStore::new());
+    let llm = Arc::new(
+        script(
+            &[&[
+                edit("USER.md", "# User\n", "# User\n\n- Likes tea\n"),
+                edit("SOUL.md", "- Helpful\n", "- Helpful\n- Talks about tea\n"),
+                write("skills/tea/SKILL.md", "---\ndescription: tea\n---\nBrew.\n"),
+            ]],
+            "done",
+        )
+        .then_text("nothing to change"),
+    );
+    let mut cfg = config();
+    cfg.propose_shared = true;
+    let dream = Dream::new(
+        cfg,
+        llm.clone(),
+        nanobot_dream::DreamStores::stepwise(
+            journal.clone(),
+            documents.clone(),
+            Ok(versions.clone() as Arc<dyn MemoryVersions>),
+            Arc::new(MemoryLeaseStore::new()),
+        ),
+        clock.clone(),
+        Arc::new(Utf8Bytes),
+    )
+    .unwrap();
+    let report = dream.run(Trigger::Manual).await.unwrap();
+    assert_eq!(report.status, RunStatus::Completed);
+    // The model saw the shared files, and the operator's USER.md never.
+    let request = format!("{:?}", llm.requests()[0].messages);
+    assert!(request.contains("- Helpful"), "{request}");
+    assert!(!request.contains("# Operator"));
+    // Its own file is written; the agent's files are untouched.
+    assert_eq!(
+        own.read_text(Document::User).await.unwrap().as_deref(),
+        Some("# User\n\n- Likes tea\n")
+    );
+    assert_eq!(
+        agent.read_text(Document::Soul).await.unwrap().as_deref(),
+        Some("# Soul\n\n- Helpful\n")
+    );
+    assert!(agent.read_skill("tea").await.unwrap().is_none());
+    assert_eq!(report.proposed, vec!["SOUL.md", "skills/tea/SKILL.md"]);
+    let proposals = dream.proposals().await.unwrap();
+    assert_eq!(proposals.len(), 2);
+    assert_eq!(proposals[0].path, "SOUL.md");
+    assert!(proposals[0].after.contains("Talks about tea"));
+    assert_eq!(proposals[1].before, None);
+    assert!(
+        proposals[0]
+            .diff()
+            .unwrap()
+            .added_lines()
+            .any(|l| l.contains("tea"))
+    );
+    // The scope's versions hold its own files only.
+    let latest = versions.log(1).await.unwrap();
+    let files = versions.files_at(&latest[0].id).await.unwrap();
+    assert!(files.contains_key("USER.md"));
+    assert!(!files.contains_key("SOUL.md"));
+    assert!(!files.keys().any(|k| k.starts_with("skills/")));
+    // The shared files cannot be written through the scope at all.
+    assert!(matches!(
+        documents.write_doc_any(Document::Soul, "x").await,
+        Err(MemoryError::ReadOnly { .. })
+    ));
+    assert!(
+        documents
+            .write_skill("tea", "x", nanobot_memory_store::Expected::Any)
+            .await
+            .is_err()
+    );
+    // Reviewed proposals leave the queue.
+    let dismissed = dream.dismiss_proposals(&[0]).await.unwrap();
+    assert_eq!(dismissed[0].path, "SOUL.md");
+    assert_eq!(dream.proposals().await.unwrap().len(), 1);
+    // A second run with nothing new makes no version for the shared files' sake.
+    let before = versions.log(10).await.unwrap().len();
+    agent
+        .write_doc_any(Document::Soul, "# Soul\n\n- Changed by the agent\n")
+        .await
+        .unwrap();
+    journal
+        .append(&[NewEntry::text("nothing new").from_session("telegram:1")])
+        .await
+        .unwrap();
+    assert_eq!(
+        dream.run(Trigger::Manual).await.unwrap().status,
+        RunStatus::Completed
+    );
+    let after = versions.log(10).await.unwrap();
+    assert!(
+        after.len() <= before + 1 && !after[0].subject().contains("outside"),
+        "{:?}",
+        after.iter().map(|v| v.subject()).collect::<Vec<_>>()
+    );
+}

@@ -1,0 +1,31 @@
+#![doc = include_str!("../README.md")]
+
+mod client;
+mod wire;
+
+pub use client::{ANTHROPIC_VERSION, AnthropicClient, AnthropicConfig};
+
+/// The readers of a server's bytes, callable without a server: the fuzz targets (`fuzz/`)
+/// drive them. Not a stable API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    use nanobot_llm_port::{LlmError, LlmResponse};
+
+    /// Reads a whole (not streamed) answer body.
+    pub fn parse_answer(body: &[u8]) -> Result<LlmResponse, LlmError> {
+        crate::wire::parse_response(body)
+    }
+
+    /// Assembles a streamed answer from its events (`event:` name and `data`), in order,
+    /// as the client does.
+    pub fn assemble_stream<'a>(
+        events: impl IntoIterator<Item = (Option<&'a str>, &'a str)>,
+    ) -> Result<LlmResponse, LlmError> {
+        let mut answer = crate::wire::Assembly::default();
+        for (name, data) in events {
+            answer.event(name, data, None)?;
+        }
+        answer.finish()
+    }
+}

@@ -1,0 +1,149 @@
+//! The one text normaliser of every backend: what is indexed and what is searched are the
+//! same tokens, so SQLite's FTS5 (`unicode61`) and PostgreSQL (`to_tsvector('simple', ..)`)
+//! tokenise alike and rank the same words.
+//!
+//! 1. NFKC (full-width letters and digits become ASCII, compatibility forms fold);
+//! 2. lower case;
+//! 3. words are runs of letters, digits and combining marks; anything else separates;
+//! 4. every run of CJK characters (Han, kana, Hangul) becomes its overlapping bigrams
+//!    (`用户喜欢喝茶` → `用户 户喜 喜欢 欢喝 喝茶`), so a two-character query finds its
+//!    sentence without a dictionary; a lone CJK character stays one token.
+//!
+//! Scripts written without spaces other than CJK (Thai, Lao, Khmer, Burmese) are kept as
+//! whole runs: a query finds them only by the whole run (see `docs/SEARCH.md`).
+
+use unicode_normalization::UnicodeNormalization;
+
+/// A token longer than this many characters is cut: base64 blobs and hashes pasted into a
+/// chat must not make index rows large (PostgreSQL refuses lexemes over 2,047 bytes).
+pub const MAX_TOKEN_CHARS: usize = 64;
+
+/// The tokens of `text`, in order (duplicates kept).
+///
+/// ```
+/// use nanobot_memory_index::tokens;
+/// assert_eq!(tokens("ＥＲＲ_Conn-Refused 5432"), ["err", "conn", "refused", "5432"]);
+/// assert_eq!(tokens("用户喜欢喝茶。"), ["用户", "户喜", "喜欢", "欢喝", "喝茶"]);
+/// ```
+pub fn tokens(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut cjk: Vec<char> = Vec::new();
+    for original in text.nfkc() {
+        for c in original.to_lowercase() {
+            if is_cjk(c) {
+                flush_word(&mut word, &mut out);
+                cjk.push(c);
+            } else if c.is_alphanumeric() || is_mark(c) {
+                flush_cjk(&mut cjk, &mut out);
+                word.push(c);
+            } else {
+                flush_word(&mut word, &mut out);
+                flush_cjk(&mut cjk, &mut out);
+            }
+        }
+    }
+    flush_word(&mut word, &mut out);
+    flush_cjk(&mut cjk, &mut out);
+    out
+}
+
+/// `text` as the backends index it: its tokens joined by single spaces.
+pub fn normalize(text: &str) -> String {
+    tokens(text).join(" ")
+}
+
+/// One term of a query after normalisation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryTerm {
+    /// The token.
+    pub text: String,
+    /// Whether it matches every token that starts with it: a lone CJK character, which
+    /// the index only holds inside bigrams.
+    pub prefix: bool,
+}
+
+/// The distinct terms of a query, in the order they first appear.
+///
+/// ```
+/// use nanobot_memory_index::query_terms;
+/// let terms = query_terms("茶 tea TEA");
+/// assert_eq!(terms.len(), 2);
+/// assert!(terms[0].prefix && !terms[1].prefix);
+/// ```
+pub fn query_terms(query: &str) -> Vec<QueryTerm> {
+    let mut terms: Vec<QueryTerm> = Vec::new();
+    for token in tokens(query) {
+        if terms.iter().any(|t| t.text == token) {
+            continue;
+        }
+        let mut chars = token.chars();
+        let prefix = matches!((chars.next(), chars.next()), (Some(c), None) if is_cjk(c));
+        terms.push(QueryTerm {
+            text: token,
+            prefix,
+        });
+    }
+    terms
+}
+
+/// Whether `c` is written without spaces between words and indexed as bigrams.
+pub fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF      // Hiragana, Katakana
+        | 0x3100..=0x312F    // Bopomofo
+        | 0x3400..=0x4DBF    // CJK extension A
+        | 0x4E00..=0x9FFF    // CJK unified ideographs
+        | 0xAC00..=0xD7AF    // Hangul syllables
+        | 0xF900..=0xFAFF    // CJK compatibility ideographs
+        | 0x20000..=0x3134F  // CJK extensions B to G
+    )
+}
+
+/// Combining marks that belong to the word before them (accents NFKC could not compose,
+/// Indic vowel signs and viramas), which `char::is_alphanumeric` does not count.
+fn is_mark(c: char) -> bool {
+    matches!(c as u32,
+        0x0300..=0x036F
+        | 0x0483..=0x0489
+        | 0x0591..=0x05BD
+        | 0x0610..=0x061A
+        | 0x064B..=0x065F
+        | 0x0900..=0x0903
+        | 0x093A..=0x094F
+        | 0x0951..=0x0957
+        | 0x0962..=0x0963
+        | 0x0981..=0x0983
+        | 0x09BC..=0x09D7
+        | 0x0A01..=0x0A51
+        | 0x0B01..=0x0B57
+        | 0x0BBE..=0x0BCD
+        | 0x0C00..=0x0C56
+        | 0x0D00..=0x0D57
+        | 0x1AB0..=0x1AFF
+        | 0x1DC0..=0x1DFF
+        | 0x20D0..=0x20FF
+        | 0xFE20..=0xFE2F
+    )
+}
+
+fn flush_word(word: &mut String, out: &mut Vec<String>) {
+    if word.is_empty() {
+        return;
+    }
+    if word.chars().count() > MAX_TOKEN_CHARS {
+        out.push(word.chars().take(MAX_TOKEN_CHARS).collect());
+        word.clear();
+    } else {
+        out.push(std::mem::take(word));
+    }
+}
+
+fn flush_cjk(run: &mut Vec<char>, out: &mut Vec<String>) {
+    match run.len() {
+        0 => {}
+        1 => out.push(run[0].to_string()),
+        _ => out.extend(run.windows(2).map(|pair| pair.iter().collect::<String>())),
+    }
+    run.clear();
+}

@@ -1,0 +1,120 @@
+//! Every backend runs the whole conformance suites: in memory and on files.
+
+use nanobot_memory_store::conformance::ScopeParts;
+use nanobot_memory_store::{
+    FileDocuments, FileJournal, FileLease, GitVersions, MemoryDocumentStore, MemoryJournal,
+    MemoryLeaseStore, MemoryVersionStore,
+};
+
+use crate::support::TempDir;
+
+/// A directory that outlives the case (the temp root is cleaned by the OS).
+fn leaked_dir(name: &str) -> std::path::PathBuf {
+    Box::leak(Box::new(TempDir::new(name))).path().to_owned()
+}
+
+nanobot_memory_store::journal_conformance!(
+    memory,
+    || async { MemoryJournal::default() },
+    skips = [shared_cursors]
+);
+
+nanobot_memory_store::journal_import_conformance!(memory_import, || async {
+    MemoryJournal::default()
+});
+
+nanobot_memory_store::journal_import_conformance!(files_import, || async {
+    FileJournal::open(&leaked_dir("journal-import")).unwrap()
+});
+
+nanobot_memory_store::journal_conformance!(
+    files,
+    || async { FileJournal::open(&leaked_dir("journal")).unwrap() },
+    reopen = |first: &FileJournal| {
+        let workspace = first.dir().parent().unwrap().to_owned();
+        async move { FileJournal::open(&workspace).unwrap() }
+    }
+);
+
+nanobot_memory_store::documents_conformance!(
+    memory_documents,
+    || async { MemoryDocumentStore::new() },
+    skips = [shared_documents]
+);
+
+nanobot_memory_store::documents_conformance!(
+    file_documents,
+    || async { FileDocuments::open(&leaked_dir("documents")).unwrap() },
+    reopen = |first: &FileDocuments| {
+        let workspace = first.workspace().to_owned();
+        async move { FileDocuments::open(&workspace).unwrap() }
+    }
+);
+
+nanobot_memory_store::versions_conformance!(
+    memory_versions,
+    || async { MemoryVersionStore::new() },
+    skips = [shared_versions]
+);
+
+nanobot_memory_store::versions_conformance!(
+    git_versions,
+    || async { GitVersions::open(&leaked_dir("versions")).unwrap() },
+    reopen = |first: &GitVersions| {
+        let workspace = first.dir().parent().unwrap().parent().unwrap().to_owned();
+        async move { GitVersions::open(&workspace).unwrap() }
+    }
+);
+
+nanobot_memory_store::lease_conformance!(
+    memory_lease,
+    || async { MemoryLeaseStore::new() },
+    skips = [shared_lease]
+);
+
+nanobot_memory_store::lease_conformance!(
+    file_lease,
+    || async { FileLease::open(&leaked_dir("lease")).unwrap() },
+    reopen = |first: &FileLease| {
+        let workspace = first.workspace().to_owned();
+        async move { FileLease::open(&workspace).unwrap() }
+    },
+    skips = [lease_expiry, lease_renewal]
+);
+
+nanobot_memory_store::scope_conformance!(memory_scope, || async { ScopeParts::in_memory(None) });
+
+nanobot_memory_store::scope_conformance!(file_scope, || async { file_scope(&leaked_dir("scope")) });
+
+/// Every part of a scope on files, as the app opens them.
+fn file_scope(workspace: &std::path::Path) -> ScopeParts {
+    use std::sync::Arc;
+    let sessions: Arc<dyn nanobot_session_store::SessionStore> = Arc::new(
+        nanobot_session_store::FileSessionStore::open_workspace(workspace, Default::default())
+            .unwrap(),
+    );
+    let journal = Arc::new(FileJournal::open(workspace).unwrap());
+    let documents: Arc<dyn nanobot_memory_store::MemoryDocuments> =
+        Arc::new(FileDocuments::open(workspace).unwrap());
+    let versions: Arc<dyn nanobot_memory_store::MemoryVersions> =
+        Arc::new(GitVersions::open(workspace).unwrap());
+    let lease: Arc<dyn nanobot_memory_store::MemoryLease> =
+        Arc::new(FileLease::open(workspace).unwrap());
+    ScopeParts {
+        archive: Arc::new(nanobot_memory_store::TwoStepArchive::new(
+            journal.clone(),
+            sessions.clone(),
+        )),
+        commit: Arc::new(nanobot_memory_store::StepwiseCommit::new(
+            documents.clone(),
+            journal.clone(),
+            Some(versions.clone()),
+            lease.clone(),
+        )),
+        sessions,
+        journal,
+        documents,
+        versions,
+        lease,
+    }
+}

@@ -1,0 +1,655 @@
+//! `get_history`: the live tail of a session, cleaned and trimmed for a model.
+//!
+//! It follows nanobot's replay (`../shared/spec/session.md`, section 4) step by step, with
+//! three deliberate differences, documented in `docs/DIFFERENCES.md`:
+//!
+//! - A tool result with no matching call is dropped on its own; nanobot drops it *and every
+//!   earlier message* (one orphan in the middle erased whole valid turns).
+//! - A record without a string `role`, or with a role a provider would refuse, is skipped;
+//!   nanobot fails the whole turn with a `KeyError`.
+//! - When the token budget cuts the tail to a user turn, a proactive delivery
+//!   (`_channel_delivery`) the user was answering is kept, as it is without a budget.
+//!
+//! Token estimates of the projected messages are cached on the messages, so asking again
+//! for a long session's history does not count it again.
+
+use std::collections::HashSet;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+
+use nanobot_llm_port::TokenCounter;
+use nanobot_llm_port::tokens::estimate_json_message_tokens;
+use serde_json::{Map, Value};
+
+use crate::message::{Speaker, StoredMessage, TOKENS_FIELD};
+
+/// The raw tail always replayed after compaction, extended to the user turn that began it.
+pub const MIN_REPLAY_MESSAGES: usize = 8;
+
+/// Fields a provider needs; everything else (timestamps, media, flags) stays home.
+const REPLAYED_FIELDS: [&str; 5] = [
+    "tool_calls",
+    "tool_call_id",
+    "name",
+    "reasoning_content",
+    "thinking_blocks",
+];
+
+/// One replayed message: `role`, `content` and the provider fields (`tool_calls`,
+/// `tool_call_id`, `name`, `reasoning_content`, `thinking_blocks`). Shared, because the
+/// projection of each stored message is computed once and reused by later calls.
+pub type Replayed = Arc<Map<String, Value>>;
+
+/// How much history to return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryOptions {
+    /// At most this many messages before cleaning (0: no cap). Production replay uses 0.
+    pub max_messages: usize,
+    /// At most this many estimated tokens (0: no budget). The newest message is always kept.
+    pub max_tokens: usize,
+    /// With `max_messages`, extend the window back to the user turn that began it.
+    pub extend_to_user: bool,
+    /// Keep model-only runtime context appended to user turns (off for views shown to
+    /// people).
+    pub include_runtime_context: bool,
+}
+
+impl Default for HistoryOptions {
+    fn default() -> Self {
+        HistoryOptions {
+            max_messages: 0,
+            max_tokens: 0,
+            extend_to_user: false,
+            include_runtime_context: true,
+        }
+    }
+}
+
+impl HistoryOptions {
+    /// Replay within a token budget, as a turn asks for it.
+    pub fn with_token_budget(max_tokens: usize) -> Self {
+        HistoryOptions {
+            max_tokens,
+            ..HistoryOptions::default()
+        }
+    }
+}
+
+/// The replay budget nanobot derives from a model: window minus max output minus a 1,024
+/// token safety margin; half the window (at least 128) when that leaves nothing; 0 (no
+/// trimming) without a window.
+pub fn replay_token_budget(context_window: usize, max_output_tokens: usize) -> usize {
+    if context_window == 0 {
+        return 0;
+    }
+    match context_window.checked_sub(max_output_tokens.max(1) + 1024) {
+        Some(budget) if budget > 0 => budget,
+        _ => (context_window / 2).max(128),
+    }
+}
+
+/// The replayable history of `messages` whose first `last_consolidated` are archived.
+pub fn get_history(
+    messages: &[StoredMessage],
+    last_consolidated: usize,
+    options: &HistoryOptions,
+    counter: &dyn TokenCounter,
+) -> Vec<Replayed> {
+    replay(messages, last_consolidated, options, counter)
+        .into_iter()
+        .map(|(projected, _)| projected)
+        .collect()
+}
+
+/// [`get_history`] and the token estimate of what it returns: the sum of each message's
+/// estimate (nanobot's `estimate_message_tokens`, framing included), from the per-message
+/// cache, so asking again costs no tokenization.
+pub fn get_history_counted(
+    messages: &[StoredMessage],
+    last_consolidated: usize,
+    options: &HistoryOptions,
+    counter: &dyn TokenCounter,
+) -> (Vec<Replayed>, usize) {
+    let fingerprint = fingerprint(counter);
+    let include = options.include_runtime_context;
+    let mut tokens = 0;
+    let replayed = replay(messages, last_consolidated, options, counter);
+    let stored: Vec<&StoredMessage> = replayed.iter().map(|(_, m)| *m).collect();
+    prime_costs(&stored, include, counter, fingerprint);
+    let history = replayed
+        .into_iter()
+        .map(|(projected, stored)| {
+            tokens += cost(stored, include, counter, fingerprint).unwrap_or(0);
+            projected
+        })
+        .collect();
+    (history, tokens)
+}
+
+fn replay<'a>(
+    messages: &'a [StoredMessage],
+    last_consolidated: usize,
+    options: &HistoryOptions,
+    counter: &dyn TokenCounter,
+) -> Vec<(Replayed, &'a StoredMessage)> {
+    let pointer = last_consolidated.min(messages.len());
+    let mut start = pointer;
+    if pointer > 0 {
+        start = start.min(recent_start(messages, MIN_REPLAY_MESSAGES, true));
+    }
+    let replayable = &messages[start..];
+
+    let mut from = 0;
+    if options.max_messages > 0 {
+        let floor_pulled_archive = start < pointer;
+        let unarchived = messages.len() - pointer;
+        if !(floor_pulled_archive && unarchived < options.max_messages) {
+            from = recent_start(replayable, options.max_messages, options.extend_to_user);
+        }
+    }
+    let mut slice = &replayable[from..];
+    slice = &slice[align_to_user(slice)..];
+
+    let kept = without_orphans(slice);
+    let include = options.include_runtime_context;
+    let start = if options.max_tokens == 0 {
+        0
+    } else {
+        budget_start(&kept, options, counter)
+    };
+    let mut out: Vec<(Replayed, &StoredMessage)> = kept[start..]
+        .iter()
+        .filter_map(|m| project_cached(m, include).map(|p| (p, *m)))
+        .collect();
+    if start > 0 {
+        drop_unanswerable_results(&mut out);
+    }
+    out
+}
+
+fn role(message: &StoredMessage) -> Option<&str> {
+    match message.shape().speaker {
+        Speaker::User => Some("user"),
+        Speaker::Assistant => Some("assistant"),
+        Speaker::Tool => Some("tool"),
+        Speaker::System => Some("system"),
+        Speaker::Other => None,
+    }
+}
+
+fn is_user(message: &StoredMessage) -> bool {
+    message.shape().speaker == Speaker::User
+}
+
+/// nanobot's `recent_message_start_index`.
+fn recent_start(messages: &[StoredMessage], n: usize, extend_to_user: bool) -> usize {
+    if n == 0 {
+        return messages.len();
+    }
+    let start = messages.len().saturating_sub(n);
+    if !extend_to_user || messages.len() <= n || messages[start..].iter().any(is_user) {
+        return start;
+    }
+    match messages[..start].iter().rposition(is_user) {
+        None => start,
+        Some(user) if user > 0 && messages[user - 1].shape().delivery => user - 1,
+        Some(user) => user,
+    }
+}
+
+/// Index of the first user message (or the delivery just before it); 0 without users.
+fn align_to_user(messages: &[StoredMessage]) -> usize {
+    match messages.iter().position(is_user) {
+        Some(user) if user > 0 && messages[user - 1].shape().delivery => user - 1,
+        Some(user) => user,
+        None => 0,
+    }
+}
+
+/// The messages with orphan tool results removed: a result whose `tool_call_id` no earlier
+/// assistant message declared. nanobot drops everything before an orphan too; we drop
+/// only the orphan.
+fn without_orphans(messages: &[StoredMessage]) -> Vec<&StoredMessage> {
+    let mut declared: HashSet<&str> = HashSet::new();
+    let mut kept = Vec::with_capacity(messages.len());
+    for message in messages {
+        let shape = message.shape();
+        match shape.speaker {
+            Speaker::Assistant => declared.extend(shape.declares.iter().map(String::as_str)),
+            Speaker::Tool => {
+                if let Some(id) = &shape.answers
+                    && !declared.contains(id.as_str())
+                {
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        kept.push(message);
+    }
+    kept
+}
+
+/// One message as the model sees it, or `None` when it is not replayed.
+fn project(message: &StoredMessage, include_runtime_context: bool) -> Option<Map<String, Value>> {
+    if message.shape().command {
+        return None;
+    }
+    let role = match role(message) {
+        Some(role @ ("user" | "assistant" | "tool" | "system")) => role,
+        _ => return None,
+    };
+    let has_runtime_context = message
+        .get("_runtime_context")
+        .is_some_and(Value::is_object);
+    let mut content = message
+        .get("content")
+        .cloned()
+        .unwrap_or(Value::String(String::new()));
+    if !include_runtime_context {
+        content = without_runtime_context(message, content);
+    }
+    if role == "assistant"
+        && let Value::String(text) = &content
+    {
+        content = Value::String(sanitize_assistant_text(text));
+    }
+    if role == "user"
+        && let Value::String(text) = &content
+    {
+        let mut text = with_media_breadcrumbs(text, message.get("media"));
+        if include_runtime_context && !has_runtime_context {
+            text = with_cli_app_breadcrumbs(&text, message.get("cli_apps"));
+        }
+        content = Value::String(text);
+    }
+    if role == "assistant"
+        && content.as_str().is_some_and(|t| t.trim().is_empty())
+        && !["tool_calls", "reasoning_content", "thinking_blocks"]
+            .iter()
+            .any(|k| message.get(k).is_some())
+    {
+        return None;
+    }
+    let mut out = Map::with_capacity(4);
+    out.insert("role".into(), Value::String(role.into()));
+    out.insert("content".into(), content);
+    for field in REPLAYED_FIELDS {
+        if let Some(value) = message.get(field) {
+            out.insert(field.into(), value.clone());
+        }
+    }
+    Some(out)
+}
+
+/// nanobot's `public_history_message`: a copy without the runtime-context marker and with
+/// the exact model-only text it records cut off the content (what people, forks and raw
+/// archives see).
+pub fn public_copy(message: &StoredMessage) -> StoredMessage {
+    let content = message
+        .get("content")
+        .cloned()
+        .map(|c| without_runtime_context(message, c));
+    let mut fields = message.fields().clone();
+    fields.shift_remove("_runtime_context");
+    if let Some(content) = content {
+        fields.insert("content".into(), content);
+    }
+    StoredMessage::from_map(fields)
+}
+
+/// nanobot's `public_history_message` for the content: cut the exact runtime-context suffix
+/// or trailing blocks its marker records.
+fn without_runtime_context(message: &StoredMessage, content: Value) -> Value {
+    let Some(marker) = message.get("_runtime_context").and_then(Value::as_object) else {
+        return content;
+    };
+    if marker.get("version").and_then(Value::as_i64) != Some(1) {
+        return content;
+    }
+    match (&content, marker.get("suffix"), marker.get("blocks")) {
+        (Value::String(text), Some(Value::String(suffix)), _) if !suffix.is_empty() => {
+            if text == suffix {
+                Value::String(String::new())
+            } else if let Some(bare) = text.strip_suffix(&format!("\n\n{suffix}")) {
+                Value::String(bare.to_owned())
+            } else {
+                content
+            }
+        }
+        (Value::Array(blocks), _, Some(Value::Array(expected)))
+            if !expected.is_empty() && blocks.len() >= expected.len() =>
+        {
+            let cut = blocks.len() - expected.len();
+            if blocks[cut..] == expected[..] {
+                Value::Array(blocks[..cut].to_vec())
+            } else {
+                content
+            }
+        }
+        _ => content,
+    }
+}
+
+/// nanobot's assistant replay sanitizer: one leading `[Message Time: …]` marker, local image
+/// breadcrumbs and echoed `generate_image(...)`/`message(...)` lines go; lines are re-joined
+/// with `\n` and the text trimmed.
+pub(crate) fn sanitize_assistant_text(text: &str) -> String {
+    let mut rest = text;
+    if let Some(after) = rest.strip_prefix("[Message Time: ")
+        && let Some(close) = after.find(']').filter(|&i| i > 0)
+    {
+        rest = &after[close + 1..];
+        rest = rest.strip_prefix('\n').unwrap_or(rest);
+    }
+    let lines: Vec<&str> = python_splitlines(rest)
+        .into_iter()
+        .filter(|line| !is_local_image_breadcrumb(line) && !is_tool_call_echo(line))
+        .collect();
+    lines.join("\n").trim().to_owned()
+}
+
+/// `^\[image: (/|~)[^\]]+\]\s*$`
+fn is_local_image_breadcrumb(line: &str) -> bool {
+    let Some(rest) = line.strip_prefix("[image: ") else {
+        return false;
+    };
+    let Some(path) = rest.strip_prefix('/').or_else(|| rest.strip_prefix('~')) else {
+        return false;
+    };
+    match path.find(']') {
+        Some(close) if close > 0 => path[close + 1..].chars().all(char::is_whitespace),
+        _ => false,
+    }
+}
+
+/// `^\s*(generate_image|message)\([^)]*\)\s*$`
+fn is_tool_call_echo(line: &str) -> bool {
+    let line = line.trim_start();
+    let Some(rest) = line
+        .strip_prefix("generate_image(")
+        .or_else(|| line.strip_prefix("message("))
+    else {
+        return false;
+    };
+    match rest.find(')') {
+        Some(close) => rest[close + 1..].chars().all(char::is_whitespace),
+        None => false,
+    }
+}
+
+/// Python's `str.splitlines()`.
+fn python_splitlines(text: &str) -> Vec<&str> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let is_break = matches!(
+            c,
+            '\n' | '\r'
+                | '\u{0b}'
+                | '\u{0c}'
+                | '\u{1c}'
+                | '\u{1d}'
+                | '\u{1e}'
+                | '\u{85}'
+                | '\u{2028}'
+                | '\u{2029}'
+        );
+        if is_break {
+            lines.push(&text[start..i]);
+            let mut end = i + c.len_utf8();
+            if c == '\r'
+                && let Some(&(j, '\n')) = chars.peek()
+            {
+                chars.next();
+                end = j + 1;
+            }
+            start = end;
+        }
+    }
+    if start < text.len() {
+        lines.push(&text[start..]);
+    }
+    lines
+}
+
+fn with_media_breadcrumbs(text: &str, media: Option<&Value>) -> String {
+    let Some(Value::Array(paths)) = media else {
+        return text.to_owned();
+    };
+    let crumbs: Vec<String> = paths
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|p| !p.is_empty())
+        .map(|p| format!("[image: {p}]"))
+        .collect();
+    append_lines(text, &crumbs)
+}
+
+fn with_cli_app_breadcrumbs(text: &str, apps: Option<&Value>) -> String {
+    let Some(Value::Array(apps)) = apps else {
+        return text.to_owned();
+    };
+    let lines: Vec<String> = apps
+        .iter()
+        .take(8)
+        .filter_map(Value::as_object)
+        .filter_map(|app| {
+            let name = app.get("name")?.as_str()?.trim().to_lowercase();
+            if name.is_empty() {
+                return None;
+            }
+            let entry = app
+                .get("entry_point")
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|e| !e.is_empty())
+                .unwrap_or("unknown");
+            Some(format!(
+                "[CLI App Attachment: @{name}; tool=run_cli_app; entry_point={entry}; \
+                 skill=skills/cli-app-{name}/SKILL.md]"
+            ))
+        })
+        .collect();
+    append_lines(text, &lines)
+}
+
+fn append_lines(text: &str, lines: &[String]) -> String {
+    if lines.is_empty() {
+        return text.to_owned();
+    }
+    let joined = lines.join("\n");
+    if text.is_empty() {
+        joined
+    } else {
+        format!("{text}\n{joined}")
+    }
+}
+
+/// Identifies a counter for the per-message cache: same encoding, same counts.
+fn fingerprint(counter: &dyn TokenCounter) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    counter.encoding().hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The count recorded in the message for this counter's encoding (see [`TOKENS_FIELD`]).
+fn recorded_tokens(message: &StoredMessage, counter: &dyn TokenCounter) -> Option<u32> {
+    let count = message
+        .get(TOKENS_FIELD)?
+        .get(counter.encoding())?
+        .as_u64()?;
+    u32::try_from(count).ok().filter(|&c| c != NOT_REPLAYED)
+}
+
+/// The replay token estimate of one message (`None` when replay leaves it out), computed
+/// once and cached on the message.
+pub fn message_tokens(message: &StoredMessage, counter: &dyn TokenCounter) -> Option<usize> {
+    cost(message, true, counter, fingerprint(counter))
+}
+
+/// Marks a message the projection drops, in the token cache.
+const NOT_REPLAYED: u32 = u32::MAX;
+
+/// The estimate of a message's projection, or `None` when it is not replayed; cached on the
+/// stored message for model replay (the public view projects differently).
+fn cost(
+    message: &StoredMessage,
+    include: bool,
+    counter: &dyn TokenCounter,
+    fingerprint: u64,
+) -> Option<usize> {
+    if include && let Some(tokens) = message.cached_tokens(fingerprint) {
+        return (tokens != NOT_REPLAYED).then_some(tokens as usize);
+    }
+    if include && let Some(tokens) = recorded_tokens(message, counter) {
+        message.cache_tokens(fingerprint, tokens);
+        return Some(tokens as usize);
+    }
+    let tokens = if include {
+        message
+            .cached_projection(|| project(message, true).map(Arc::new))
+            .as_ref()
+            .map(|p| estimate_json_message_tokens(counter, p))
+    } else {
+        project(message, false).map(|p| estimate_json_message_tokens(counter, &p))
+    };
+    if include {
+        let cached = tokens.map_or(NOT_REPLAYED, |t| {
+            u32::try_from(t).unwrap_or(NOT_REPLAYED - 1)
+        });
+        message.cache_tokens(fingerprint, cached);
+    }
+    tokens
+}
+
+/// The projection, from the message's cache for model replay (the public view projects
+/// differently and is not cached).
+fn project_cached(message: &StoredMessage, include: bool) -> Option<Replayed> {
+    if include {
+        message
+            .cached_projection(|| project(message, true).map(Arc::new))
+            .clone()
+    } else {
+        project(message, false).map(Arc::new)
+    }
+}
+
+/// How many messages are counted in parallel at a time.
+const PRIME_CHUNK: usize = 256;
+
+/// Fills the token cache of `messages` using the machine's cores; the cache makes the
+/// result the same as counting one by one. Small stretches are counted on the caller's
+/// thread.
+fn prime_costs(
+    messages: &[&StoredMessage],
+    include: bool,
+    counter: &dyn TokenCounter,
+    fingerprint: u64,
+) {
+    if !include {
+        return;
+    }
+    let missing: Vec<&StoredMessage> = messages
+        .iter()
+        .copied()
+        .filter(|m| m.cached_tokens(fingerprint).is_none())
+        .collect();
+    if missing.len() < 64 {
+        return;
+    }
+    // Asked once: the answer reads cgroup files, a cost per call that a turn must not pay.
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let threads = *THREADS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(4)
+    });
+    if threads < 2 {
+        return;
+    }
+    let per_thread = missing.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        for part in missing.chunks(per_thread) {
+            scope.spawn(move || {
+                for message in part {
+                    let _ = cost(message, include, counter, fingerprint);
+                }
+            });
+        }
+    });
+}
+
+/// A user turn that replay keeps.
+fn is_replayed_user(message: &StoredMessage) -> bool {
+    let shape = message.shape();
+    shape.speaker == Speaker::User && !shape.command
+}
+
+/// Step 6: where the newest messages within the budget begin, moved to a user turn. Only
+/// the messages it walks over are projected (and only once: counts are cached).
+fn budget_start(
+    kept: &[&StoredMessage],
+    options: &HistoryOptions,
+    counter: &dyn TokenCounter,
+) -> usize {
+    let fingerprint = fingerprint(counter);
+    let include = options.include_runtime_context;
+    let mut total = 0usize;
+    let mut first_kept = kept.len();
+    for (i, message) in kept.iter().enumerate().rev() {
+        if (kept.len() - 1 - i).is_multiple_of(PRIME_CHUNK) {
+            // Count the next stretch (walking back) on every core before walking it.
+            prime_costs(
+                &kept[i.saturating_sub(PRIME_CHUNK - 1)..=i],
+                include,
+                counter,
+                fingerprint,
+            );
+        }
+        let Some(tokens) = cost(message, include, counter, fingerprint) else {
+            continue;
+        };
+        if first_kept < kept.len() && total + tokens > options.max_tokens {
+            break;
+        }
+        total += tokens;
+        first_kept = i;
+    }
+    if first_kept == kept.len() {
+        return kept.len();
+    }
+    let start = match kept[first_kept..].iter().position(|m| is_replayed_user(m)) {
+        Some(offset) => first_kept + offset,
+        None => kept
+            .iter()
+            .rposition(|m| is_replayed_user(m))
+            .unwrap_or(first_kept),
+    };
+    // Keep the proactive delivery the user was answering, as replay without a budget does.
+    if start > 0 && is_replayed_user(kept[start]) && kept[start - 1].shape().delivery {
+        start - 1
+    } else {
+        start
+    }
+}
+
+/// After a cut, results whose call was cut away cannot be answered: drop them.
+fn drop_unanswerable_results(kept: &mut Vec<(Replayed, &StoredMessage)>) {
+    let mut declared: HashSet<&str> = HashSet::new();
+    kept.retain(|(_, stored)| {
+        let shape = stored.shape();
+        match shape.speaker {
+            Speaker::Assistant => {
+                declared.extend(shape.declares.iter().map(String::as_str));
+                true
+            }
+            Speaker::Tool => shape
+                .answers
+                .as_deref()
+                .is_none_or(|id| declared.contains(id)),
+            _ => true,
+        }
+    });
+}
