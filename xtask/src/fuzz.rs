@@ -16,7 +16,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 /// The targets (`fuzz/fuzz_targets/<name>.rs`) and what each reads.
-pub(crate) const TARGETS: [(&str, &str); 7] = [
+pub(crate) const TARGETS: [(&str, &str); 8] = [
     ("front_matter", "skill front matter"),
     ("session_file", "session files"),
     ("journal_file", "history journal files"),
@@ -27,6 +27,7 @@ pub(crate) const TARGETS: [(&str, &str); 7] = [
     ),
     ("provider_json", "both providers' JSON answers"),
     ("config_file", "the configuration file and environment"),
+    ("text_tool_calls", "tool calls models write as text"),
 ];
 
 /// How long each target runs.

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use nanobot_llm_port::text::CallPlacement;
 use nanobot_llm_port::tokens::estimate_prompt_tokens;
 use nanobot_llm_port::{Clock, LlmClient, LlmRequest, Message, TokenCounter, ToolChoice};
 use nanobot_memory_store::{
@@ -12,7 +13,7 @@ use nanobot_memory_store::{
     MemoryError, MemoryLease, MemoryVersions, Recovery, Snapshot, StepwiseCommit, Version,
     VersionRecord,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::config::{DreamConfig, DreamMode};
 use crate::diff::{FileDiff, file_diff, summary};
@@ -1202,39 +1203,13 @@ impl Dream {
 }
 
 /// Tool calls written as JSON in an answer's text (`{"name": "write_file", "arguments":
-/// {...}}`, possibly fenced, possibly several), for models without native tool calls. Only
-/// Dream's own tool names count.
+/// {...}}`, possibly fenced, possibly several, anywhere in the text), for models without
+/// native tool calls. Only Dream's own tool names count.
 pub fn text_tool_calls(text: &str, step: usize) -> Vec<nanobot_llm_port::ToolCall> {
     const TOOLS: [&str; 4] = ["list_files", "read_file", "edit_file", "write_file"];
-    let mut calls = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find('{') {
-        let candidate = &rest[start..];
-        let mut stream = serde_json::Deserializer::from_str(candidate).into_iter::<Value>();
-        match stream.next() {
-            Some(Ok(Value::Object(object))) => {
-                let consumed = stream.byte_offset();
-                let name = object.get("name").and_then(Value::as_str);
-                let arguments = object
-                    .get("arguments")
-                    .or_else(|| object.get("parameters"))
-                    .cloned()
-                    .unwrap_or_else(|| json!({}));
-                if let Some(name) = name.filter(|n| TOOLS.contains(n))
-                    && arguments.is_object()
-                {
-                    calls.push(nanobot_llm_port::ToolCall::with_json(
-                        format!("text_{step}_{}", calls.len()),
-                        name,
-                        &arguments,
-                    ));
-                }
-                rest = &candidate[consumed.max(1)..];
-            }
-            _ => rest = &candidate[1..],
-        }
-    }
-    calls
+    nanobot_llm_port::text::tool_calls_in_text(text, &TOOLS, CallPlacement::Anywhere, |n| {
+        format!("text_{step}_{n}")
+    })
 }
 
 /// File diffs between two snapshots (Dream's cursor left out).

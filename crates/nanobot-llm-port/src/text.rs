@@ -1,5 +1,9 @@
 //! Cleaning model output: reasoning a model leaked into its answer text.
 
+mod calls;
+
+pub use calls::{CallPlacement, tool_calls_in_text};
+
 const TAGS: [&str; 3] = ["think", "thinking", "thought"];
 
 /// Removes model reasoning from answer text, then trims it: well-formed

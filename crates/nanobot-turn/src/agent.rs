@@ -10,6 +10,7 @@ use nanobot_context_builder::{
     BuiltPrompt, ContextBuilder, CurrentMessage, Turn, WorkspaceSnapshot,
 };
 use nanobot_dream::{Dream, DreamConfig, DreamStores, RunReport, Trigger};
+use nanobot_llm_port::text::CallPlacement;
 use nanobot_llm_port::{
     Clock, LlmClient, LlmRequest, Message, TextSink, TokenCounter, ToolCall, ToolChoice,
     ToolDefinition, Usage,
@@ -638,17 +639,16 @@ impl Agent {
                 Some(calls) if offer => calls.clone(),
                 _ => Vec::new(),
             };
-            if offer
-                && calls.is_empty()
-                && let Some(call) =
-                    text_tool_call(&response.message.text_content(), &definitions, step)
-            {
-                // A small model wrote its call as text; it is run and stored as the call it
-                // means, so the conversation replays as native tool calls.
-                tracing::debug!(tool = %call.function.name, "a tool call written as text");
-                response.message.content = None;
-                response.message.tool_calls = Some(vec![call.clone()]);
-                calls.push(call);
+            if offer && calls.is_empty() {
+                let written = text_tool_calls(&response.message.text_content(), &definitions, step);
+                if !written.is_empty() {
+                    // A small model wrote its calls as text; they are run and stored as the
+                    // calls they mean, so the conversation replays as native tool calls.
+                    tracing::debug!(calls = written.len(), "tool calls written as text");
+                    response.message.content = None;
+                    response.message.tool_calls = Some(written.clone());
+                    calls = written;
+                }
             }
             let (Some(round), false) = (&tools, calls.is_empty()) else {
                 return Ok(Answered {
@@ -917,36 +917,21 @@ impl OpenScopes {
     }
 }
 
-/// A tool call a model wrote as its whole answer's text instead of as a native call (small
-/// local models do: a fenced JSON block, or the `<tool_call>` tags of their template that
-/// the server did not parse): `{"name": <an offered tool>, "arguments": {...}}`. Anything
-/// else, or a name not offered, is an ordinary answer.
-fn text_tool_call(text: &str, offered: &[ToolDefinition], step: usize) -> Option<ToolCall> {
-    let mut body = nanobot_llm_port::text::strip_think(text).trim().to_owned();
-    if let Some(fenced) = body.strip_prefix("```") {
-        let fenced = fenced.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
-        body = fenced.strip_suffix("```")?.trim().to_owned();
-    } else if let Some(tagged) = body.strip_prefix("<tool_call>") {
-        body = tagged.strip_suffix("</tool_call>")?.trim().to_owned();
-    }
-    let value: serde_json::Value = serde_json::from_str(&body).ok().or_else(|| {
-        // Small models that learnt their template's escaped braces write `{{"name": …}}`:
-        // the same call with every brace doubled.
-        body.starts_with("{{")
-            .then(|| serde_json::from_str(&body.replace("{{", "{").replace("}}", "}")).ok())
-            .flatten()
-    })?;
-    let name = value.get("name")?.as_str()?;
-    if !offered.iter().any(|d| d.function.name == name) {
-        return None;
-    }
-    let arguments = match value.get("arguments").or_else(|| value.get("parameters")) {
-        None => "{}".to_owned(),
-        Some(serde_json::Value::String(text)) => text.clone(),
-        Some(object @ serde_json::Value::Object(_)) => object.to_string(),
-        Some(_) => return None,
-    };
-    Some(ToolCall::new(format!("call_text_{step}"), name, arguments))
+/// The tool calls a model wrote as its whole answer's text instead of as native calls
+/// (small local models do: a fenced JSON block, or the `<tool_call>` tags of their template
+/// that the server did not parse). A call quoted in prose, or a name not offered, is an
+/// ordinary answer.
+fn text_tool_calls(text: &str, offered: &[ToolDefinition], step: usize) -> Vec<ToolCall> {
+    let names: Vec<&str> = offered.iter().map(|d| d.function.name.as_str()).collect();
+    nanobot_llm_port::text::tool_calls_in_text(
+        text,
+        &names,
+        CallPlacement::WholeAnswer,
+        |n| match n {
+            0 => format!("call_text_{step}"),
+            n => format!("call_text_{step}_{n}"),
+        },
+    )
 }
 
 /// `calls` with every id that is empty, repeated among them, or already answered in the

@@ -5,4 +5,5 @@ mod decorators;
 mod errors;
 mod fakes;
 mod serde_round_trip;
+mod text_calls;
 mod tokens;
