@@ -12,6 +12,7 @@
 //!   runs the short form, which includes a short run of every fuzz target.
 //! - `fuzz [--seconds N]`: every fuzz target for N seconds (default 60).
 //! - `deps`: only the dependency-direction check.
+//! - `size`: only the size check (library files under 600 lines, functions under 80).
 //! - `bench [workload ...]`: the Python peer and our benchmarks in one job, as ratios.
 //! - `llm install|start|stop|status`: a real small model served on 127.0.0.1.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -22,6 +23,7 @@ mod deps;
 mod fuzz;
 mod llm;
 mod services;
+mod size;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(&root, &args[1..]),
         Some("deps") => deps::check(&root),
+        Some("size") => size::check(&root),
         Some("bench") => bench::run(&root, &args[1..]),
         Some("campaign") => campaign::run(&root, &args[1..]),
         Some("llm") => llm::run(&root, &args[1..]),
@@ -159,6 +162,7 @@ fn checks(root: &Path, mode: CiMode) -> Result<(), String> {
     let started = Instant::now();
     step(root, "format", &["fmt", "--all", "--check"], &[])?;
     timed("dependency directions", || deps::check(root))?;
+    timed("sizes", || size::check(root))?;
     step(
         root,
         "clippy",
