@@ -45,10 +45,6 @@ const ALLOWED: &[(&str, &str)] = &[
         "crates/nanobot-context-builder/src/recent.rs::render",
         NOT_YET_SPLIT,
     ),
-    ("crates/nanobot-dream/src/run.rs", NOT_YET_SPLIT),
-    ("crates/nanobot-dream/src/run.rs::run_leased", NOT_YET_SPLIT),
-    ("crates/nanobot-dream/src/run.rs::agent_loop", NOT_YET_SPLIT),
-    ("crates/nanobot-dream/src/run.rs::plan_loop", NOT_YET_SPLIT),
     ("crates/nanobot-fs-support/src/crash.rs", NOT_YET_SPLIT),
     (
         "crates/nanobot-fs-support/src/crash.rs::crash_state",
