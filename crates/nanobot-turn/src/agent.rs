@@ -9,7 +9,7 @@ use nanobot_context_builder::govern::{GovernorConfig, GovernorState, govern};
 use nanobot_context_builder::{
     BuiltPrompt, ContextBuilder, CurrentMessage, Turn, WorkspaceSnapshot,
 };
-use nanobot_dream::{Dream, DreamConfig, DreamStores, RunReport, Trigger};
+use nanobot_dream::{Dream, DreamConfig, RunReport, Trigger};
 use nanobot_llm_port::text::CallPlacement;
 use nanobot_llm_port::{
     Clock, LlmClient, LlmRequest, Message, TextSink, TokenCounter, ToolCall, ToolChoice,
@@ -312,13 +312,7 @@ impl Agent {
         let mut dream = Dream::new(
             dream_config,
             self.llm.clone(),
-            DreamStores {
-                journal: stores.journal.clone(),
-                documents: stores.documents.clone(),
-                versions: stores.versions,
-                lease: stores.lease,
-                commit: stores.commit,
-            },
+            stores.dream_stores(),
             self.clock.clone(),
             self.counter.clone(),
         )?;

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use nanobot_context_builder::{ContextBuilder, CurrentMessage, JournalEntry, Summary, Turn};
-use nanobot_dream::Dream;
+use nanobot_dream::{Dream, DreamStores};
 use nanobot_llm_port::Message;
 use nanobot_memory_core::{
     AutoCompact, Consolidator, PromptBuilder, SessionSummary, replayed_messages,
@@ -14,7 +14,7 @@ use nanobot_memory_index::{MemoryIndex, SearchIndex, VectorIndex};
 use nanobot_memory_scope::ScopeKey;
 use nanobot_memory_store::{
     ArchiveJournal, HistoryJournal, MemoryCommit, MemoryDocuments, MemoryLease, MemoryVersions,
-    SessionArchive, StepwiseCommit, TwoStepArchive,
+    SessionArchive, TwoStepArchive,
 };
 use nanobot_prompt_inputs::{PromptFiles, WorkspaceSnapshot};
 use nanobot_session_store::{Replayed, Session, SessionKey, SessionManager};
@@ -52,7 +52,7 @@ pub struct ScopeStores {
 impl ScopeStores {
     /// The stores of a backend without transactions (files, memory): archives are
     /// committed in two steps repaired by the journal's index ([`TwoStepArchive`]), Dream's
-    /// changes step by step under a pending record ([`StepwiseCommit`]).
+    /// changes step by step under a pending record ([`nanobot_memory_store::StepwiseCommit`], as [`DreamStores::stepwise`] builds it).
     pub fn stepwise(
         sessions: Arc<SessionManager>,
         journal: Arc<dyn ArchiveJournal>,
@@ -61,25 +61,34 @@ impl ScopeStores {
         versions: Result<Arc<dyn MemoryVersions>, String>,
         lease: Arc<dyn MemoryLease>,
     ) -> ScopeStores {
+        let archive = Arc::new(TwoStepArchive::new(
+            journal.clone(),
+            sessions.store().clone(),
+        ));
+        let dream = DreamStores::stepwise(journal, documents, versions, lease);
         ScopeStores {
-            archive: Arc::new(TwoStepArchive::new(
-                journal.clone(),
-                sessions.store().clone(),
-            )),
-            commit: Arc::new(StepwiseCommit::new(
-                documents.clone(),
-                journal.clone(),
-                versions.as_ref().ok().cloned(),
-                lease.clone(),
-            )),
+            archive,
+            commit: dream.commit,
             sessions,
-            journal,
-            documents,
+            journal: dream.journal,
+            documents: dream.documents,
             prompt_files,
-            versions,
-            lease,
+            versions: dream.versions,
+            lease: dream.lease,
             index: None,
             vectors: None,
+        }
+    }
+
+    /// The stores Dream works on: this scope's journal, documents, versions, lease and
+    /// memory commit.
+    pub fn dream_stores(&self) -> DreamStores {
+        DreamStores {
+            journal: self.journal.clone(),
+            documents: self.documents.clone(),
+            versions: self.versions.clone(),
+            lease: self.lease.clone(),
+            commit: self.commit.clone(),
         }
     }
 
