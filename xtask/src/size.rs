@@ -173,12 +173,6 @@ const ALLOWED: &[(&str, &str)] = &[
         "crates/nanobot-store-postgres/src/sessions.rs::rewrite",
         NOT_YET_SPLIT,
     ),
-    ("crates/nanobot-turn/src/agent.rs", NOT_YET_SPLIT),
-    (
-        "crates/nanobot-turn/src/agent.rs::turn_locked",
-        NOT_YET_SPLIT,
-    ),
-    ("crates/nanobot-turn/src/agent.rs::answer", NOT_YET_SPLIT),
     ("crates/nanobot-turn/src/conformance.rs", NOT_YET_SPLIT),
     (
         "crates/nanobot-turn/src/conformance.rs::check_reads",
