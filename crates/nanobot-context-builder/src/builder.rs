@@ -712,7 +712,7 @@ fn hex_sha256(text: &str) -> String {
 
 /// The builder's estimator serves governance too, so budgets and reports agree: text as
 /// nanobot counts it, each image at [`Limits::image_tokens`].
-impl crate::govern::Estimator for ContextBuilder {
+impl nanobot_llm_port::tokens::PromptEstimator for ContextBuilder {
     fn message(&self, message: &Message) -> usize {
         self.message_tokens(message)
     }

@@ -5,8 +5,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use nanobot_llm_port::tokens::{estimate_message_tokens, estimate_prompt_tokens};
-use nanobot_llm_port::{Content, ContentPart, Message, TokenCounter, ToolDefinition, ToolMessage};
+use nanobot_llm_port::{Content, ContentPart, Message, ToolDefinition, ToolMessage};
 
 /// The text of a tool call that was never answered (interrupted run, crash).
 pub const BACKFILL_TEXT: &str = "[Tool result unavailable — call was interrupted or lost]";
@@ -92,38 +91,9 @@ impl GovernorConfig {
     }
 }
 
-/// How tokens are estimated; the builder's estimator by default, injectable in tests.
-pub trait Estimator {
-    /// One message.
-    fn message(&self, message: &Message) -> usize;
-    /// A whole request.
-    fn prompt(&self, messages: &[Message], tools: &[ToolDefinition]) -> usize;
-    /// A cheap upper bound of [`Estimator::prompt`], when there is one: a request whose
-    /// bound fits its budget is not tokenized at all. `None` by default.
-    fn prompt_at_most(&self, messages: &[Message], tools: &[ToolDefinition]) -> Option<usize> {
-        let _ = (messages, tools);
-        None
-    }
-}
-
-/// nanobot's estimates over a [`TokenCounter`].
-pub struct CounterEstimator<'a>(pub &'a dyn TokenCounter);
-
-impl Estimator for CounterEstimator<'_> {
-    fn message(&self, message: &Message) -> usize {
-        estimate_message_tokens(self.0, message)
-    }
-
-    fn prompt(&self, messages: &[Message], tools: &[ToolDefinition]) -> usize {
-        estimate_prompt_tokens(self.0, messages, tools)
-    }
-
-    fn prompt_at_most(&self, messages: &[Message], tools: &[ToolDefinition]) -> Option<usize> {
-        Some(nanobot_llm_port::tokens::prompt_tokens_at_most(
-            messages, tools,
-        ))
-    }
-}
+/// How tokens are estimated: the builder's estimator by default, injectable in tests (the
+/// one estimator trait of the family, re-exported under the name governance uses).
+pub use nanobot_llm_port::tokens::PromptEstimator as Estimator;
 
 /// What a run remembers between its requests: compacted results stay compacted, so the
 /// request prefix is the same from one model call to the next.

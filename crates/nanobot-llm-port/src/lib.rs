@@ -28,4 +28,4 @@ pub use request::{
 #[cfg(feature = "tokio")]
 pub use time::TokioClock;
 pub use time::{BoxFuture, Clock, SystemClock};
-pub use tokens::{Cl100kBase, TokenCounter, Utf8Bytes};
+pub use tokens::{Cl100kBase, CountingEstimator, PromptEstimator, TokenCounter, Utf8Bytes};

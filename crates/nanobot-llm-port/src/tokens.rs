@@ -106,6 +106,44 @@ impl TokenCounter for Utf8Bytes {
 /// The tokens every message adds for its framing, on top of its payload.
 pub const PER_MESSAGE_OVERHEAD: usize = 4;
 
+/// Sizes messages and requests in tokens: the one estimator every policy takes (the
+/// Consolidator sizing the requests it would send, the governor the ones a turn sends).
+/// [`CountingEstimator`] is nanobot's estimate over a counter; a context builder adds its
+/// images' flat cost; a test scripts it.
+pub trait PromptEstimator: Send + Sync {
+    /// One message.
+    fn message(&self, message: &Message) -> usize;
+
+    /// A whole request: `messages` and `tools`.
+    fn prompt(&self, messages: &[Message], tools: &[ToolDefinition]) -> usize;
+
+    /// A cheap upper bound of [`PromptEstimator::prompt`], when there is one: a request
+    /// whose bound fits its budget needs no exact count. `None` by default.
+    fn prompt_at_most(&self, messages: &[Message], tools: &[ToolDefinition]) -> Option<usize> {
+        let _ = (messages, tools);
+        None
+    }
+}
+
+/// nanobot's estimates over a [`TokenCounter`] (`cl100k_base` in practice).
+#[derive(Clone)]
+pub struct CountingEstimator(pub Arc<dyn TokenCounter>);
+
+impl PromptEstimator for CountingEstimator {
+    fn message(&self, message: &Message) -> usize {
+        estimate_message_tokens(self.0.as_ref(), message)
+    }
+
+    fn prompt(&self, messages: &[Message], tools: &[ToolDefinition]) -> usize {
+        estimate_prompt_tokens(self.0.as_ref(), messages, tools)
+    }
+
+    /// The payload's bytes: the [`TokenCounter`] contract caps every count there.
+    fn prompt_at_most(&self, messages: &[Message], tools: &[ToolDefinition]) -> Option<usize> {
+        Some(prompt_tokens_at_most(messages, tools))
+    }
+}
+
 /// The estimate of one message, as nanobot's `estimate_message_tokens`.
 pub fn estimate_message_tokens(counter: &dyn TokenCounter, message: &Message) -> usize {
     let mut payload = Payload::default();

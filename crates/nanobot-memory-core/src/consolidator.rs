@@ -5,12 +5,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use nanobot_llm_port::text::strip_think;
-use nanobot_llm_port::tokens::{
-    estimate_json_message_tokens, estimate_prompt_tokens, prompt_tokens_at_most,
-};
+use nanobot_llm_port::tokens::estimate_json_message_tokens;
 use nanobot_llm_port::{
-    FinishReason, LlmClient, LlmError, LlmRequest, Message, TokenCounter, ToolChoice,
-    ToolDefinition,
+    CountingEstimator, FinishReason, LlmClient, LlmError, LlmRequest, Message, PromptEstimator,
+    TokenCounter, ToolChoice, ToolDefinition,
 };
 use nanobot_memory_store::{
     ArchiveCommit, HistoryJournal, MemoryError, NewEntry, SessionArchive, archive_digest,
@@ -27,6 +25,10 @@ use crate::error::ConsolidationError;
 use crate::prompt::{PromptBuilder, archive_instruction};
 use crate::raw::{format_messages, raw_entries};
 
+/// A whole-session token estimate a test scripts (see `Consolidator::with_session_estimates`).
+#[cfg(feature = "test-util")]
+pub type SessionEstimates = Arc<dyn Fn(&Session) -> usize + Send + Sync>;
+
 /// The answer a model gives when nothing is worth keeping.
 pub const NOTHING: &str = "(nothing)";
 
@@ -36,41 +38,6 @@ pub const PROBE_MESSAGE: &str = "[token-probe]";
 /// What the archiving model reads instead of a tool result that recalled stored memory.
 pub const RECALLED_PLACEHOLDER: &str =
     "[memory recalled by a search; it is already stored, do not summarise it again]";
-
-/// Sizes a request in tokens.
-pub trait PromptEstimator: Send + Sync {
-    /// The tokens of `messages` and `tools` as one request.
-    fn estimate(&self, messages: &[Message], tools: &[ToolDefinition]) -> usize;
-
-    /// A whole-session estimate that replaces the Consolidator's own (the replay from the
-    /// per-message cache plus [`PromptEstimator::estimate`] of the rest), for an estimator
-    /// that can size the exact request itself. `None` by default.
-    fn estimate_session(&self, session: &Session) -> Option<usize> {
-        let _ = session;
-        None
-    }
-
-    /// A cheap upper bound of [`PromptEstimator::estimate`], if the estimator has one: a
-    /// request whose bound fits needs no exact count. `None` by default.
-    fn at_most(&self, messages: &[Message], tools: &[ToolDefinition]) -> Option<usize> {
-        let _ = (messages, tools);
-        None
-    }
-}
-
-/// nanobot's whole-request estimate with a token counter (`cl100k_base` in practice).
-pub struct CountingEstimator(pub Arc<dyn TokenCounter>);
-
-impl PromptEstimator for CountingEstimator {
-    fn estimate(&self, messages: &[Message], tools: &[ToolDefinition]) -> usize {
-        estimate_prompt_tokens(self.0.as_ref(), messages, tools)
-    }
-
-    /// The payload's bytes: the [`nanobot_llm_port::TokenCounter`] contract caps every count there.
-    fn at_most(&self, messages: &[Message], tools: &[ToolDefinition]) -> Option<usize> {
-        Some(prompt_tokens_at_most(messages, tools))
-    }
-}
 
 /// Why an archive fell back to the raw messages.
 #[derive(Debug, Clone, PartialEq)]
@@ -228,6 +195,9 @@ pub struct Consolidator {
     prompt: Arc<dyn PromptBuilder>,
     counter: Arc<dyn TokenCounter>,
     estimator: Arc<dyn PromptEstimator>,
+    /// Whole-session estimates a test scripts instead of the replay's count.
+    #[cfg(feature = "test-util")]
+    session_estimates: Option<SessionEstimates>,
     locks: Mutex<HashMap<SessionKey, Weak<tokio::sync::Mutex<()>>>>,
     /// Token counts of recent request frames, by content.
     frames: Mutex<HashMap<u64, usize>>,
@@ -264,6 +234,8 @@ impl Consolidator {
             sessions,
             prompt,
             counter,
+            #[cfg(feature = "test-util")]
+            session_estimates: None,
             locks: Mutex::new(HashMap::new()),
             frames: Mutex::new(HashMap::new()),
         })
@@ -273,6 +245,14 @@ impl Consolidator {
     /// counter, or a test's script).
     pub fn with_estimator(mut self, estimator: Arc<dyn PromptEstimator>) -> Self {
         self.estimator = estimator;
+        self
+    }
+
+    /// Test hook: `estimates` sizes whole sessions instead of the replay's count, so a test
+    /// decides when a session is over its budget.
+    #[cfg(feature = "test-util")]
+    pub fn with_session_estimates(mut self, estimates: SessionEstimates) -> Self {
+        self.session_estimates = Some(estimates);
         self
     }
 
@@ -298,8 +278,9 @@ impl Consolidator {
     /// estimates, cached on the messages), plus the system prompt, a probe message and the
     /// tools.
     pub fn estimate(&self, session: &Session) -> usize {
-        if let Some(tokens) = self.estimator.estimate_session(session) {
-            return tokens;
+        #[cfg(feature = "test-util")]
+        if let Some(estimates) = &self.session_estimates {
+            return estimates(session);
         }
         let (_, history_tokens) = get_history_counted(
             session.messages(),
@@ -321,7 +302,7 @@ impl Consolidator {
 
     /// [`Consolidator::frame_tokens`] of a frame already built.
     fn estimate_messages(&self, messages: &[Message]) -> usize {
-        self.estimator.estimate(messages, &[])
+        self.estimator.prompt(messages, &[])
     }
 
     fn count_frame(&self, frame: &[Message], tools: &[ToolDefinition]) -> usize {
@@ -362,7 +343,7 @@ impl Consolidator {
         {
             return *tokens;
         }
-        let tokens = self.estimator.estimate(frame, tools);
+        let tokens = self.estimator.prompt(frame, tools);
         let mut frames = self.frames.lock().unwrap_or_else(|p| p.into_inner());
         if frames.len() >= 64 {
             frames.clear();
@@ -378,7 +359,7 @@ impl Consolidator {
         let tools = self.prompt.tools();
         if self
             .estimator
-            .at_most(&frame, &tools)
+            .prompt_at_most(&frame, &tools)
             .is_some_and(|bound| bound <= room)
         {
             return true;

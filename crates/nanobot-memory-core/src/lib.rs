@@ -11,9 +11,11 @@ mod summary;
 
 pub use autocompact::{AutoCompact, Compacted, DEFAULT_IDLE_TTL, TurnGuard};
 pub use config::ConsolidationConfig;
+#[cfg(feature = "test-util")]
+pub use consolidator::SessionEstimates;
 pub use consolidator::{
-    ArchiveRecord, Archived, ConsolidationReport, Consolidator, CountingEstimator, NOTHING,
-    PROBE_MESSAGE, PromptEstimator, RECALLED_PLACEHOLDER, RawReason,
+    ArchiveRecord, Archived, ConsolidationReport, Consolidator, NOTHING, PROBE_MESSAGE,
+    RECALLED_PLACEHOLDER, RawReason,
 };
 pub use error::ConsolidationError;
 pub use prompt::{

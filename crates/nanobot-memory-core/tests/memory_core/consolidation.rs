@@ -1,5 +1,6 @@
 //! The token path: trigger, boundaries, rounds, outcomes (spec memory.md 5.6, 5.7).
 
+use crate::support::Scripted;
 use std::sync::Arc;
 
 use nanobot_llm_port::testing::ScriptedLlm;
@@ -7,9 +8,7 @@ use nanobot_llm_port::{FinishReason, LlmError, LlmResponse, ToolCall};
 use nanobot_memory_core::{Archived, ConsolidationConfig, ConsolidationError, RawReason};
 use nanobot_session_store::StoredMessage;
 
-use crate::support::{
-    Fixture, FullJournal, Script, a, config, flat_counter, summary_llm, turns, u,
-};
+use crate::support::{Fixture, FullJournal, a, config, flat_counter, summary_llm, turns, u};
 
 #[tokio::test]
 async fn case_39_below_the_budget_nothing_happens() {
@@ -17,7 +16,7 @@ async fn case_39_below_the_budget_nothing_happens() {
     let llm = Arc::new(ScriptedLlm::new());
     let consolidator = fixture
         .consolidator(config(200, 0.5), llm.clone(), flat_counter(100))
-        .with_estimator(Script::new(&[100]));
+        .scripted(&[100]);
     let report = consolidator
         .maybe_consolidate(&fixture.key, None)
         .await
@@ -47,7 +46,7 @@ async fn case_40_ratio_cases() {
         let llm = summary_llm(5);
         let consolidator = fixture
             .consolidator(config(window, ratio), llm.clone(), flat_counter(100))
-            .with_estimator(Script::new(&estimates));
+            .scripted(&estimates);
         let report = consolidator
             .maybe_consolidate(&fixture.key, None)
             .await
@@ -72,7 +71,7 @@ async fn case_41_42_boundaries_end_before_a_user_turn() {
     let fixture = Fixture::new(vec![u("u1"), a("a1"), u("u2"), a("a2"), u("u3")]).await;
     let consolidator = fixture
         .consolidator(config(1000, 0.5), summary_llm(5), flat_counter(120))
-        .with_estimator(Script::new(&[1000, 80]));
+        .scripted(&[1000, 80]);
     let report = consolidator
         .maybe_consolidate(&fixture.key, None)
         .await
@@ -94,7 +93,7 @@ async fn case_41_42_boundaries_end_before_a_user_turn() {
         .await;
         let consolidator = fixture
             .consolidator(config(500, 0.2), summary_llm(5), flat_counter(100))
-            .with_estimator(Script::new(&estimates));
+            .scripted(&estimates);
         let report = consolidator
             .maybe_consolidate(&fixture.key, None)
             .await
@@ -127,7 +126,7 @@ async fn case_43_44_45_a_raw_fallback_stops_the_run() {
     let llm = Arc::new(ScriptedLlm::new().then_error(LlmError::transient("down")));
     let consolidator = fixture
         .consolidator(config(100_000, 0.5), llm.clone(), flat_counter(10))
-        .with_estimator(Script::new(&[120_000, 400]));
+        .scripted(&[120_000, 400]);
     let report = consolidator
         .maybe_consolidate(&fixture.key, None)
         .await
@@ -150,7 +149,7 @@ async fn case_43_44_45_a_raw_fallback_stops_the_run() {
     );
     let consolidator = fixture
         .consolidator(config(100_000, 0.5), llm.clone(), flat_counter(10))
-        .with_estimator(Script::new(&[120_000]));
+        .scripted(&[120_000]);
     consolidator
         .maybe_consolidate(&fixture.key, None)
         .await
@@ -160,7 +159,7 @@ async fn case_43_44_45_a_raw_fallback_stops_the_run() {
     let fixture = Fixture::new(users_at(&[0, 61], 70)).await;
     let consolidator = fixture
         .consolidator(config(100_000, 0.5), summary_llm(2), flat_counter(10))
-        .with_estimator(Script::new(&[120_000, 400]));
+        .scripted(&[120_000, 400]);
     let report = consolidator
         .maybe_consolidate(&fixture.key, None)
         .await
@@ -178,7 +177,7 @@ async fn a_single_turn_larger_than_the_window_is_reported() {
     let llm = Arc::new(ScriptedLlm::new());
     let consolidator = fixture
         .consolidator(config(200, 0.5), llm.clone(), flat_counter(100))
-        .with_estimator(Script::new(&[3100]));
+        .scripted(&[3100]);
     let report = consolidator
         .maybe_consolidate(&fixture.key, None)
         .await
@@ -436,7 +435,7 @@ async fn every_request_of_a_two_round_run_is_snapshotted() {
     let llm = summary_llm(2);
     let consolidator = fixture
         .consolidator(config(200, 0.5), llm.clone(), flat_counter(20))
-        .with_estimator(Script::new(&[250, 150, 90]));
+        .scripted(&[250, 150, 90]);
     let report = consolidator
         .maybe_consolidate(&fixture.key, None)
         .await

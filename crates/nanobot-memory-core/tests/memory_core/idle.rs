@@ -1,5 +1,6 @@
 //! Idle compaction (spec memory.md 5.8), crash repair, accumulating summaries, the lock.
 
+use crate::support::Scripted;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -419,7 +420,7 @@ async fn background_consolidation_does_not_hold_up_the_caller() {
     let consolidator = Arc::new(
         fixture
             .consolidator(config(200, 0.5), summary_llm(1), flat_counter(100))
-            .with_estimator(crate::support::Script::new(&[250, 90])),
+            .scripted(&[250, 90]),
     );
     let task = consolidator.consolidate_in_background(fixture.key.clone(), None);
     let report = task.await.unwrap().unwrap();

@@ -2,6 +2,7 @@
 //! the message count, no archive splits a tool call from its results, and every archived
 //! message reaches the journal (in a summary's range or a raw dump).
 
+use crate::support::Scripted;
 use std::sync::Arc;
 
 use nanobot_bench_workload::SplitMix64;
@@ -11,7 +12,7 @@ use nanobot_memory_core::Archived;
 use nanobot_session_store::StoredMessage;
 use serde_json::json;
 
-use crate::support::{Fixture, Script, a, config, flat_counter, u};
+use crate::support::{Fixture, a, config, flat_counter, u};
 
 fn random_conversation(rng: &mut SplitMix64, turns: usize) -> Vec<StoredMessage> {
     let mut out = Vec::new();
@@ -56,7 +57,7 @@ async fn invariants_hold_for_random_sessions() {
                 Arc::new(llm),
                 flat_counter(10 + rng.below(40) as usize),
             )
-            .with_estimator(Script::new(&estimates));
+            .scripted(&estimates);
         let mut archived_until = 0;
         for _ in 0..4 {
             let report = if rng.below(2) == 0 {

@@ -1,6 +1,7 @@
 //! The session summary: written by consolidation, read back for the next turn, cleared by
 //! `/new` (spec memory.md 3.6, cases 63, 88 and 97).
 
+use crate::support::Scripted;
 use std::sync::Arc;
 
 use nanobot_llm_port::testing::ScriptedLlm;
@@ -8,7 +9,7 @@ use nanobot_memory_core::SessionSummary;
 use nanobot_session_store::{Session, SessionKey};
 use serde_json::{Map, Value, json};
 
-use crate::support::{Fixture, Script, config, flat_counter, turns};
+use crate::support::{Fixture, config, flat_counter, turns};
 
 fn metadata(summary: Value) -> Map<String, Value> {
     let mut metadata = Map::new();
@@ -22,7 +23,7 @@ async fn case_63_a_token_consolidation_leaves_a_summary_every_turn_reads() {
     let llm = Arc::new(ScriptedLlm::new().then_text("User discussed project status."));
     let consolidator = fixture
         .consolidator(config(400, 0.5), llm, flat_counter(10))
-        .with_estimator(Script::new(&[500, 80]));
+        .scripted(&[500, 80]);
     let report = consolidator
         .maybe_consolidate(&fixture.key, None)
         .await

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use nanobot_llm_port::testing::{MockTokenCounter, ScriptedLlm};
-use nanobot_llm_port::{LlmClient, Message, SystemClock, ToolDefinition};
-use nanobot_memory_core::{ConsolidationConfig, Consolidator, PlainPrompt, PromptEstimator};
+use nanobot_llm_port::{LlmClient, Message, PromptEstimator, SystemClock, ToolDefinition};
+use nanobot_memory_core::{ConsolidationConfig, Consolidator, PlainPrompt};
 use nanobot_memory_store::{
     Compaction, HistoryJournal, JournalEntry, MemoryError, MemoryJournal, NewEntry,
 };
@@ -27,28 +27,37 @@ pub fn flat_counter(tokens: usize) -> Arc<MockTokenCounter> {
     Arc::new(counter)
 }
 
-/// Whole-session estimates from a script, the last value repeating; archive requests always
-/// fit.
-pub struct Script(Mutex<VecDeque<usize>>);
+/// Sizes a Consolidator's sessions from a script, the last value repeating; every other
+/// request (frames, archive requests) counts nothing, so it always fits.
+pub trait Scripted {
+    fn scripted(self, values: &[usize]) -> Self;
+}
 
-impl Script {
-    pub fn new(values: &[usize]) -> Arc<Self> {
-        Arc::new(Script(Mutex::new(values.iter().copied().collect())))
+impl Scripted for Consolidator {
+    fn scripted(self, values: &[usize]) -> Self {
+        let values = Mutex::new(values.iter().copied().collect::<VecDeque<usize>>());
+        self.with_estimator(Arc::new(Nothing))
+            .with_session_estimates(Arc::new(move |_session| {
+                let mut values = values.lock().unwrap();
+                if values.len() > 1 {
+                    values.pop_front().unwrap()
+                } else {
+                    values.front().copied().unwrap_or(0)
+                }
+            }))
     }
 }
 
-impl PromptEstimator for Script {
-    fn estimate(&self, _messages: &[Message], _tools: &[ToolDefinition]) -> usize {
+/// Every request counts nothing.
+struct Nothing;
+
+impl PromptEstimator for Nothing {
+    fn message(&self, _message: &Message) -> usize {
         0
     }
 
-    fn estimate_session(&self, _session: &nanobot_session_store::Session) -> Option<usize> {
-        let mut values = self.0.lock().unwrap();
-        Some(if values.len() > 1 {
-            values.pop_front().unwrap()
-        } else {
-            values.front().copied().unwrap_or(0)
-        })
+    fn prompt(&self, _messages: &[Message], _tools: &[ToolDefinition]) -> usize {
+        0
     }
 }
 
