@@ -68,10 +68,6 @@ const ALLOWED: &[(&str, &str)] = &[
         NOT_YET_SPLIT,
     ),
     (
-        "crates/nanobot-memory-core/src/consolidator.rs",
-        NOT_YET_SPLIT,
-    ),
-    (
         "crates/nanobot-memory-index/src/conformance.rs",
         NOT_YET_SPLIT,
     ),
