@@ -45,11 +45,6 @@ const ALLOWED: &[(&str, &str)] = &[
         "crates/nanobot-context-builder/src/recent.rs::render",
         NOT_YET_SPLIT,
     ),
-    ("crates/nanobot-fs-support/src/crash.rs", NOT_YET_SPLIT),
-    (
-        "crates/nanobot-fs-support/src/crash.rs::crash_state",
-        NOT_YET_SPLIT,
-    ),
     (
         "crates/nanobot-index-sqlite/src/lib.rs::search",
         NOT_YET_SPLIT,
