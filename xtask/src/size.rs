@@ -138,16 +138,10 @@ const ALLOWED: &[(&str, &str)] = &[
         "crates/nanobot-store-postgres/src/archive.rs::commit",
         NOT_YET_SPLIT,
     ),
-    ("crates/nanobot-store-postgres/src/index.rs", NOT_YET_SPLIT),
-    (
-        "crates/nanobot-store-postgres/src/index.rs::lexical",
-        NOT_YET_SPLIT,
-    ),
     (
         "crates/nanobot-store-postgres/src/journal.rs::import_journal",
         NOT_YET_SPLIT,
     ),
-    ("crates/nanobot-store-postgres/src/lib.rs", NOT_YET_SPLIT),
     (
         "crates/nanobot-store-postgres/src/migrate.rs::migrate",
         NOT_YET_SPLIT,
