@@ -82,18 +82,6 @@ const ALLOWED: &[(&str, &str)] = &[
         "crates/nanobot-memory-search/src/indexer.rs::sync_sessions",
         NOT_YET_SPLIT,
     ),
-    (
-        "crates/nanobot-memory-store/src/conformance.rs",
-        NOT_YET_SPLIT,
-    ),
-    (
-        "crates/nanobot-memory-store/src/conformance.rs::documents_compare_and_set",
-        NOT_YET_SPLIT,
-    ),
-    (
-        "crates/nanobot-memory-store/src/conformance.rs::documents_stamp",
-        NOT_YET_SPLIT,
-    ),
     ("crates/nanobot-memory-store/src/file.rs", NOT_YET_SPLIT),
     (
         "crates/nanobot-memory-store/src/file.rs::refresh",
