@@ -116,8 +116,6 @@ const ALLOWED: &[(&str, &str)] = &[
         "crates/nanobot-session-store/src/file/tail.rs::read_tail",
         NOT_YET_SPLIT,
     ),
-    ("crates/nanobot-session-store/src/history.rs", NOT_YET_SPLIT),
-    ("crates/nanobot-session-store/src/manager.rs", NOT_YET_SPLIT),
     (
         "crates/nanobot-store-postgres/src/archive.rs::commit_archive",
         NOT_YET_SPLIT,

@@ -15,6 +15,13 @@ use crate::message::TOKENS_FIELD;
 use crate::session::{Session, local_naive};
 use crate::store::{Repair, Revision, SessionInfo, SessionStore, TurnLock};
 
+mod cache;
+mod handle;
+
+use cache::Cache;
+use handle::HandleState;
+pub use handle::SessionHandle;
+
 /// How many sessions the manager keeps strongly cached (nanobot's default).
 pub const DEFAULT_CACHE_CAPACITY: usize = 128;
 
@@ -23,182 +30,6 @@ pub const DEFAULT_CACHE_CAPACITY: usize = 128;
 /// serialised by [`SessionManager::lock_turn`], only background work (a consolidation
 /// moving the pointer) races, so more than two attempts are rare.
 pub const MAX_WRITE_ATTEMPTS: usize = 8;
-
-/// The one live copy of a session in this process.
-///
-/// Reads and in-memory changes are synchronous and short; [`SessionManager::save`] writes
-/// what changed. A handle stays valid after it leaves the cache: while anyone holds it, the
-/// manager returns this same handle for its key.
-pub struct SessionHandle {
-    key: SessionKey,
-    /// False for a transient session (a temporary chat): never written.
-    persist: bool,
-    state: Mutex<HandleState>,
-    /// Serializes writes of this session within the process.
-    write: tokio::sync::Mutex<()>,
-    clock: Arc<dyn Clock>,
-    counter: Arc<dyn TokenCounter>,
-    /// Count each new message and record the count in it (see [`TOKENS_FIELD`]).
-    record_tokens: bool,
-}
-
-struct HandleState {
-    session: Session,
-    revision: Option<Revision>,
-    repairs: Vec<Repair>,
-}
-
-impl std::fmt::Debug for SessionHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionHandle")
-            .field("key", &self.key)
-            .finish_non_exhaustive()
-    }
-}
-
-impl SessionHandle {
-    fn lock(&self) -> MutexGuard<'_, HandleState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The session's key.
-    pub fn key(&self) -> &SessionKey {
-        &self.key
-    }
-
-    /// Whether saves write this session (false for a transient one).
-    pub fn is_persistent(&self) -> bool {
-        self.persist
-    }
-
-    /// Reads the session.
-    pub fn read<R>(&self, f: impl FnOnce(&Session) -> R) -> R {
-        f(&self.lock().session)
-    }
-
-    /// Changes the session in memory (saved by the next [`SessionManager::save`]).
-    pub fn update<R>(&self, f: impl FnOnce(&mut Session) -> R) -> R {
-        f(&mut self.lock().session)
-    }
-
-    /// A copy of the session.
-    pub fn snapshot(&self) -> Session {
-        self.lock().session.clone()
-    }
-
-    /// Appends a message, stamped with the manager's clock.
-    pub fn add_message(&self, message: StoredMessage) {
-        let now = local_naive(self.clock.now());
-        let mut state = self.lock();
-        state.session.add_message(message, now);
-        // Count it now and record the count in the message, so no later process counts it
-        // again (a long session loaded cold would otherwise be tokenized whole).
-        if self.record_tokens
-            && let Some(last) = state.session.last_message_mut()
-        {
-            record_tokens(last, self.counter.as_ref());
-        }
-    }
-
-    /// The number of messages, archived ones included.
-    pub fn message_count(&self) -> usize {
-        self.lock().session.messages().len()
-    }
-
-    /// The consolidation pointer.
-    pub fn last_consolidated(&self) -> usize {
-        self.lock().session.last_consolidated()
-    }
-
-    /// The revision last read or written.
-    pub fn revision(&self) -> Option<Revision> {
-        self.lock().revision
-    }
-
-    /// What the store repaired when this session was loaded.
-    pub fn repairs(&self) -> Vec<Repair> {
-        self.lock().repairs.clone()
-    }
-
-    /// The replay for a model (see [`get_history`]); token estimates are cached per message.
-    pub fn history(&self, options: &HistoryOptions) -> Vec<Replayed> {
-        let state = self.lock();
-        get_history(
-            state.session.messages(),
-            state.session.last_consolidated(),
-            options,
-            self.counter.as_ref(),
-        )
-    }
-}
-
-/// Adds the message's replay token count for `counter`'s encoding to its fields.
-fn record_tokens(message: &mut StoredMessage, counter: &dyn TokenCounter) {
-    if let Some(tokens) = message_tokens(message, counter) {
-        let mut recorded = message
-            .get(TOKENS_FIELD)
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        recorded.insert(counter.encoding().to_owned(), Value::from(tokens));
-        message.insert(TOKENS_FIELD, Value::Object(recorded));
-    }
-}
-
-#[derive(Default)]
-struct Cache {
-    strong: HashMap<SessionKey, (Arc<SessionHandle>, u64)>,
-    weak: HashMap<SessionKey, Weak<SessionHandle>>,
-    tick: u64,
-}
-
-impl Cache {
-    fn get(&mut self, key: &SessionKey, capacity: usize) -> Option<Arc<SessionHandle>> {
-        self.tick += 1;
-        let tick = self.tick;
-        if let Some((handle, used)) = self.strong.get_mut(key) {
-            *used = tick;
-            return Some(Arc::clone(handle));
-        }
-        let handle = self.weak.remove(key)?.upgrade()?;
-        self.remember(Arc::clone(&handle), capacity);
-        Some(handle)
-    }
-
-    fn remember(&mut self, handle: Arc<SessionHandle>, capacity: usize) {
-        self.tick += 1;
-        self.weak.remove(handle.key());
-        self.strong
-            .insert(handle.key().clone(), (handle, self.tick));
-        while self.strong.len() > capacity.max(1) {
-            let Some(oldest) = self
-                .strong
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            if let Some((handle, _)) = self.strong.remove(&oldest) {
-                self.weak.insert(oldest, Arc::downgrade(&handle));
-            }
-        }
-        self.weak.retain(|_, weak| weak.strong_count() > 0);
-    }
-
-    fn remove(&mut self, key: &SessionKey) {
-        self.strong.remove(key);
-        self.weak.remove(key);
-    }
-
-    fn live(&self) -> Vec<Arc<SessionHandle>> {
-        let mut handles: Vec<Arc<SessionHandle>> =
-            self.strong.values().map(|(h, _)| Arc::clone(h)).collect();
-        handles.extend(self.weak.values().filter_map(Weak::upgrade));
-        handles.sort_by(|a, b| a.key.cmp(&b.key));
-        handles
-    }
-}
 
 /// Called with the key of every deleted session (e.g. to drop per-session state a bot keeps
 /// elsewhere).
