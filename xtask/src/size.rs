@@ -26,10 +26,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ("crates/nanobot-app/src/config.rs::serve_key", NOT_YET_SPLIT),
     ("crates/nanobot-app/src/demo.rs::run", NOT_YET_SPLIT),
     (
-        "crates/nanobot-context-builder/src/builder.rs",
-        NOT_YET_SPLIT,
-    ),
-    (
         "crates/nanobot-context-builder/src/builder.rs::build",
         NOT_YET_SPLIT,
     ),
@@ -82,7 +78,6 @@ const ALLOWED: &[(&str, &str)] = &[
         "crates/nanobot-memory-search/src/indexer.rs::sync_sessions",
         NOT_YET_SPLIT,
     ),
-    ("crates/nanobot-memory-store/src/file.rs", NOT_YET_SPLIT),
     (
         "crates/nanobot-memory-store/src/file.rs::refresh",
         NOT_YET_SPLIT,
@@ -130,10 +125,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ),
     (
         "crates/nanobot-store-postgres/src/migrate.rs::migrate",
-        NOT_YET_SPLIT,
-    ),
-    (
-        "crates/nanobot-store-postgres/src/sessions.rs",
         NOT_YET_SPLIT,
     ),
     (

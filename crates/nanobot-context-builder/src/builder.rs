@@ -20,6 +20,12 @@ use crate::recent::{self, EntryCounts, RecentHistoryReport, Scope};
 use crate::report::{BuildReport, HistoryTokens, Omission, Part, PartReport, Truncation};
 use crate::truncate;
 
+mod skills;
+mod types;
+
+use skills::*;
+pub use types::{BuilderConfig, BuiltPrompt, Limits, Summary, Turn};
+
 /// The separator between system-prompt parts.
 pub const SEPARATOR: &str = "\n\n---\n\n";
 
@@ -31,134 +37,6 @@ fn tool_contract() -> &'static str {
     TOOL_CONTRACT_FILE
         .strip_suffix('\n')
         .unwrap_or(TOOL_CONTRACT_FILE)
-}
-
-/// Caps that keep a prompt bounded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// `MEMORY.md` beyond this many tokens is cut, with a visible marker.
-    pub memory_tokens: usize,
-    /// Each bootstrap file (`AGENTS.md`, `SOUL.md`, `USER.md`) beyond this is cut.
-    pub bootstrap_file_tokens: usize,
-    /// At most this many journal entries are considered for Recent History.
-    pub recent_history_entries: usize,
-    /// Recent History beyond this many tokens keeps its newest entries.
-    pub recent_history_tokens: usize,
-    /// What one image costs in the estimate (OpenAI's high-detail 1024×1024 tile cost).
-    pub image_tokens: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            memory_tokens: 16_000,
-            bootstrap_file_tokens: 8_000,
-            recent_history_entries: 50,
-            recent_history_tokens: 8_000,
-            image_tokens: 765,
-        }
-    }
-}
-
-/// How a bot's prompts are built; fixed for the builder's life.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BuilderConfig {
-    /// The machine the identity names.
-    pub host: Host,
-    /// Caps.
-    pub limits: Limits,
-    /// Skills left out of the prompt entirely (index, active skills, `$name`).
-    pub disabled_skills: BTreeSet<String>,
-    /// One shared session across channels: Recent History then shows every non-internal
-    /// session's entries, not only the current session's.
-    pub unified_session: bool,
-    /// Include nanobot's tool usage notes (on by default, as nanobot-ai does). A bot that
-    /// offers the model no tools turns them off: they describe tools it does not have and
-    /// cost over a thousand tokens per request.
-    pub tool_contract: bool,
-}
-
-impl BuilderConfig {
-    /// Defaults for `host`.
-    pub fn new(host: Host) -> Self {
-        BuilderConfig {
-            host,
-            limits: Limits::default(),
-            disabled_skills: BTreeSet::new(),
-            unified_session: false,
-            tool_contract: true,
-        }
-    }
-}
-
-/// The session's archived-context summary, shown as the system prompt's last part.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Summary {
-    /// The summary lines.
-    pub text: String,
-    /// When the session was last active before it was archived (ISO 8601 text).
-    pub last_active: String,
-}
-
-/// What changes from turn to turn.
-#[derive(Debug, Clone, Default)]
-pub struct Turn<'a> {
-    /// The channel the answer goes to (`cli`, `telegram`, ...): selects the format hint.
-    pub channel: Option<&'a str>,
-    /// The session's key: scopes Recent History.
-    pub session_key: Option<&'a str>,
-    /// The session's summary.
-    pub summary: Option<&'a Summary>,
-    /// The replayed history (e.g. a session store's `get_history`).
-    pub history: &'a [Message],
-    /// The history's token estimate, when the caller knows it (saves counting).
-    pub history_tokens: Option<usize>,
-    /// Journal entries Dream has not processed, oldest first.
-    pub journal: &'a [JournalEntry],
-    /// Leave `MEMORY.md` out (temporary chats).
-    pub exclude_memory: bool,
-    /// Leave Recent History out (ephemeral turns).
-    pub exclude_recent_history: bool,
-    /// The current message; `None` builds the system prompt and history only.
-    pub current: Option<CurrentMessage>,
-    /// A client's own instructions (an API caller's system message), placed right after
-    /// the stable prefix and capped like a bootstrap file; absent, nothing is reported.
-    pub instructions: Option<&'a str>,
-}
-
-/// A built prompt.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BuiltPrompt {
-    /// System message, history, current message (merged into a trailing message of the
-    /// same role).
-    pub messages: Vec<Message>,
-    /// The runtime context appended to the current user message, for the caller to persist
-    /// with it.
-    pub runtime_context: Option<RuntimeContextMarker>,
-    /// Sizes, omissions, cuts and the stable prefix.
-    pub report: BuildReport,
-}
-
-impl BuiltPrompt {
-    /// The system prompt's text.
-    pub fn system_prompt(&self) -> &str {
-        match self.messages.first() {
-            Some(Message::System(m)) => m.content.as_text().unwrap_or(""),
-            _ => "",
-        }
-    }
-
-    /// The system prompt split where a cache breakpoint belongs: the stable prefix, and
-    /// the volatile rest (starting with its separator, or empty).
-    pub fn system_split(&self) -> (&str, &str) {
-        let text = self.system_prompt();
-        let at = self.report.stable_prefix_bytes.min(text.len());
-        text.split_at(if text.is_char_boundary(at) {
-            at
-        } else {
-            text.len()
-        })
-    }
 }
 
 /// Builds prompts. Pure: no IO, no clock, no LLM; the same inputs give the same bytes.
@@ -632,57 +510,6 @@ impl ContextBuilder {
             RuntimeBlock::new("explicit_skills", content),
             invoked.iter().map(|s| s.name().to_owned()).collect(),
         ))
-    }
-}
-
-/// How a client's instructions are introduced: the model should know whose they are.
-const INSTRUCTIONS_HEADER: &str = "# Instructions from the client\n\nThe application you are serving through sent these instructions with this request:\n\n";
-
-const SKILLS_HEADER: &str = "# Skills\n\nThe following skills extend your capabilities. Each group lists one root and relative SKILL.md paths; join them when using `read_file`.\n\n";
-
-fn write_skill_bodies(out: &mut String, skills: &[&SkillFile]) {
-    for (i, skill) in skills.iter().enumerate() {
-        if i > 0 {
-            out.push_str(SEPARATOR);
-        }
-        out.push_str("### Skill: ");
-        out.push_str(skill.name());
-        out.push_str("\n\n");
-        out.push_str(&skill.body);
-    }
-}
-
-fn write_skills_index(out: &mut String, ws: &WorkspaceSnapshot, skills: &[&SkillFile]) {
-    let groups = [
-        (SkillSource::Workspace, "Workspace skills"),
-        (SkillSource::BuiltIn, "Built-in skills"),
-    ];
-    let mut first_group = true;
-    for (source, label) in groups {
-        let mut entries = skills.iter().filter(|s| s.source == source).peekable();
-        if entries.peek().is_none() {
-            continue;
-        }
-        if !first_group {
-            out.push_str("\n\n");
-        }
-        first_group = false;
-        let root = match (&ws.project_dir, source) {
-            (None, _) => "skills".to_owned(),
-            (Some(_), SkillSource::Workspace) => format!("{}/skills", ws.agent_dir),
-            (Some(_), SkillSource::BuiltIn) => ws
-                .builtin_skills_dir
-                .clone()
-                .unwrap_or_else(|| "skills".to_owned()),
-        };
-        let _ = write!(out, "### {label} (`{root}`)");
-        for skill in entries {
-            let _ = write!(out, "\n- **{}** — {}", skill.name(), skill.description());
-            if !skill.missing.is_empty() {
-                let _ = write!(out, " (unavailable: {})", skill.missing.join(", "));
-            }
-            let _ = write!(out, "  `{}`", skill.relative_path);
-        }
     }
 }
 
