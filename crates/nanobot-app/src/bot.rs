@@ -15,11 +15,11 @@ use nanobot_memory::{
     Recall,
 };
 use nanobot_memory_core::ConsolidationConfig;
-use nanobot_memory_scope::{LinkTable, ModeResolver, NoMemoryReason, ScopeDirs, ScopeKey, Subject};
+use nanobot_memory_scope::{LinkTable, ModeResolver, NoMemoryReason, ScopeKey, Subject};
 use nanobot_session_store::SessionKey;
 use nanobot_turn::{Agent, AgentSettings, ScopeMemory, SearchMemory};
 
-pub use nanobot_memory::Speaker;
+pub use nanobot_memory::{ScopeSummary, Speaker, Storage};
 pub use nanobot_turn::{
     BACKGROUND_FAILURE_KEY, RAW_ARCHIVE_KEY, TurnReport, background_failure, last_raw_archive,
     record_background_failure, record_raw_archives,
@@ -141,86 +141,6 @@ pub fn file_backend(
     )?)
 }
 
-/// Where a bot's scopes are kept: the scope directories of the workspace, or a database.
-pub enum Storage {
-    /// `<workspace>` and `<workspace>/scopes/`.
-    Files(ScopeDirs),
-    /// A PostgreSQL schema.
-    Postgres(nanobot_store_postgres::PgStore),
-}
-
-/// What one scope holds, for `nanobot scopes`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScopeSummary {
-    /// Whose memory.
-    pub subject: Subject,
-    /// Where it is kept (a directory, or the database's scope).
-    pub location: String,
-    /// Its sessions.
-    pub sessions: usize,
-    /// The latest journal cursor.
-    pub entries: u64,
-    /// Entries Dream has not read.
-    pub unread: u64,
-}
-
-impl Storage {
-    /// Every scope other than the agent's, with what it holds.
-    pub async fn scopes(&self) -> Result<Vec<ScopeSummary>, AppError> {
-        match self {
-            Storage::Files(dirs) => dirs
-                .list()?
-                .into_iter()
-                .map(|dir| {
-                    let (sessions, latest, dream) = crate::scopes::holdings(&dir.path)?;
-                    let entries = latest.unwrap_or(0);
-                    Ok(ScopeSummary {
-                        location: dir.path.display().to_string(),
-                        subject: dir.subject,
-                        sessions,
-                        entries,
-                        unread: entries.saturating_sub(dream),
-                    })
-                })
-                .collect(),
-            Storage::Postgres(store) => Ok(store
-                .scopes()
-                .await
-                .map_err(|e| AppError::Storage(e.to_string()))?
-                .into_iter()
-                .filter(|s| !s.key.subject.is_agent())
-                .map(|s| ScopeSummary {
-                    location: format!("schema {}, scope {}", store.schema().name(), s.key),
-                    subject: s.key.subject,
-                    sessions: usize::try_from(s.sessions).unwrap_or(usize::MAX),
-                    entries: s.latest,
-                    unread: s.latest.saturating_sub(s.dream_cursor),
-                })
-                .collect()),
-        }
-    }
-
-    /// The scope of `subject` as listed, `None` when it holds nothing yet.
-    pub async fn scope(&self, subject: &Subject) -> Result<Option<ScopeSummary>, AppError> {
-        Ok(self
-            .scopes()
-            .await?
-            .into_iter()
-            .find(|s| s.subject == *subject))
-    }
-
-    /// Erases the scope of `subject` and everything in it; whether there was one.
-    pub async fn erase(&self, subject: &Subject) -> Result<bool, AppError> {
-        match self {
-            Storage::Files(dirs) => Ok(dirs.delete(subject)?),
-            Storage::Postgres(store) => store
-                .delete_scope(&ScopeKey::local(subject.clone()))
-                .await
-                .map_err(|e| AppError::Storage(e.to_string())),
-        }
-    }
-}
-
 /// The agent's settings from the configuration.
 fn agent_settings(config: &Config) -> AgentSettings {
     let mut settings = AgentSettings::new(
@@ -283,10 +203,7 @@ impl Bot {
             reason: format!("{} cannot be created: {e}", workspace.display()),
         })?;
         let assembled = assemble(&config, llm.clone(), clock.clone()).await?;
-        let storage = match assembled.storage() {
-            nanobot_memory::Storage::Postgres(store) => Storage::Postgres(store.clone()),
-            _ => Storage::Files(ScopeDirs::new(&workspace)),
-        };
+        let storage = assembled.storage().clone();
         let (scope, no_memory) = match key {
             None => (ScopeKey::local(Subject::Agent), None),
             Some(key) => match assembled.recall(speaker, key).await? {

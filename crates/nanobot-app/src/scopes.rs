@@ -2,12 +2,11 @@
 //! links, erasure, and the review queue of proposals to the shared files.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use chrono::Utc;
 use nanobot_dream::Trigger;
 use nanobot_memory_scope::{LinkAction, LinkRecord, ScopeKey, Subject, UserKey, links_in_force};
-use nanobot_memory_store::{Document, FileJournal, HistoryJournal, MemoryDocumentsExt};
+use nanobot_memory_store::{Document, HistoryJournal, MemoryDocumentsExt};
 
 use crate::bot::{Bot, ScopeSummary, Storage};
 use crate::error::AppError;
@@ -28,19 +27,6 @@ fn user(text: &str) -> Result<UserKey, AppError> {
     UserKey::parse(text.trim()).map_err(|e| AppError::Usage(e.to_string()))
 }
 
-/// Sessions (files under `sessions/`) and journal cursors of a scope directory.
-pub(crate) fn holdings(root: &Path) -> Result<(usize, Option<u64>, u64), AppError> {
-    let sessions = match std::fs::read_dir(root.join("sessions")) {
-        Ok(entries) => entries
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl"))
-            .count(),
-        Err(_) => 0,
-    };
-    let (latest, dream) = FileJournal::peek_cursors(root)?;
-    Ok((sessions, latest, dream))
-}
-
 fn describe(summary: &ScopeSummary) -> String {
     format!(
         "{} session(s), {} journal entries ({} unread by Dream)",
@@ -53,16 +39,15 @@ async fn agent_summary(bot: &Bot) -> Result<ScopeSummary, AppError> {
     let memory = bot.agent.memory(&ScopeKey::local(Subject::Agent)).await?;
     let entries = memory.journal.latest_cursor().await?;
     let dream = memory.journal.dream_cursor().await?;
-    Ok(ScopeSummary {
-        subject: Subject::Agent,
-        location: match &bot.storage {
-            Storage::Files(_) => "the workspace".into(),
-            Storage::Postgres(store) => format!("schema {}, scope agent", store.schema().name()),
-        },
-        sessions: memory.sessions.list().await?.len(),
-        entries,
-        unread: entries.saturating_sub(dream),
-    })
+    let location = match &bot.storage {
+        Storage::Postgres(store) => format!("schema {}, scope agent", store.schema().name()),
+        _ => "the workspace".into(),
+    };
+    let mut summary = ScopeSummary::new(Subject::Agent, location);
+    summary.sessions = memory.sessions.list().await?.len();
+    summary.entries = entries;
+    summary.unread = entries.saturating_sub(dream);
+    Ok(summary)
 }
 
 fn link_line(record: &LinkRecord) -> String {

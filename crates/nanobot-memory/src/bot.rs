@@ -20,7 +20,7 @@ pub enum Storage {
     InMemory,
     /// `<workspace>` and `<workspace>/scopes/`.
     #[cfg(feature = "files")]
-    Files(nanobot_memory_scope::ScopeDirs),
+    Files(Arc<crate::FileBackend>),
     /// A PostgreSQL schema.
     #[cfg(feature = "postgres")]
     Postgres(nanobot_store_postgres::PgStore),

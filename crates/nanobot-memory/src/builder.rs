@@ -331,12 +331,16 @@ impl BotBuilder {
             #[cfg(feature = "files")]
             StorageChoice::Files { workspace, options } => {
                 create_dir(workspace)?;
-                let backend =
-                    crate::FileBackend::open(workspace, options, clock.clone(), counter.clone())?;
+                let backend = Arc::new(crate::FileBackend::open(
+                    workspace,
+                    options,
+                    clock.clone(),
+                    counter.clone(),
+                )?);
                 Ok((
-                    Arc::new(backend),
+                    backend.clone(),
                     Arc::new(nanobot_memory_scope::FileLinks::new(workspace)),
-                    Storage::Files(nanobot_memory_scope::ScopeDirs::new(workspace)),
+                    Storage::Files(backend),
                 ))
             }
             #[cfg(feature = "postgres")]

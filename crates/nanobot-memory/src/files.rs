@@ -16,10 +16,12 @@ use nanobot_memory_store::{
     MemoryVersions, ScopedDocuments,
 };
 use nanobot_prompt_inputs::{PromptFiles, PromptLoader};
-use nanobot_session_store::{Durability, FileSessionStore, FileStoreOptions, SessionManager};
+use nanobot_session_store::{
+    Durability, FileSessionStore, FileStoreOptions, SessionManager, SessionStore,
+};
 use nanobot_turn::{MemoryBackend, ScopeStores, TurnError};
 
-use crate::{AssemblyError, OffWorker};
+use crate::{AssemblyError, OffWorker, ScopeSummary};
 
 /// Where the agent scope's sessions live in the workspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -182,13 +184,8 @@ impl FileBackend {
     /// versions are: the backend, the workspace transfer and the listing all ask it).
     pub fn scope_files(&self, scope: &ScopeKey) -> Result<ScopeFiles, AssemblyError> {
         let root = self.dirs.open(scope)?;
-        let sessions = if scope.subject.is_agent() {
-            self.open_agent_sessions()?
-        } else {
-            FileSessionStore::open_workspace(&root, self.store_options.clone())?
-        };
         Ok(ScopeFiles {
-            sessions,
+            sessions: self.scope_sessions(&scope.subject, &root)?,
             journal: FileJournal::open_with(
                 &root,
                 self.clock.clone(),
@@ -198,6 +195,39 @@ impl FileBackend {
             versions: GitVersions::open(&root).map_err(|e| e.to_string()),
             root,
         })
+    }
+
+    /// The session store of a scope whose directory is `root` (the agent's where the
+    /// layout puts them).
+    fn scope_sessions(
+        &self,
+        subject: &Subject,
+        root: &Path,
+    ) -> Result<FileSessionStore, AssemblyError> {
+        Ok(if subject.is_agent() {
+            self.open_agent_sessions()?
+        } else {
+            FileSessionStore::open_workspace(root, self.store_options.clone())?
+        })
+    }
+
+    /// What every scope directory holds (the agent's scope, the workspace itself, is not
+    /// listed): sessions counted by their store, entries by the journal's cursors.
+    pub async fn scope_summaries(&self) -> Result<Vec<ScopeSummary>, AssemblyError> {
+        let mut summaries = Vec::new();
+        for dir in self.dirs.list()? {
+            let sessions = self.scope_sessions(&dir.subject, &dir.path)?.list().await?;
+            let (latest, dream) = FileJournal::peek_cursors(&dir.path)?;
+            let entries = latest.unwrap_or(0);
+            summaries.push(ScopeSummary {
+                location: dir.path.display().to_string(),
+                subject: dir.subject,
+                sessions: sessions.len(),
+                entries,
+                unread: entries.saturating_sub(dream),
+            });
+        }
+        Ok(summaries)
     }
 
     fn open_scope(&self, scope: &ScopeKey) -> Result<ScopeStores, AssemblyError> {

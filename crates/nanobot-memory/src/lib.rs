@@ -11,6 +11,7 @@ mod models;
 mod offload;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod scopes;
 mod speaker;
 #[cfg(all(feature = "files", feature = "postgres"))]
 pub mod transfer;
@@ -27,6 +28,7 @@ pub use models::{ModelOptions, Provider, model_client};
 pub use offload::OffWorker;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgBackend, connect};
+pub use scopes::ScopeSummary;
 pub use speaker::Speaker;
 
 /// A scope's documents and what its prompts read of them (the agent's shared files too).

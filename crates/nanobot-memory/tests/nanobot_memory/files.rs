@@ -72,3 +72,53 @@ async fn a_workspace_that_cannot_be_created_is_named_in_the_error() {
     assert!(error.to_string().contains("cannot be created"), "{error}");
     assert!(error.to_string().contains("workspace"), "{error}");
 }
+
+/// `Storage::scopes` lists each user's scope with the sessions its store holds (a stray
+/// file beside them is not a session), and `erase` removes one scope and nothing else.
+#[tokio::test]
+async fn a_files_bot_lists_and_erases_its_scopes() {
+    let root = TempDir::new("assembly-scopes");
+    let workspace = root.path().join("ws");
+    let bot = Bot::builder()
+        .files(&workspace)
+        .isolation(nanobot_memory::IsolationMode::User)
+        .llm(Arc::new(
+            ScriptedLlm::new().then_text("Hi.").then_text("Hello."),
+        ))
+        .build()
+        .await
+        .unwrap();
+    for (user, session) in [("telegram:1", "telegram:1"), ("telegram:2", "telegram:2")] {
+        bot.turn(&Speaker::user(user), session, "Hello.")
+            .await
+            .unwrap();
+    }
+    bot.finish().await.unwrap();
+    let scopes = bot.storage().scopes().await.unwrap();
+    assert_eq!(scopes.len(), 2, "{scopes:?}");
+    assert!(scopes.iter().all(|s| s.sessions == 1), "{scopes:?}");
+    let first = std::path::PathBuf::from(&scopes[0].location);
+    std::fs::write(first.join("sessions").join("notes.jsonl.bak"), "x").unwrap();
+    let again = bot
+        .storage()
+        .scope(&scopes[0].subject)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.sessions, 1, "{again:?}");
+    assert!(bot.storage().erase(&scopes[0].subject).await.unwrap());
+    let left = bot.storage().scopes().await.unwrap();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].subject, scopes[1].subject);
+    let in_memory = Bot::builder()
+        .in_memory()
+        .llm(Arc::new(ScriptedLlm::new()))
+        .build()
+        .await
+        .unwrap();
+    let refused = in_memory.storage().scopes().await.unwrap_err();
+    assert!(
+        refused.to_string().contains("keeps no list of scopes"),
+        "{refused}"
+    );
+}
