@@ -45,7 +45,7 @@ pub struct DreamStores {
     pub documents: Arc<dyn MemoryDocuments>,
     /// The versions (`Err`: why versioning is unavailable; runs still work, log, show and
     /// restore say why they cannot).
-    pub versions: Result<Arc<dyn MemoryVersions>, String>,
+    pub versions: Result<Arc<dyn MemoryVersions>, Arc<MemoryError>>,
     /// The lease: one run at a time.
     pub lease: Arc<dyn MemoryLease>,
     /// How a run's change is applied: all or nothing, under the lease.
@@ -58,7 +58,7 @@ impl DreamStores {
     pub fn stepwise(
         journal: Arc<dyn HistoryJournal>,
         documents: Arc<dyn MemoryDocuments>,
-        versions: Result<Arc<dyn MemoryVersions>, String>,
+        versions: Result<Arc<dyn MemoryVersions>, Arc<MemoryError>>,
         lease: Arc<dyn MemoryLease>,
     ) -> DreamStores {
         let commit = Arc::new(StepwiseCommit::new(
@@ -82,7 +82,7 @@ pub struct Dream {
     llm: Arc<dyn LlmClient>,
     journal: Arc<dyn HistoryJournal>,
     documents: Arc<dyn MemoryDocuments>,
-    versions: Result<Arc<dyn MemoryVersions>, String>,
+    versions: Result<Arc<dyn MemoryVersions>, Arc<MemoryError>>,
     lease: Arc<dyn MemoryLease>,
     commit: Arc<dyn MemoryCommit>,
     clock: Arc<dyn Clock>,
@@ -191,8 +191,11 @@ impl Dream {
     fn versions(&self) -> Result<&Arc<dyn MemoryVersions>, DreamError> {
         self.versions
             .as_ref()
-            .map_err(|reason| DreamError::VersioningUnavailable {
-                reason: reason.clone(),
+            .map_err(|e| DreamError::VersioningUnavailable {
+                reason: match e.as_ref() {
+                    MemoryError::VersioningUnavailable { reason } => reason.clone(),
+                    other => other.to_string(),
+                },
             })
     }
 

@@ -13,7 +13,7 @@ use nanobot_memory_index::{LazyIndex, SearchIndex};
 use nanobot_memory_scope::{FileLinks, ScopeDirs, ScopeKey, Subject};
 use nanobot_memory_store::{
     FileDocuments, FileJournal, FileLease, GitVersions, JournalDurability, MemoryDocuments,
-    MemoryVersions, ScopedDocuments,
+    MemoryError, MemoryVersions, ScopedDocuments,
 };
 use nanobot_prompt_inputs::{PromptFiles, PromptLoader};
 use nanobot_session_store::{
@@ -95,7 +95,7 @@ pub struct ScopeFiles {
     /// Its own documents (not the agent's shared ones).
     pub documents: FileDocuments,
     /// Its versions repository, or why there is none.
-    pub versions: Result<GitVersions, String>,
+    pub versions: Result<GitVersions, Arc<MemoryError>>,
 }
 
 /// Every scope's memory in one workspace directory.
@@ -192,7 +192,7 @@ impl FileBackend {
                 JournalDurability::default(),
             )?,
             documents: FileDocuments::open(&root)?,
-            versions: GitVersions::open(&root).map_err(|e| e.to_string()),
+            versions: GitVersions::open(&root).map_err(Arc::new),
             root,
         })
     }

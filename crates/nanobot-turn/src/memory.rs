@@ -35,7 +35,7 @@ pub struct ScopeStores {
     /// What its prompts read: the agent's shared files and the scope's private ones.
     pub prompt_files: Arc<dyn PromptFiles>,
     /// Its memory versions (`Err`: why versioning is unavailable).
-    pub versions: Result<Arc<dyn MemoryVersions>, String>,
+    pub versions: Result<Arc<dyn MemoryVersions>, Arc<nanobot_memory_store::MemoryError>>,
     /// Its Dream lease.
     pub lease: Arc<dyn MemoryLease>,
     /// Its archive commit: journal entries and a session's pointer move as one operation.
@@ -58,7 +58,7 @@ impl ScopeStores {
         journal: Arc<dyn ArchiveJournal>,
         documents: Arc<dyn MemoryDocuments>,
         prompt_files: Arc<dyn PromptFiles>,
-        versions: Result<Arc<dyn MemoryVersions>, String>,
+        versions: Result<Arc<dyn MemoryVersions>, Arc<nanobot_memory_store::MemoryError>>,
         lease: Arc<dyn MemoryLease>,
     ) -> ScopeStores {
         let archive = Arc::new(TwoStepArchive::new(

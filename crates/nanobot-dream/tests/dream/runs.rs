@@ -458,7 +458,11 @@ async fn a_second_run_is_refused_while_one_holds_the_lease() {
         nanobot_dream::DreamStores::stepwise(
             Arc::new(nanobot_memory_store::MemoryJournal::new(clock.clone())),
             Arc::new(nanobot_memory_store::MemoryDocumentStore::new()),
-            Err("not configured".into()),
+            Err(std::sync::Arc::new(
+                nanobot_memory_store::MemoryError::VersioningUnavailable {
+                    reason: "not configured".into(),
+                },
+            )),
             lease.clone(),
         ),
         clock,
@@ -489,10 +493,12 @@ async fn without_versioning_runs_work_and_commands_explain() {
         nanobot_dream::DreamStores::stepwise(
             journal.clone(),
             documents.clone(),
-            Err(
-                "the workspace's .nanobot/memory.git could not be created (read-only file system)"
-                    .into(),
-            ),
+            Err(Arc::new(
+                nanobot_memory_store::MemoryError::VersioningUnavailable {
+                    reason: "the workspace's .nanobot/memory.git could not be created (read-only file system)"
+                        .into(),
+                },
+            )),
             Arc::new(nanobot_memory_store::MemoryLeaseStore::new()),
         ),
         clock,
