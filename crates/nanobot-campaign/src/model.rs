@@ -16,11 +16,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use nanobot_llm_port::{BoxFuture, Clock};
 use nanobot_memory_store::{
-    FileJournal, HistoryJournal, JournalDurability, JournalEntry, JournalRepair, MemoryJournal,
+    FileJournal, HistoryJournal, InMemoryJournal, JournalDurability, JournalEntry, JournalRepair,
     NewEntry,
 };
 use nanobot_session_store::{
-    BrokenRule, Durability, FileSessionStore, FileStoreOptions, MemorySessionStore, Repair,
+    BrokenRule, Durability, FileSessionStore, FileStoreOptions, InMemorySessionStore, Repair,
     Revision, Session, SessionKey, SessionStore, SessionStoreExt, StoredMessage,
 };
 use proptest::prelude::*;
@@ -262,7 +262,7 @@ fn sessions_agree(
             revision: None,
         };
         let mut model = Side {
-            store: MemorySessionStore::new(),
+            store: InMemorySessionStore::new(),
             session: Session::new(key.clone(), now()),
             revision: None,
         };
@@ -359,7 +359,7 @@ fn journal_state(entries: &[JournalEntry]) -> Vec<(u64, &str)> {
 fn journals_agree(dir: &Path, ops: &[JournalOp], steps: &AtomicU64) -> Result<(), String> {
     block_on(async {
         let mut file = file_journal(dir)?;
-        let model = MemoryJournal::new(Arc::new(Still));
+        let model = InMemoryJournal::new(Arc::new(Still));
         for (step, op) in ops.iter().enumerate() {
             steps.fetch_add(1, Ordering::Relaxed);
             let mut expect_torn = false;

@@ -27,13 +27,13 @@ use nanobot_llm_port::{
 use nanobot_memory_core::{ConsolidationConfig, Consolidator, PlainPrompt};
 use nanobot_memory_store::{
     ArchiveFound, ArchiveJournal, BrokenRule, Compaction, Document, Expected, HistoryJournal,
-    HistoryJournalExt, JournalCapabilities, JournalEntry, MemoryDocumentStore, MemoryDocuments,
-    MemoryError, MemoryJournal, MemoryLease, MemoryLeaseStore, MemoryVersionStore, MemoryVersions,
+    HistoryJournalExt, InMemoryDocuments, InMemoryJournal, InMemoryLease, InMemoryVersions,
+    JournalCapabilities, JournalEntry, MemoryDocuments, MemoryError, MemoryLease, MemoryVersions,
     NewEntry, TwoStepArchive,
 };
 use nanobot_prompt_inputs::WorkspaceSnapshot;
 use nanobot_session_store::{
-    Append, Loaded, MemorySessionStore, ReplayView, Revision, Session, SessionCapabilities,
+    Append, InMemorySessionStore, Loaded, ReplayView, Revision, Session, SessionCapabilities,
     SessionError, SessionInfo, SessionKey, SessionManager, SessionStore, StoredMessage, TurnLock,
 };
 use serde_json::json;
@@ -95,7 +95,7 @@ impl Faults {
 
 /// The in-memory session store with a rival writer and slow I/O.
 struct FaultySessions {
-    inner: MemorySessionStore,
+    inner: InMemorySessionStore,
     faults: Arc<Faults>,
 }
 
@@ -173,7 +173,7 @@ impl SessionStore for FaultySessions {
 
 /// The in-memory journal whose appends sometimes fail (before anything is written).
 struct FaultyJournal {
-    inner: MemoryJournal,
+    inner: InMemoryJournal,
     faults: Arc<Faults>,
 }
 
@@ -315,11 +315,11 @@ async fn one_seed(
         chrono::DateTime::from_timestamp(1_780_000_000, 0).unwrap_or_default(),
     ));
     let store = Arc::new(FaultySessions {
-        inner: MemorySessionStore::new(),
+        inner: InMemorySessionStore::new(),
         faults: Arc::clone(&faults),
     });
     let journal = Arc::new(FaultyJournal {
-        inner: MemoryJournal::new(clock.clone()),
+        inner: InMemoryJournal::new(clock.clone()),
         faults: Arc::clone(&faults),
     });
     let sessions = Arc::new(SessionManager::new(
@@ -429,8 +429,8 @@ async fn one_seed(
 
 /// The invariants, read from the stores themselves (not from what the policies said).
 async fn check(
-    store: &MemorySessionStore,
-    journal: &MemoryJournal,
+    store: &InMemorySessionStore,
+    journal: &InMemoryJournal,
     key: &SessionKey,
     turn: u64,
 ) -> Result<(), String> {
@@ -634,12 +634,12 @@ async fn dream_seed(seed: u64, broken: Option<BrokenRule>) -> Result<u64, String
     let clock: Arc<dyn nanobot_llm_port::Clock> = Arc::new(TokioClock::starting_at(
         chrono::DateTime::from_timestamp(1_780_000_000, 0).unwrap_or_default(),
     ));
-    let journal = Arc::new(MemoryJournal::new(clock.clone()));
-    let documents = Arc::new(MemoryDocumentStore::new());
-    let versions = Arc::new(MemoryVersionStore::new());
+    let journal = Arc::new(InMemoryJournal::new(clock.clone()));
+    let documents = Arc::new(InMemoryDocuments::new());
+    let versions = Arc::new(InMemoryVersions::new());
     let lease: Arc<dyn MemoryLease> = match broken {
-        Some(rule) => Arc::new(MemoryLeaseStore::broken(rule, clock.clone())),
-        None => Arc::new(MemoryLeaseStore::with_clock(clock.clone())),
+        Some(rule) => Arc::new(InMemoryLease::broken(rule, clock.clone())),
+        None => Arc::new(InMemoryLease::with_clock(clock.clone())),
     };
     documents
         .write(

@@ -19,7 +19,7 @@ use nanobot_llm_port::{Cl100kBase, SystemClock, TokenCounter, ToolDefinition};
 use nanobot_memory_core::{Archived, ConsolidationConfig, Consolidator, PlainPrompt};
 use nanobot_memory_store::FileJournal;
 use nanobot_session_store::{
-    FileSessionStore, FileStoreOptions, MemorySessionStore, SessionKey, SessionManager,
+    FileSessionStore, FileStoreOptions, InMemorySessionStore, SessionKey, SessionManager,
     SessionStore, StoredMessage,
 };
 use serde_json::{Value, json};
@@ -60,7 +60,7 @@ fn main() {
 
     // W5: the prompt estimate of a 10,000-message session.
     let sessions = Arc::new(SessionManager::new(
-        Arc::new(MemorySessionStore::new()),
+        Arc::new(InMemorySessionStore::new()),
         Arc::new(SystemClock),
         counter.clone(),
     ));

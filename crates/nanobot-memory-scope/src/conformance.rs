@@ -3,7 +3,7 @@
 //! erasure, and two instances over one storage that cannot build a chain between them.
 //!
 //! ```ignore
-//! nanobot_memory_scope::links_conformance!(memory, || async { Arc::new(MemoryLinks::new()) as _ },
+//! nanobot_memory_scope::links_conformance!(memory, || async { Arc::new(InMemoryLinks::new()) as _ },
 //!     reopen = |first: &Arc<dyn LinkTable>| { let first = first.clone(); async move { first } });
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]

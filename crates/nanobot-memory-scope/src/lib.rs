@@ -16,7 +16,7 @@ pub use key::{
     ChatKey, DEFAULT_NAME, MAX_ID_BYTES, MAX_PLATFORM_BYTES, ScopeKey, Subject, UserKey,
 };
 pub use links::{
-    LinkAction, LinkRecord, LinkTable, MemoryLinks, canonical_user, check_record, links_in_force,
+    InMemoryLinks, LinkAction, LinkRecord, LinkTable, canonical_user, check_record, links_in_force,
 };
 pub use resolve::{
     ChatType, IdentityResolver, Inbound, IsolationMode, ModeResolver, NoMemoryReason, Resolution,

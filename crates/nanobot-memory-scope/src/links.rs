@@ -125,14 +125,14 @@ pub fn check_record(records: &[LinkRecord], record: &LinkRecord) -> Result<(), S
 
 /// Links in memory (tests, and bots that keep links elsewhere).
 #[derive(Debug, Default)]
-pub struct MemoryLinks {
+pub struct InMemoryLinks {
     records: Mutex<Vec<LinkRecord>>,
 }
 
-impl MemoryLinks {
+impl InMemoryLinks {
     /// No links.
     pub fn new() -> Self {
-        MemoryLinks::default()
+        InMemoryLinks::default()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<LinkRecord>> {
@@ -141,7 +141,7 @@ impl MemoryLinks {
 }
 
 #[async_trait]
-impl LinkTable for MemoryLinks {
+impl LinkTable for InMemoryLinks {
     async fn records(&self) -> Result<Vec<LinkRecord>, ScopeError> {
         Ok(self.lock().clone())
     }

@@ -5,7 +5,7 @@
 //! Each case is a public async function; the macros make one `#[tokio::test]` per case:
 //!
 //! ```ignore
-//! nanobot_memory_store::journal_conformance!(memory, || async { MemoryJournal::default() },
+//! nanobot_memory_store::journal_conformance!(memory, || async { InMemoryJournal::default() },
 //!     skips = [shared_cursors]);
 //! nanobot_memory_store::scope_conformance!(memory_scope, || async { ScopeParts::in_memory() });
 //! ```

@@ -386,12 +386,12 @@ struct Stored {
 
 /// Documents and skills held in memory: the reference backend.
 #[derive(Debug, Default)]
-pub struct MemoryDocumentStore {
+pub struct InMemoryDocuments {
     state: Mutex<Stored>,
     broken: crate::broken::Switch,
 }
 
-impl MemoryDocumentStore {
+impl InMemoryDocuments {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
@@ -401,7 +401,7 @@ impl MemoryDocumentStore {
     /// notices (feature `conformance`; never for real use).
     #[cfg(feature = "conformance")]
     pub fn broken(rule: crate::BrokenRule) -> Self {
-        MemoryDocumentStore {
+        InMemoryDocuments {
             broken: crate::broken::Switch::on(rule),
             ..Self::default()
         }
@@ -435,7 +435,7 @@ impl MemoryDocumentStore {
 }
 
 #[async_trait]
-impl MemoryDocuments for MemoryDocumentStore {
+impl MemoryDocuments for InMemoryDocuments {
     async fn read(&self, document: Document) -> Result<Option<DocumentText>, MemoryError> {
         Ok(self
             .lock()

@@ -162,25 +162,25 @@ struct LeaseState {
 
 /// A lease within one process, expiring by its clock: the reference backend.
 #[derive(Clone)]
-pub struct MemoryLeaseStore {
+pub struct InMemoryLease {
     state: Arc<Mutex<LeaseState>>,
     clock: Arc<dyn Clock>,
     broken: crate::broken::Switch,
 }
 
-impl std::fmt::Debug for MemoryLeaseStore {
+impl std::fmt::Debug for InMemoryLease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MemoryLeaseStore").finish_non_exhaustive()
+        f.debug_struct("InMemoryLease").finish_non_exhaustive()
     }
 }
 
-impl Default for MemoryLeaseStore {
+impl Default for InMemoryLease {
     fn default() -> Self {
         Self::with_clock(Arc::new(SystemClock))
     }
 }
 
-impl MemoryLeaseStore {
+impl InMemoryLease {
     /// A free lease on the system clock.
     pub fn new() -> Self {
         Self::default()
@@ -188,7 +188,7 @@ impl MemoryLeaseStore {
 
     /// A free lease whose grants expire by `clock`.
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
-        MemoryLeaseStore {
+        InMemoryLease {
             state: Arc::new(Mutex::new(LeaseState::default())),
             clock,
             broken: crate::broken::Switch::default(),
@@ -199,7 +199,7 @@ impl MemoryLeaseStore {
     /// notices (feature `conformance`; never for real use).
     #[cfg(feature = "conformance")]
     pub fn broken(rule: crate::BrokenRule, clock: Arc<dyn Clock>) -> Self {
-        MemoryLeaseStore {
+        InMemoryLease {
             broken: crate::broken::Switch::on(rule),
             ..Self::with_clock(clock)
         }
@@ -235,7 +235,7 @@ fn expiry(now: DateTime<Utc>, ttl: Duration) -> DateTime<Utc> {
 }
 
 #[async_trait]
-impl MemoryLease for MemoryLeaseStore {
+impl MemoryLease for InMemoryLease {
     async fn try_acquire(&self, holder: &str, ttl: Duration) -> Result<Option<Lease>, MemoryError> {
         let now = self.clock.now();
         let mut state = self.lock();

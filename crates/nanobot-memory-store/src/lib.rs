@@ -33,7 +33,7 @@ pub use commit::{
 };
 pub use documents::{
     AuxFile, DocVersion, Document, DocumentCapabilities, DocumentText, DocumentsStamp, Expected,
-    MAX_SKILL_NAME, MemoryDocumentStore, MemoryDocuments, MemoryDocumentsExt, SkillSet, SkillText,
+    InMemoryDocuments, MAX_SKILL_NAME, MemoryDocuments, MemoryDocumentsExt, SkillSet, SkillText,
     document_conflict, skill_path, validate_skill_name,
 };
 pub use entry::{
@@ -53,11 +53,10 @@ pub use journal::{
     compaction_start,
 };
 pub use lease::{
-    Fence, Lease, LeaseCapabilities, LeaseHolder, MemoryLease, MemoryLeaseStore, lease_lost,
+    Fence, InMemoryLease, Lease, LeaseCapabilities, LeaseHolder, MemoryLease, lease_lost,
 };
-pub use memory::{MemoryJournal, stamp};
+pub use memory::{InMemoryJournal, stamp};
 pub use scoped::ScopedDocuments;
 pub use versions::{
-    CURSOR_PATH, MIN_ID_PREFIX, MemoryVersionStore, MemoryVersions, Snapshot, Version,
-    resolve_prefix,
+    CURSOR_PATH, InMemoryVersions, MIN_ID_PREFIX, MemoryVersions, Snapshot, Version, resolve_prefix,
 };

@@ -29,28 +29,28 @@ impl State {
 }
 
 /// A journal held in memory: the reference backend.
-pub struct MemoryJournal {
+pub struct InMemoryJournal {
     state: Mutex<State>,
     clock: Arc<dyn Clock>,
     broken: crate::broken::Switch,
 }
 
-impl std::fmt::Debug for MemoryJournal {
+impl std::fmt::Debug for InMemoryJournal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MemoryJournal").finish_non_exhaustive()
+        f.debug_struct("InMemoryJournal").finish_non_exhaustive()
     }
 }
 
-impl Default for MemoryJournal {
+impl Default for InMemoryJournal {
     fn default() -> Self {
         Self::new(Arc::new(SystemClock))
     }
 }
 
-impl MemoryJournal {
+impl InMemoryJournal {
     /// An empty journal stamping entries with `clock`.
     pub fn new(clock: Arc<dyn Clock>) -> Self {
-        MemoryJournal {
+        InMemoryJournal {
             state: Mutex::new(State::default()),
             clock,
             broken: crate::broken::Switch::default(),
@@ -61,7 +61,7 @@ impl MemoryJournal {
     /// notices (feature `conformance`; never for real use).
     #[cfg(feature = "conformance")]
     pub fn broken(rule: crate::BrokenRule, clock: Arc<dyn Clock>) -> Self {
-        MemoryJournal {
+        InMemoryJournal {
             broken: crate::broken::Switch::on(rule),
             ..Self::new(clock)
         }
@@ -110,7 +110,7 @@ pub fn stamp(clock: &dyn Clock) -> String {
 }
 
 #[async_trait]
-impl HistoryJournal for MemoryJournal {
+impl HistoryJournal for InMemoryJournal {
     async fn append(&self, entries: &[NewEntry<'_>]) -> Result<Vec<u64>, MemoryError> {
         if self.broken.is(crate::broken::Rule::JournalCommitOrder) {
             return Ok(self.append_out_of_order(entries).await);
@@ -191,7 +191,7 @@ fn append_locked(state: &mut State, entries: &[NewEntry<'_>], timestamp: &str) -
 }
 
 #[async_trait]
-impl JournalImport for MemoryJournal {
+impl JournalImport for InMemoryJournal {
     async fn import(
         &self,
         entries: &[JournalEntry],
@@ -214,7 +214,7 @@ impl JournalImport for MemoryJournal {
 }
 
 #[async_trait]
-impl ArchiveJournal for MemoryJournal {
+impl ArchiveJournal for InMemoryJournal {
     async fn archives_from(
         &self,
         session: &str,

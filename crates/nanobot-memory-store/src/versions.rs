@@ -103,11 +103,11 @@ pub fn resolve_prefix<'a>(
 
 /// Versions kept in memory.
 #[derive(Debug, Default)]
-pub struct MemoryVersionStore {
+pub struct InMemoryVersions {
     versions: Mutex<Vec<(Version, Snapshot)>>,
 }
 
-impl MemoryVersionStore {
+impl InMemoryVersions {
     /// An empty history.
     pub fn new() -> Self {
         Self::default()
@@ -115,7 +115,7 @@ impl MemoryVersionStore {
 }
 
 #[async_trait]
-impl MemoryVersions for MemoryVersionStore {
+impl MemoryVersions for InMemoryVersions {
     async fn commit(
         &self,
         message: &str,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use nanobot_context_builder::{BuilderConfig, ContextBuilder, Host};
 use nanobot_llm_port::{Cl100kBase, Clock, Embedder, LlmClient, TokenCounter, TokioClock};
-use nanobot_memory_scope::{IsolationMode, LinkTable, MemoryLinks, ModeResolver, UserKey};
+use nanobot_memory_scope::{InMemoryLinks, IsolationMode, LinkTable, ModeResolver, UserKey};
 #[cfg(feature = "postgres")]
 use nanobot_session_store::Durability;
 use nanobot_turn::{Agent, AgentSettings, InMemoryBackend, MemoryBackend, SearchMemory};
@@ -140,7 +140,7 @@ impl BotBuilder {
     /// A backend of your own (sessions, journal and documents wherever you keep them),
     /// with the operator's identity links kept in memory.
     pub fn backend(self, backend: Arc<dyn MemoryBackend>) -> Self {
-        self.backend_with_links(backend, Arc::new(MemoryLinks::new()))
+        self.backend_with_links(backend, Arc::new(InMemoryLinks::new()))
     }
 
     /// [`BotBuilder::backend`] with the identity links kept in `links`.
@@ -325,7 +325,7 @@ impl BotBuilder {
         match &self.storage {
             StorageChoice::InMemory => Ok((
                 Arc::new(InMemoryBackend::new(clock.clone(), counter.clone())),
-                Arc::new(MemoryLinks::new()),
+                Arc::new(InMemoryLinks::new()),
                 Storage::InMemory,
             )),
             #[cfg(feature = "files")]

@@ -6,7 +6,7 @@
 //!
 //! ```ignore
 //! nanobot_session_store::session_store_conformance!(memory, || async {
-//!     nanobot_session_store::MemorySessionStore::new()
+//!     nanobot_session_store::InMemorySessionStore::new()
 //! }, skips = [shared_turn_locks, shared_stale_writers]);
 //! ```
 //!

@@ -29,7 +29,7 @@ pub use key::{MAX_KEY_BYTES, SessionKey};
 pub use manager::{
     DEFAULT_CACHE_CAPACITY, DeleteObserver, MAX_WRITE_ATTEMPTS, SessionHandle, SessionManager,
 };
-pub use memory::{MemorySessionStore, sort_listing};
+pub use memory::{InMemorySessionStore, sort_listing};
 pub use message::{RECALLED_FIELD, StoredMessage, TOKENS_FIELD};
 pub use replay::{ReplayView, replay_floor};
 pub use session::{

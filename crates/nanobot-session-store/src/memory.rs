@@ -17,7 +17,7 @@ use crate::store::{
 
 /// Sessions in a map, gone when the process ends.
 #[derive(Debug, Default)]
-pub struct MemorySessionStore {
+pub struct InMemorySessionStore {
     sessions: Mutex<HashMap<SessionKey, (Session, Revision)>>,
     epochs: Mutex<u64>,
     turns: Arc<Mutex<HashSet<SessionKey>>>,
@@ -38,7 +38,7 @@ impl Drop for HeldTurn {
     }
 }
 
-impl MemorySessionStore {
+impl InMemorySessionStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
@@ -52,7 +52,7 @@ impl MemorySessionStore {
 }
 
 #[async_trait]
-impl SessionStore for MemorySessionStore {
+impl SessionStore for InMemorySessionStore {
     async fn try_lock_turn(&self, key: &SessionKey) -> Result<Option<TurnLock>, SessionError> {
         let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
         if !turns.insert(key.clone()) {

@@ -9,11 +9,11 @@ use nanobot_llm_port::{Clock, TokenCounter};
 use nanobot_memory_index::InMemoryIndex;
 use nanobot_memory_scope::{ScopeError, ScopeKey, Subject};
 use nanobot_memory_store::{
-    MemoryDocumentStore, MemoryDocuments, MemoryJournal, MemoryLeaseStore, MemoryVersionStore,
+    InMemoryDocuments, InMemoryJournal, InMemoryLease, InMemoryVersions, MemoryDocuments,
     MemoryVersions, ScopedDocuments,
 };
 use nanobot_prompt_inputs::{PromptFiles, PromptLoader};
-use nanobot_session_store::{MemorySessionStore, SessionManager};
+use nanobot_session_store::{InMemorySessionStore, SessionManager};
 
 use crate::error::TurnError;
 use crate::memory::{MemoryBackend, ScopeStores};
@@ -23,7 +23,7 @@ use crate::memory::{MemoryBackend, ScopeStores};
 pub struct InMemoryBackend {
     clock: Arc<dyn Clock>,
     counter: Arc<dyn TokenCounter>,
-    agent_documents: Arc<MemoryDocumentStore>,
+    agent_documents: Arc<InMemoryDocuments>,
     scopes: Mutex<HashMap<ScopeKey, ScopeStores>>,
 }
 
@@ -39,13 +39,13 @@ impl InMemoryBackend {
         InMemoryBackend {
             clock,
             counter,
-            agent_documents: Arc::new(MemoryDocumentStore::new()),
+            agent_documents: Arc::new(InMemoryDocuments::new()),
             scopes: Mutex::new(HashMap::new()),
         }
     }
 
     /// The agent's own documents (`SOUL.md`, skills: shared by every scope).
-    pub fn agent_documents(&self) -> Arc<MemoryDocumentStore> {
+    pub fn agent_documents(&self) -> Arc<InMemoryDocuments> {
         self.agent_documents.clone()
     }
 
@@ -72,23 +72,23 @@ impl MemoryBackend for InMemoryBackend {
             self.agent_documents.clone()
         } else {
             Arc::new(ScopedDocuments::new(
-                Arc::new(MemoryDocumentStore::new()),
+                Arc::new(InMemoryDocuments::new()),
                 self.agent_documents.clone(),
             ))
         };
         let sessions = Arc::new(SessionManager::new(
-            Arc::new(MemorySessionStore::new()),
+            Arc::new(InMemorySessionStore::new()),
             self.clock.clone(),
             self.counter.clone(),
         ));
-        let versions: Arc<dyn MemoryVersions> = Arc::new(MemoryVersionStore::new());
+        let versions: Arc<dyn MemoryVersions> = Arc::new(InMemoryVersions::new());
         let stores = ScopeStores::stepwise(
             sessions,
-            Arc::new(MemoryJournal::new(self.clock.clone())),
+            Arc::new(InMemoryJournal::new(self.clock.clone())),
             documents.clone(),
             Arc::new(PromptLoader::new(documents)),
             Ok(versions),
-            Arc::new(MemoryLeaseStore::with_clock(self.clock.clone())),
+            Arc::new(InMemoryLease::with_clock(self.clock.clone())),
         )
         .with_search_index(Arc::new(InMemoryIndex::new()));
         scopes.insert(scope.clone(), stores.clone());

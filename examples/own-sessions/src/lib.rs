@@ -13,11 +13,11 @@ use nanobot_memory::llm::{Clock, TokenCounter};
 use nanobot_memory::prompt_inputs::{PromptFiles, PromptLoader};
 use nanobot_memory::scope::{ScopeKey, Subject};
 use nanobot_memory::sessions::{
-    Append, Loaded, MemorySessionStore, ReplayView, Revision, Session, SessionCapabilities,
+    Append, InMemorySessionStore, Loaded, ReplayView, Revision, Session, SessionCapabilities,
     SessionError, SessionInfo, SessionKey, SessionManager, SessionStore, TurnLock,
 };
 use nanobot_memory::store::{
-    MemoryDocumentStore, MemoryJournal, MemoryLeaseStore, MemoryVersionStore, MemoryVersions,
+    InMemoryDocuments, InMemoryJournal, InMemoryLease, InMemoryVersions, MemoryVersions,
 };
 use nanobot_memory::turn::TurnError;
 use nanobot_memory::{MemoryBackend, ScopeStores};
@@ -25,7 +25,7 @@ use nanobot_memory::{MemoryBackend, ScopeStores};
 /// Sessions in memory, with an audit line per write.
 #[derive(Default)]
 pub struct AuditedSessions {
-    inner: MemorySessionStore,
+    inner: InMemorySessionStore,
     audit: Mutex<Vec<String>>,
 }
 
@@ -136,19 +136,19 @@ impl MemoryBackend for OwnBackend {
             return Ok(stores.clone());
         }
         let sessions = Arc::new(AuditedSessions::default());
-        let documents = Arc::new(MemoryDocumentStore::new());
-        let versions: Arc<dyn MemoryVersions> = Arc::new(MemoryVersionStore::new());
+        let documents = Arc::new(InMemoryDocuments::new());
+        let versions: Arc<dyn MemoryVersions> = Arc::new(InMemoryVersions::new());
         let stores = ScopeStores::stepwise(
             Arc::new(SessionManager::new(
                 sessions.clone(),
                 self.clock.clone(),
                 self.counter.clone(),
             )),
-            Arc::new(MemoryJournal::new(self.clock.clone())),
+            Arc::new(InMemoryJournal::new(self.clock.clone())),
             documents.clone(),
             Arc::new(PromptLoader::new(documents)),
             Ok(versions),
-            Arc::new(MemoryLeaseStore::with_clock(self.clock.clone())),
+            Arc::new(InMemoryLease::with_clock(self.clock.clone())),
         );
         scopes.insert(scope.clone(), (sessions, stores.clone()));
         Ok(stores)
@@ -163,7 +163,7 @@ impl MemoryBackend for OwnBackend {
         let scopes = self.scopes.lock().unwrap_or_else(|p| p.into_inner());
         match scopes.get(&agent) {
             Some((_, stores)) => stores.prompt_files.clone(),
-            None => Arc::new(PromptLoader::new(Arc::new(MemoryDocumentStore::new()))),
+            None => Arc::new(PromptLoader::new(Arc::new(InMemoryDocuments::new()))),
         }
     }
 }

@@ -490,7 +490,7 @@ print(json.dumps({"sha": sha}))
 async fn why_an_archive_went_raw_is_kept_for_status() {
     use std::sync::Arc;
     let sessions = nanobot_session_store::SessionManager::new(
-        Arc::new(nanobot_session_store::MemorySessionStore::new()),
+        Arc::new(nanobot_session_store::InMemorySessionStore::new()),
         Arc::new(nanobot_llm_port::SystemClock),
         Arc::new(nanobot_llm_port::Cl100kBase),
     );

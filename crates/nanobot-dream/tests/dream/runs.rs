@@ -443,7 +443,7 @@ async fn a_dry_run_applies_nothing() {
 async fn a_second_run_is_refused_while_one_holds_the_lease() {
     use std::sync::Arc;
     let clock = crate::support::TestClock::new();
-    let lease = Arc::new(nanobot_memory_store::MemoryLeaseStore::new());
+    let lease = Arc::new(nanobot_memory_store::InMemoryLease::new());
     let held = nanobot_memory_store::MemoryLease::try_acquire(
         lease.as_ref(),
         "scheduled run",
@@ -456,8 +456,8 @@ async fn a_second_run_is_refused_while_one_holds_the_lease() {
         config(),
         Arc::new(ScriptedLlm::new()),
         nanobot_dream::DreamStores::stepwise(
-            Arc::new(nanobot_memory_store::MemoryJournal::new(clock.clone())),
-            Arc::new(nanobot_memory_store::MemoryDocumentStore::new()),
+            Arc::new(nanobot_memory_store::InMemoryJournal::new(clock.clone())),
+            Arc::new(nanobot_memory_store::InMemoryDocuments::new()),
             Err(std::sync::Arc::new(
                 nanobot_memory_store::MemoryError::VersioningUnavailable {
                     reason: "not configured".into(),
@@ -485,8 +485,8 @@ async fn a_second_run_is_refused_while_one_holds_the_lease() {
 async fn without_versioning_runs_work_and_commands_explain() {
     use std::sync::Arc;
     let clock = crate::support::TestClock::new();
-    let journal = Arc::new(nanobot_memory_store::MemoryJournal::new(clock.clone()));
-    let documents = Arc::new(nanobot_memory_store::MemoryDocumentStore::new());
+    let journal = Arc::new(nanobot_memory_store::InMemoryJournal::new(clock.clone()));
+    let documents = Arc::new(nanobot_memory_store::InMemoryDocuments::new());
     let dream = nanobot_dream::Dream::new(
         config(),
         Arc::new(script(&[&[write("SOUL.md", "# Soul\n")]], "done")),
@@ -499,7 +499,7 @@ async fn without_versioning_runs_work_and_commands_explain() {
                         .into(),
                 },
             )),
-            Arc::new(nanobot_memory_store::MemoryLeaseStore::new()),
+            Arc::new(nanobot_memory_store::InMemoryLease::new()),
         ),
         clock,
         Arc::new(nanobot_llm_port::Utf8Bytes),

@@ -152,7 +152,7 @@ fn the_four_places_work() {
 // The file cap keeps a runaway file out.
 #[tokio::test]
 async fn oversized_writes_are_refused() {
-    let mut overlay = Overlay::load(&nanobot_memory_store::MemoryDocumentStore::new(), 100)
+    let mut overlay = Overlay::load(&nanobot_memory_store::InMemoryDocuments::new(), 100)
         .await
         .unwrap();
     let outcome = overlay.call(

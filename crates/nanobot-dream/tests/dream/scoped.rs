@@ -8,8 +8,8 @@ use std::sync::Arc;
 use nanobot_dream::{Dream, RunStatus, Trigger};
 use nanobot_llm_port::Utf8Bytes;
 use nanobot_memory_store::{
-    Document, HistoryJournal, MemoryDocumentStore, MemoryDocuments, MemoryError, MemoryJournal,
-    MemoryLeaseStore, MemoryVersionStore, MemoryVersions, NewEntry, ScopedDocuments,
+    Document, HistoryJournal, InMemoryDocuments, InMemoryJournal, InMemoryLease, InMemoryVersions,
+    MemoryDocuments, MemoryError, MemoryVersions, NewEntry, ScopedDocuments,
 };
 
 use crate::support::{TestClock, config, edit, script, write};
@@ -17,7 +17,7 @@ use crate::support::{TestClock, config, edit, script, write};
 #[tokio::test]
 async fn a_scoped_run_writes_its_own_files_and_proposes_shared_ones() {
     let clock = TestClock::new();
-    let agent = Arc::new(MemoryDocumentStore::new());
+    let agent = Arc::new(InMemoryDocuments::new());
     agent
         .write_doc_any(Document::Soul, "# Soul\n\n- Helpful\n")
         .await
@@ -34,15 +34,15 @@ async fn a_scoped_run_writes_its_own_files_and_proposes_shared_ones() {
         )
         .await
         .unwrap();
-    let own = Arc::new(MemoryDocumentStore::new());
+    let own = Arc::new(InMemoryDocuments::new());
     own.write_doc_any(Document::User, "# User\n").await.unwrap();
     let documents = Arc::new(ScopedDocuments::new(own.clone(), agent.clone()));
-    let journal = Arc::new(MemoryJournal::new(clock.clone()));
+    let journal = Arc::new(InMemoryJournal::new(clock.clone()));
     journal
         .append(&[NewEntry::text("Ada likes tea").from_session("telegram:1")])
         .await
         .unwrap();
-    let versions = Arc::new(MemoryVersionStore::new());
+    let versions = Arc::new(InMemoryVersions::new());
     let llm = Arc::new(
         script(
             &[&[
@@ -63,7 +63,7 @@ async fn a_scoped_run_writes_its_own_files_and_proposes_shared_ones() {
             journal.clone(),
             documents.clone(),
             Ok(versions.clone() as Arc<dyn MemoryVersions>),
-            Arc::new(MemoryLeaseStore::new()),
+            Arc::new(InMemoryLease::new()),
         ),
         clock.clone(),
         Arc::new(Utf8Bytes),

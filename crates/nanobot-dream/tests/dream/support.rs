@@ -8,8 +8,8 @@ use nanobot_dream::{Dream, DreamConfig};
 use nanobot_llm_port::testing::ScriptedLlm;
 use nanobot_llm_port::{Clock, Utf8Bytes};
 use nanobot_memory_store::{
-    Document, HistoryJournal, MemoryDocumentStore, MemoryDocuments, MemoryJournal,
-    MemoryLeaseStore, MemoryVersionStore, MemoryVersions, NewEntry,
+    Document, HistoryJournal, InMemoryDocuments, InMemoryJournal, InMemoryLease, InMemoryVersions,
+    MemoryDocuments, MemoryVersions, NewEntry,
 };
 use serde_json::json;
 
@@ -40,9 +40,9 @@ impl Clock for TestClock {
 pub(crate) struct Fixture {
     pub(crate) dream: Dream,
     pub(crate) llm: Arc<ScriptedLlm>,
-    pub(crate) journal: Arc<MemoryJournal>,
-    pub(crate) documents: Arc<MemoryDocumentStore>,
-    pub(crate) versions: Arc<MemoryVersionStore>,
+    pub(crate) journal: Arc<InMemoryJournal>,
+    pub(crate) documents: Arc<InMemoryDocuments>,
+    pub(crate) versions: Arc<InMemoryVersions>,
     pub(crate) clock: Arc<TestClock>,
 }
 
@@ -57,9 +57,9 @@ pub(crate) fn fixture(llm: ScriptedLlm) -> Fixture {
 pub(crate) fn fixture_with(llm: ScriptedLlm, config: DreamConfig) -> Fixture {
     let clock = TestClock::new();
     let llm = Arc::new(llm);
-    let journal = Arc::new(MemoryJournal::new(clock.clone()));
-    let documents = Arc::new(MemoryDocumentStore::new());
-    let versions = Arc::new(MemoryVersionStore::new());
+    let journal = Arc::new(InMemoryJournal::new(clock.clone()));
+    let documents = Arc::new(InMemoryDocuments::new());
+    let versions = Arc::new(InMemoryVersions::new());
     let dream = Dream::new(
         config,
         llm.clone(),
@@ -67,7 +67,7 @@ pub(crate) fn fixture_with(llm: ScriptedLlm, config: DreamConfig) -> Fixture {
             journal.clone(),
             documents.clone(),
             Ok(versions.clone() as Arc<dyn MemoryVersions>),
-            Arc::new(MemoryLeaseStore::new()),
+            Arc::new(InMemoryLease::new()),
         ),
         clock.clone(),
         Arc::new(Utf8Bytes),

@@ -8,10 +8,10 @@ use nanobot_llm_port::testing::{MockTokenCounter, ScriptedLlm};
 use nanobot_llm_port::{LlmClient, Message, PromptEstimator, SystemClock, ToolDefinition};
 use nanobot_memory_core::{ConsolidationConfig, Consolidator, PlainPrompt};
 use nanobot_memory_store::{
-    Compaction, HistoryJournal, JournalEntry, MemoryError, MemoryJournal, NewEntry,
+    Compaction, HistoryJournal, InMemoryJournal, JournalEntry, MemoryError, NewEntry,
 };
 use nanobot_session_store::{
-    MemorySessionStore, SessionHandle, SessionKey, SessionManager, StoredMessage,
+    InMemorySessionStore, SessionHandle, SessionKey, SessionManager, StoredMessage,
 };
 use serde_json::json;
 
@@ -63,7 +63,7 @@ impl PromptEstimator for Nothing {
 
 pub struct Fixture {
     pub sessions: Arc<SessionManager>,
-    pub journal: Arc<MemoryJournal>,
+    pub journal: Arc<InMemoryJournal>,
     pub key: SessionKey,
     pub handle: Arc<SessionHandle>,
 }
@@ -71,7 +71,7 @@ pub struct Fixture {
 impl Fixture {
     pub async fn new(messages: Vec<StoredMessage>) -> Fixture {
         let sessions = Arc::new(SessionManager::new(
-            Arc::new(MemorySessionStore::new()),
+            Arc::new(InMemorySessionStore::new()),
             Arc::new(SystemClock),
             Arc::new(nanobot_llm_port::Cl100kBase),
         ));
@@ -83,7 +83,7 @@ impl Fixture {
         sessions.save(&handle).await.unwrap();
         Fixture {
             sessions,
-            journal: Arc::new(MemoryJournal::default()),
+            journal: Arc::new(InMemoryJournal::default()),
             key,
             handle,
         }

@@ -3,12 +3,12 @@
 use std::sync::Arc;
 
 use nanobot_bench_workload::testing::TempDir;
-use nanobot_memory_scope::{FileLinks, MemoryLinks};
+use nanobot_memory_scope::{FileLinks, InMemoryLinks};
 
 nanobot_memory_scope::links_conformance!(
     memory,
-    || async { Arc::new(MemoryLinks::new()) },
-    reopen = |first: &Arc<MemoryLinks>| {
+    || async { Arc::new(InMemoryLinks::new()) },
+    reopen = |first: &Arc<InMemoryLinks>| {
         let first = first.clone();
         async move { first }
     }

@@ -2,8 +2,8 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use nanobot_memory_scope::{
-    ChatKey, ChatType, IdentityResolver, Inbound, IsolationMode, LinkAction, LinkRecord, LinkTable,
-    MemoryLinks, ModeResolver, NoMemoryReason, Resolution, Subject, UserKey,
+    ChatKey, ChatType, IdentityResolver, InMemoryLinks, Inbound, IsolationMode, LinkAction,
+    LinkRecord, LinkTable, ModeResolver, NoMemoryReason, Resolution, Subject, UserKey,
 };
 
 fn inbound(channel: &str, sender: Option<&str>, chat: &str, chat_type: ChatType) -> Inbound {
@@ -42,7 +42,7 @@ fn link(identity: &str, target: &str, action: LinkAction) -> LinkRecord {
 
 #[tokio::test]
 async fn the_mode_table() {
-    let links: Arc<dyn LinkTable> = Arc::new(MemoryLinks::new());
+    let links: Arc<dyn LinkTable> = Arc::new(InMemoryLinks::new());
     let direct = inbound("telegram", Some("1"), "1", ChatType::Direct);
     let group = inbound("telegram", Some("1"), "-100", ChatType::Group);
     let workspace = ModeResolver::new(IsolationMode::Workspace, links.clone());
@@ -61,7 +61,7 @@ async fn the_mode_table() {
 
 #[tokio::test]
 async fn a_missing_sender_or_the_bot_itself_gets_no_memory_and_is_counted() {
-    let resolver = ModeResolver::new(IsolationMode::User, Arc::new(MemoryLinks::new()))
+    let resolver = ModeResolver::new(IsolationMode::User, Arc::new(InMemoryLinks::new()))
         .with_bot_ids(vec![UserKey::parse("telegram:999").unwrap()]);
     for sender in [None, Some(""), Some("  ")] {
         let message = inbound("telegram", sender, "1", ChatType::Direct);
@@ -95,7 +95,7 @@ async fn a_missing_sender_or_the_bot_itself_gets_no_memory_and_is_counted() {
 
 #[tokio::test]
 async fn a_spoofed_platform_prefix_stays_inside_its_platform() {
-    let resolver = ModeResolver::new(IsolationMode::User, Arc::new(MemoryLinks::new()));
+    let resolver = ModeResolver::new(IsolationMode::User, Arc::new(InMemoryLinks::new()));
     let spoof = inbound("telegram", Some("discord:9"), "x", ChatType::Direct);
     let real = inbound("discord", Some("9"), "x", ChatType::Direct);
     let spoofed = subject(&resolver, &spoof).await.unwrap();
@@ -108,7 +108,7 @@ async fn a_spoofed_platform_prefix_stays_inside_its_platform() {
 
 #[tokio::test]
 async fn links_join_two_identities_and_unlinking_parts_them() {
-    let links = Arc::new(MemoryLinks::new());
+    let links = Arc::new(InMemoryLinks::new());
     let resolver = ModeResolver::new(IsolationMode::User, links.clone());
     let discord = inbound("discord", Some("9"), "9", ChatType::Direct);
     assert_eq!(subject(&resolver, &discord).await, Some(user("discord:9")));

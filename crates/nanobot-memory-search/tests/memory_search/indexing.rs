@@ -12,27 +12,27 @@ use nanobot_llm_port::tokens::Cl100kBase;
 use nanobot_memory_index::{InMemoryIndex, MemoryIndex, SearchRequest};
 use nanobot_memory_search::{IndexPass, Indexer};
 use nanobot_memory_store::{
-    Document, Expected, HistoryJournal, MemoryDocumentStore, MemoryDocuments, MemoryJournal,
+    Document, Expected, HistoryJournal, InMemoryDocuments, InMemoryJournal, MemoryDocuments,
     NewEntry,
 };
 use nanobot_session_store::{
-    Append, MemorySessionStore, Revision, SessionKey, SessionStore, StoredMessage,
+    Append, InMemorySessionStore, Revision, SessionKey, SessionStore, StoredMessage,
 };
 
 struct Stores {
     index: Arc<InMemoryIndex>,
-    journal: Arc<MemoryJournal>,
-    documents: Arc<MemoryDocumentStore>,
-    sessions: Arc<MemorySessionStore>,
+    journal: Arc<InMemoryJournal>,
+    documents: Arc<InMemoryDocuments>,
+    sessions: Arc<InMemorySessionStore>,
 }
 
 impl Stores {
     fn new() -> Self {
         Stores {
             index: Arc::new(InMemoryIndex::new()),
-            journal: Arc::new(MemoryJournal::new(Arc::new(SystemClock))),
-            documents: Arc::new(MemoryDocumentStore::new()),
-            sessions: Arc::new(MemorySessionStore::new()),
+            journal: Arc::new(InMemoryJournal::new(Arc::new(SystemClock))),
+            documents: Arc::new(InMemoryDocuments::new()),
+            sessions: Arc::new(InMemorySessionStore::new()),
         }
     }
 

@@ -28,24 +28,24 @@ impl ScopeParts {
         use crate::BrokenRule as Rule;
         let clock: Arc<dyn nanobot_llm_port::Clock> = Arc::new(nanobot_llm_port::SystemClock);
         let sessions: Arc<dyn SessionStore> =
-            Arc::new(nanobot_session_store::MemorySessionStore::new());
+            Arc::new(nanobot_session_store::InMemorySessionStore::new());
         let journal = Arc::new(match broken {
             Some(Rule::JournalCommitOrder) => {
-                crate::MemoryJournal::broken(Rule::JournalCommitOrder, clock.clone())
+                crate::InMemoryJournal::broken(Rule::JournalCommitOrder, clock.clone())
             }
-            _ => crate::MemoryJournal::new(clock.clone()),
+            _ => crate::InMemoryJournal::new(clock.clone()),
         });
         let documents: Arc<dyn MemoryDocuments> = Arc::new(match broken {
             Some(Rule::DocumentCompareAndSet) => {
-                crate::MemoryDocumentStore::broken(Rule::DocumentCompareAndSet)
+                crate::InMemoryDocuments::broken(Rule::DocumentCompareAndSet)
             }
-            _ => crate::MemoryDocumentStore::new(),
+            _ => crate::InMemoryDocuments::new(),
         });
         let lease: Arc<dyn MemoryLease> = Arc::new(match broken {
-            Some(Rule::LeaseFence) => crate::MemoryLeaseStore::broken(Rule::LeaseFence, clock),
-            _ => crate::MemoryLeaseStore::with_clock(clock),
+            Some(Rule::LeaseFence) => crate::InMemoryLease::broken(Rule::LeaseFence, clock),
+            _ => crate::InMemoryLease::with_clock(clock),
         });
-        let versions: Arc<dyn MemoryVersions> = Arc::new(crate::MemoryVersionStore::new());
+        let versions: Arc<dyn MemoryVersions> = Arc::new(crate::InMemoryVersions::new());
         let archive: Arc<dyn SessionArchive> = Arc::new(match broken {
             Some(Rule::ArchiveOnce) => {
                 crate::TwoStepArchive::broken(Rule::ArchiveOnce, journal.clone(), sessions.clone())

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use nanobot_memory_store::conformance::{self, ScopeParts};
-use nanobot_memory_store::{BrokenRule, MemoryDocumentStore, MemoryJournal, MemoryLeaseStore};
+use nanobot_memory_store::{BrokenRule, InMemoryDocuments, InMemoryJournal, InMemoryLease};
 
 /// Runs `case` on its own task; whether it failed (panicked).
 async fn fails(case: impl Future<Output = ()> + Send + 'static) -> bool {
@@ -19,12 +19,12 @@ fn clock() -> Arc<dyn nanobot_llm_port::Clock> {
 
 #[tokio::test]
 async fn journal_visibility_notices_cursors_taken_before_commit() {
-    let broken = MemoryJournal::broken(BrokenRule::JournalCommitOrder, clock());
+    let broken = InMemoryJournal::broken(BrokenRule::JournalCommitOrder, clock());
     assert!(fails(conformance::commit_order_visibility(broken)).await);
     // The same case passes on the journal that keeps the rule.
     assert!(
         !fails(conformance::commit_order_visibility(
-            MemoryJournal::default()
+            InMemoryJournal::default()
         ))
         .await
     );
@@ -32,11 +32,11 @@ async fn journal_visibility_notices_cursors_taken_before_commit() {
 
 #[tokio::test]
 async fn documents_compare_and_set_notices_blind_writes() {
-    let broken = MemoryDocumentStore::broken(BrokenRule::DocumentCompareAndSet);
+    let broken = InMemoryDocuments::broken(BrokenRule::DocumentCompareAndSet);
     assert!(fails(conformance::documents_compare_and_set(broken)).await);
     assert!(
         !fails(conformance::documents_compare_and_set(
-            MemoryDocumentStore::new()
+            InMemoryDocuments::new()
         ))
         .await
     );
@@ -44,14 +44,14 @@ async fn documents_compare_and_set_notices_blind_writes() {
 
 #[tokio::test]
 async fn documents_stamp_notices_a_stamp_that_never_changes() {
-    let broken = MemoryDocumentStore::broken(BrokenRule::DocumentsStamp);
+    let broken = InMemoryDocuments::broken(BrokenRule::DocumentsStamp);
     assert!(fails(conformance::documents_stamp(broken)).await);
-    assert!(!fails(conformance::documents_stamp(MemoryDocumentStore::new())).await);
+    assert!(!fails(conformance::documents_stamp(InMemoryDocuments::new())).await);
 }
 
 #[tokio::test]
 async fn lease_fencing_notices_an_unchecked_fence() {
-    let broken = MemoryLeaseStore::broken(BrokenRule::LeaseFence, clock());
+    let broken = InMemoryLease::broken(BrokenRule::LeaseFence, clock());
     assert!(fails(conformance::lease_fencing(broken)).await);
     let parts = ScopeParts::in_memory(Some(BrokenRule::LeaseFence));
     assert!(fails(conformance::commit_fenced(parts)).await);

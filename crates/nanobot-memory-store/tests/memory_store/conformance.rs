@@ -2,8 +2,8 @@
 
 use nanobot_memory_store::conformance::ScopeParts;
 use nanobot_memory_store::{
-    FileDocuments, FileJournal, FileLease, GitVersions, MemoryDocumentStore, MemoryJournal,
-    MemoryLeaseStore, MemoryVersionStore,
+    FileDocuments, FileJournal, FileLease, GitVersions, InMemoryDocuments, InMemoryJournal,
+    InMemoryLease, InMemoryVersions,
 };
 
 use crate::support::TempDir;
@@ -15,12 +15,12 @@ fn leaked_dir(name: &str) -> std::path::PathBuf {
 
 nanobot_memory_store::journal_conformance!(
     memory,
-    || async { MemoryJournal::default() },
+    || async { InMemoryJournal::default() },
     skips = [shared_cursors]
 );
 
 nanobot_memory_store::journal_import_conformance!(memory_import, || async {
-    MemoryJournal::default()
+    InMemoryJournal::default()
 });
 
 nanobot_memory_store::journal_import_conformance!(files_import, || async {
@@ -38,7 +38,7 @@ nanobot_memory_store::journal_conformance!(
 
 nanobot_memory_store::documents_conformance!(
     memory_documents,
-    || async { MemoryDocumentStore::new() },
+    || async { InMemoryDocuments::new() },
     skips = [shared_documents]
 );
 
@@ -53,7 +53,7 @@ nanobot_memory_store::documents_conformance!(
 
 nanobot_memory_store::versions_conformance!(
     memory_versions,
-    || async { MemoryVersionStore::new() },
+    || async { InMemoryVersions::new() },
     skips = [shared_versions]
 );
 
@@ -68,7 +68,7 @@ nanobot_memory_store::versions_conformance!(
 
 nanobot_memory_store::lease_conformance!(
     memory_lease,
-    || async { MemoryLeaseStore::new() },
+    || async { InMemoryLease::new() },
     skips = [shared_lease]
 );
 

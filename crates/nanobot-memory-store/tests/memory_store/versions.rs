@@ -7,8 +7,8 @@ use std::process::Command;
 use chrono::{TimeZone, Utc};
 use nanobot_bench_workload::testing::TempDir;
 use nanobot_memory_store::{
-    AuxFile, Document, FileDocuments, FileLease, GitVersions, MemoryDocuments, MemoryError,
-    MemoryLease, MemoryVersionStore, MemoryVersions, Snapshot,
+    AuxFile, Document, FileDocuments, FileLease, GitVersions, InMemoryVersions, MemoryDocuments,
+    MemoryError, MemoryLease, MemoryVersions, Snapshot,
 };
 
 fn snapshot(files: &[(&str, &str)]) -> Snapshot {
@@ -97,7 +97,7 @@ async fn contract(versions: &dyn MemoryVersions) {
 
 #[tokio::test]
 async fn in_memory_versions_keep_the_contract() {
-    contract(&MemoryVersionStore::new()).await;
+    contract(&InMemoryVersions::new()).await;
 }
 
 #[tokio::test]
@@ -183,7 +183,7 @@ fn git_program() -> Option<String> {
 
 #[tokio::test]
 async fn ambiguous_prefixes_are_refused_with_candidates() {
-    let versions = MemoryVersionStore::new();
+    let versions = InMemoryVersions::new();
     let mut ids = Vec::new();
     for i in 0..40 {
         let v = versions

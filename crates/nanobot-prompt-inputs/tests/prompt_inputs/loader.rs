@@ -189,7 +189,7 @@ async fn skills_are_parsed_once_and_probes_answered_once() {
 
 #[tokio::test]
 async fn a_missing_workspace_is_a_clear_error() {
-    let documents = Arc::new(nanobot_memory_store::MemoryDocumentStore::new());
+    let documents = Arc::new(nanobot_memory_store::InMemoryDocuments::new());
     let err = PromptLoader::new(documents)
         .with_agent_dir(Path::new("/definitely/not/here"))
         .unwrap_err();

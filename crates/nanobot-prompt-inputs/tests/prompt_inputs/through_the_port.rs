@@ -4,13 +4,13 @@
 use std::sync::Arc;
 
 use nanobot_memory_store::{
-    Document, Expected, MemoryDocumentStore, MemoryDocuments, ScopedDocuments,
+    Document, Expected, InMemoryDocuments, MemoryDocuments, ScopedDocuments,
 };
 use nanobot_prompt_inputs::PromptLoader;
 
 #[tokio::test]
 async fn a_non_file_backend_changes_what_the_prompt_shows() {
-    let store = Arc::new(MemoryDocumentStore::new());
+    let store = Arc::new(InMemoryDocuments::new());
     let loader = PromptLoader::new(store.clone());
     let empty = loader.load().await.unwrap();
     assert_eq!(empty.user_md, None);
@@ -55,7 +55,7 @@ async fn a_non_file_backend_changes_what_the_prompt_shows() {
 
 #[tokio::test]
 async fn a_scope_reads_its_own_private_files_and_the_agents_shared_ones() {
-    let agent = Arc::new(MemoryDocumentStore::new());
+    let agent = Arc::new(InMemoryDocuments::new());
     agent
         .write(Document::Soul, "# Soul\nCalm.\n", Expected::Absent)
         .await
@@ -72,7 +72,7 @@ async fn a_scope_reads_its_own_private_files_and_the_agents_shared_ones() {
         )
         .await
         .unwrap();
-    let own = Arc::new(MemoryDocumentStore::new());
+    let own = Arc::new(InMemoryDocuments::new());
     own.write(Document::User, "# User\n- Bob\n", Expected::Absent)
         .await
         .unwrap();
@@ -87,7 +87,7 @@ async fn a_scope_reads_its_own_private_files_and_the_agents_shared_ones() {
 /// A document port that counts its reads, over an in-memory store; `stamps` says whether
 /// it passes the store's stamp on or has none.
 struct Counting {
-    inner: Arc<MemoryDocumentStore>,
+    inner: Arc<InMemoryDocuments>,
     reads: std::sync::atomic::AtomicUsize,
     stamps: bool,
 }
@@ -177,7 +177,7 @@ impl MemoryDocuments for Counting {
 #[tokio::test]
 async fn with_a_stamp_unchanged_documents_are_not_read_again_and_changes_are_seen() {
     for stamps in [true, false] {
-        let store = Arc::new(MemoryDocumentStore::new());
+        let store = Arc::new(InMemoryDocuments::new());
         let port = Arc::new(Counting {
             inner: store.clone(),
             reads: 0.into(),

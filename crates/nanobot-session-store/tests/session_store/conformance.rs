@@ -1,12 +1,12 @@
 //! Both backends run the whole conformance suite.
 
-use nanobot_session_store::MemorySessionStore;
+use nanobot_session_store::InMemorySessionStore;
 
 use crate::support::{TempDir, file_store};
 
 nanobot_session_store::session_store_conformance!(
     memory,
-    || async { MemorySessionStore::new() },
+    || async { InMemorySessionStore::new() },
     skips = [shared_turn_locks, shared_stale_writers]
 );
 

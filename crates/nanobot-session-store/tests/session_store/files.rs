@@ -807,7 +807,7 @@ async fn a_killed_writer_leaves_a_consistent_file() {
 async fn case_98_99_100_listing_titles_and_previews() {
     let dir = TempDir::new("previews");
     let file = file_store(dir.path());
-    let memory = nanobot_session_store::MemorySessionStore::new();
+    let memory = nanobot_session_store::InMemorySessionStore::new();
     let stores: [&dyn SessionStore; 2] = [&file, &memory];
     for store in stores {
         let mut trace = Session::new(key("c:trace"), at(0));

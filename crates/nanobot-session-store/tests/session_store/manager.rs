@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use nanobot_session_store::{
-    Append, HistoryOptions, Loaded, MemorySessionStore, Revision, Session, SessionError,
+    Append, HistoryOptions, InMemorySessionStore, Loaded, Revision, Session, SessionError,
     SessionInfo, SessionKey, SessionManager, SessionStore, TurnLock,
 };
 use serde_json::json;
@@ -15,7 +15,7 @@ use crate::support::{FixedClock, TempDir, a, counter, file_store, key, u};
 /// Counts loads, to prove the cache answers.
 #[derive(Default)]
 struct Counting {
-    inner: MemorySessionStore,
+    inner: InMemorySessionStore,
     loads: AtomicUsize,
 }
 
@@ -130,7 +130,7 @@ async fn case_18_saves_survive_a_reload() {
 
 #[tokio::test]
 async fn case_5_clear_keeps_other_metadata() {
-    let manager = manager(Arc::new(MemorySessionStore::new()));
+    let manager = manager(Arc::new(InMemorySessionStore::new()));
     let handle = manager.get_or_create(&key("c:clear")).await.unwrap();
     for i in 0..10 {
         handle.add_message(u(&format!("m{i}")));
@@ -159,7 +159,7 @@ async fn case_5_clear_keeps_other_metadata() {
 
 #[tokio::test]
 async fn case_40_delete_list_and_history() {
-    let manager = manager(Arc::new(MemorySessionStore::new()));
+    let manager = manager(Arc::new(InMemorySessionStore::new()));
     let handle = manager.get_or_create(&key("c:del")).await.unwrap();
     handle.add_message(u("question"));
     handle.add_message(a("answer"));
@@ -233,7 +233,7 @@ async fn concurrent_tasks_on_one_session_lose_nothing() {
 
 #[tokio::test]
 async fn case_4_timestamp_follows_role_and_content() {
-    let manager = manager(Arc::new(MemorySessionStore::new()));
+    let manager = manager(Arc::new(InMemorySessionStore::new()));
     let handle = manager.get_or_create(&key("c:order")).await.unwrap();
     handle.add_message(u("hi").with("media", json!(["/m/a.png"])));
     handle.add_message(u("sdk").with("timestamp", "2023/05/30 (Tue) 17:27"));
@@ -285,7 +285,7 @@ async fn case_39_transient_sessions_are_never_written() {
 
 #[tokio::test]
 async fn case_40_delete_tells_the_observer() {
-    let manager = manager(Arc::new(MemorySessionStore::new()));
+    let manager = manager(Arc::new(InMemorySessionStore::new()));
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
     manager.set_delete_observer(Box::new(move |k| log.lock().unwrap().push(k.to_string())));
