@@ -38,10 +38,6 @@ const ALLOWED: &[(&str, &str)] = &[
         NOT_YET_SPLIT,
     ),
     (
-        "crates/nanobot-context-builder/src/recent.rs::render",
-        NOT_YET_SPLIT,
-    ),
-    (
         "crates/nanobot-index-sqlite/src/lib.rs::search",
         NOT_YET_SPLIT,
     ),
@@ -51,11 +47,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ),
     (
         "crates/nanobot-llm-anthropic/src/wire.rs::event",
-        NOT_YET_SPLIT,
-    ),
-    ("crates/nanobot-llm-openai/src/wire.rs::push", NOT_YET_SPLIT),
-    (
-        "crates/nanobot-llm-port/src/text.rs::strip_think",
         NOT_YET_SPLIT,
     ),
     (
@@ -72,10 +63,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ),
     (
         "crates/nanobot-memory-index/src/conformance.rs::vector_copies_follow_other_handles",
-        NOT_YET_SPLIT,
-    ),
-    (
-        "crates/nanobot-memory-search/src/indexer.rs::sync_sessions",
         NOT_YET_SPLIT,
     ),
     (

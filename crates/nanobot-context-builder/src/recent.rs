@@ -63,26 +63,7 @@ pub(crate) fn render(
     counter: &dyn TokenCounter,
     counts: &EntryCounts,
 ) -> (Option<String>, RecentHistoryReport) {
-    let mut chosen: Vec<&JournalEntry> = entries
-        .iter()
-        .filter(|e| match (scope.session_key, e.session_key.as_deref()) {
-            (None, _) => true,
-            (Some(key), entry_key) if !scope.unified => entry_key == Some(key),
-            (Some(key), Some(entry_key)) => entry_key == key || !is_internal(entry_key),
-            (Some(_), None) => true,
-        })
-        .collect();
-    if chosen.len() > scope.max_entries {
-        chosen.drain(..chosen.len() - scope.max_entries);
-    }
-    // The summary already carries its own entry: show it once.
-    if let (Some(summary), Some(key)) = (scope.summary, scope.session_key)
-        && let Some(at) = chosen
-            .iter()
-            .rposition(|e| e.session_key.as_deref() == Some(key) && e.content == summary.text)
-    {
-        chosen.remove(at);
-    }
+    let chosen = chosen_entries(entries, scope);
     let mut report = RecentHistoryReport {
         considered: chosen.len(),
         ..RecentHistoryReport::default()
@@ -139,6 +120,32 @@ pub(crate) fn render(
         }
     }
     (Some(text), report)
+}
+
+/// The entries of the scope's sessions, the newest `max_entries`, without the one the
+/// summary already carries.
+fn chosen_entries<'a>(entries: &'a [JournalEntry], scope: &Scope<'_>) -> Vec<&'a JournalEntry> {
+    let mut chosen: Vec<&JournalEntry> = entries
+        .iter()
+        .filter(|e| match (scope.session_key, e.session_key.as_deref()) {
+            (None, _) => true,
+            (Some(key), entry_key) if !scope.unified => entry_key == Some(key),
+            (Some(key), Some(entry_key)) => entry_key == key || !is_internal(entry_key),
+            (Some(_), None) => true,
+        })
+        .collect();
+    if chosen.len() > scope.max_entries {
+        chosen.drain(..chosen.len() - scope.max_entries);
+    }
+    // The summary already carries its own entry: show it once.
+    if let (Some(summary), Some(key)) = (scope.summary, scope.session_key)
+        && let Some(at) = chosen
+            .iter()
+            .rposition(|e| e.session_key.as_deref() == Some(key) && e.content == summary.text)
+    {
+        chosen.remove(at);
+    }
+    chosen
 }
 
 const TRUNCATED: &str = "\n... (truncated)";

@@ -199,28 +199,7 @@ impl StreamAssembler {
             }
             if let Some(Value::Array(calls)) = delta.get("tool_calls") {
                 for call in calls {
-                    let index = call
-                        .get("index")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(self.calls.len().saturating_sub(1) as u64)
-                        as usize;
-                    if index > 1024 {
-                        return Err(invalid("a streamed tool call index is out of range"));
-                    }
-                    while self.calls.len() <= index {
-                        self.calls.push(PartialCall::default());
-                    }
-                    let slot = &mut self.calls[index];
-                    if let Some(id) = call.get("id").and_then(Value::as_str) {
-                        slot.id = id.to_owned();
-                    }
-                    if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
-                        slot.name.push_str(name);
-                    }
-                    if let Some(args) = call.pointer("/function/arguments").and_then(Value::as_str)
-                    {
-                        slot.arguments.push_str(args);
-                    }
+                    self.push_call(call)?;
                 }
             }
         }
@@ -228,6 +207,31 @@ impl StreamAssembler {
             self.finish = Some(FinishReason::from(reason));
         }
         Ok(false)
+    }
+
+    /// A streamed piece of a tool call, added to the call at its index.
+    fn push_call(&mut self, call: &Value) -> Result<(), LlmError> {
+        let index = call
+            .get("index")
+            .and_then(Value::as_u64)
+            .unwrap_or(self.calls.len().saturating_sub(1) as u64) as usize;
+        if index > 1024 {
+            return Err(invalid("a streamed tool call index is out of range"));
+        }
+        while self.calls.len() <= index {
+            self.calls.push(PartialCall::default());
+        }
+        let slot = &mut self.calls[index];
+        if let Some(id) = call.get("id").and_then(Value::as_str) {
+            slot.id = id.to_owned();
+        }
+        if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
+            slot.name.push_str(name);
+        }
+        if let Some(args) = call.pointer("/function/arguments").and_then(Value::as_str) {
+            slot.arguments.push_str(args);
+        }
+        Ok(())
     }
 
     /// The assembled answer; a stream that ended before its finish is cut.

@@ -43,6 +43,14 @@ pub fn strip_think(text: &str) -> String {
             out = rest.to_owned();
         }
     }
+    remove_glued_tags(&mut out);
+    remove_orphan_closers(&mut out);
+    cut_partial_tag(&mut out);
+    out.trim().to_owned()
+}
+
+/// Opening tags glued to text.
+fn remove_glued_tags(out: &mut String) {
     // An opening tag glued to text: `<think` followed by something that cannot continue a
     // tag name.
     for tag in TAGS {
@@ -60,29 +68,37 @@ pub fn strip_think(text: &str) -> String {
             }
         }
     }
+}
+
+/// Orphan closing tags at either end, and a leading channel marker.
+fn remove_orphan_closers(out: &mut String) {
     // Orphan closing tags at the very start or end, and a leading channel marker.
     loop {
         let before = out.len();
         let trimmed = out.trim().to_owned();
-        out = trimmed;
+        *out = trimmed;
         for tag in TAGS {
             let close = format!("</{tag}>");
             if let Some(rest) = out.strip_prefix(&close) {
-                out = rest.to_owned();
+                *out = rest.to_owned();
             }
             if let Some(rest) = out.strip_suffix(&close) {
-                out = rest.to_owned();
+                *out = rest.to_owned();
             }
         }
         for marker in ["<|channel|>", "<channel|>"] {
             if let Some(rest) = out.strip_prefix(marker) {
-                out = rest.to_owned();
+                *out = rest.to_owned();
             }
         }
         if out.len() == before {
             break;
         }
     }
+}
+
+/// A control tag cut off at the end of a stream.
+fn cut_partial_tag(out: &mut String) {
     // A control tag cut off at the end of a stream.
     if let Some(open) = out.rfind('<') {
         let tail = &out[open + 1..];
@@ -94,5 +110,4 @@ pub fn strip_think(text: &str) -> String {
             out.truncate(open);
         }
     }
-    out.trim().to_owned()
 }

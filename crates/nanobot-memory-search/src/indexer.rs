@@ -247,7 +247,19 @@ impl Indexer {
                 .set_marks(vec![(mark_name, Some(mark.to_string()))])
                 .await?;
         }
-        // Sessions deleted since the last pass.
+        self.forget_deleted_sessions(&marks, &seen, filter, pass)
+            .await
+    }
+
+    /// Removes the sessions deleted since the last pass (marked, not seen now) from the
+    /// index.
+    async fn forget_deleted_sessions(
+        &self,
+        marks: &std::collections::BTreeMap<String, String>,
+        seen: &[String],
+        filter: &SessionFilter,
+        pass: &mut IndexPass,
+    ) -> Result<(), IndexingError> {
         for (name, _) in marks.range("session:".to_owned()..) {
             if !name.starts_with("session:") {
                 break;
