@@ -116,7 +116,24 @@ impl fmt::Display for AppError {
     }
 }
 
-impl std::error::Error for AppError {}
+/// The underlying error, so a caller (or a log) can walk the chain down to the store, the
+/// model or the turn that failed.
+impl std::error::Error for AppError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AppError::Sessions(e) => Some(e),
+            AppError::Memory(e) => Some(e),
+            AppError::Consolidation(e) => Some(e),
+            AppError::Dream(e) => Some(e),
+            AppError::Llm(e) => Some(e),
+            AppError::Context(e) => Some(e),
+            AppError::Scope(e) => Some(e),
+            AppError::Search(e) => Some(e),
+            AppError::Turn { cause, .. } => Some(cause.as_ref()),
+            _ => None,
+        }
+    }
+}
 
 macro_rules! from {
     ($($variant:ident($ty:ty)),*) => {$(

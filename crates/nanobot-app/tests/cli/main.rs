@@ -16,6 +16,7 @@ use nanobot_bench_workload::testing::TempDir;
 use nanobot_llm_http::testing::{FakeServer, Reply};
 use serde_json::json;
 
+mod errors;
 mod fixtures;
 mod golden;
 mod postgres;
