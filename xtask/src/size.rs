@@ -99,22 +99,6 @@ const ALLOWED: &[(&str, &str)] = &[
         NOT_YET_SPLIT,
     ),
     (
-        "crates/nanobot-store-postgres/src/archive.rs::commit_archive",
-        NOT_YET_SPLIT,
-    ),
-    (
-        "crates/nanobot-store-postgres/src/archive.rs::commit",
-        NOT_YET_SPLIT,
-    ),
-    (
-        "crates/nanobot-store-postgres/src/journal.rs::import_journal",
-        NOT_YET_SPLIT,
-    ),
-    (
-        "crates/nanobot-store-postgres/src/migrate.rs::migrate",
-        NOT_YET_SPLIT,
-    ),
-    (
         "crates/nanobot-store-postgres/src/sessions.rs::append",
         NOT_YET_SPLIT,
     ),

@@ -15,6 +15,55 @@ use crate::error::memory as db;
 use crate::journal::signed;
 use crate::sessions::{SESSION_COLUMNS, revision_of, session_row};
 
+impl PgScope {
+    /// Checks the fence and locks its lease row until the commit: a holder that lost the
+    /// lease writes nothing.
+    async fn hold_fence(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        fence: nanobot_memory_store::Fence,
+    ) -> Result<(), MemoryError> {
+        let held = crate::query(&format!(
+            "SELECT 1 FROM {} l WHERE l.scope_id = $1 AND l.job = $2 AND {} FOR UPDATE",
+            self.inner.t("leases"),
+            crate::lease::held_condition()
+        ))
+        .bind(self.scope_id)
+        .bind("dream")
+        .bind(signed(fence.0))
+        .fetch_optional(tx)
+        .await
+        .map_err(db("check the Dream lease"))?;
+        match held {
+            Some(_) => Ok(()),
+            None => Err(lease_lost(fence, None)),
+        }
+    }
+
+    /// The cursors of an archive of this very slice already journaled (once per slice).
+    async fn journaled_archive(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        commit: &ArchiveCommit<'_>,
+    ) -> Result<Vec<u64>, sqlx::Error> {
+        Ok(crate::query(&format!(
+            "SELECT cursor FROM {} WHERE scope_id = $1 AND session_key = $2 AND range_start = $3 \
+             AND range_end = $4 AND digest = $5 ORDER BY cursor",
+            self.inner.t("journal")
+        ))
+        .bind(self.scope_id)
+        .bind(commit.session.as_str())
+        .bind(signed(commit.from))
+        .bind(signed(commit.to))
+        .bind(commit.digest)
+        .fetch_all(tx)
+        .await?
+        .iter()
+        .map(|row| row.get::<i64, _>(0).unsigned_abs())
+        .collect())
+    }
+}
+
 #[async_trait]
 impl SessionArchive for PgScope {
     async fn commit_archive(
@@ -54,22 +103,7 @@ impl SessionArchive for PgScope {
             )
             .map_err(session_failure)?;
             // Once per slice: an archive of this slice already journaled is reused.
-            let existing: Vec<u64> = crate::query(&format!(
-                "SELECT cursor FROM {} WHERE scope_id = $1 AND session_key = $2 AND range_start = $3 \
-                 AND range_end = $4 AND digest = $5 ORDER BY cursor",
-                self.inner.t("journal")
-            ))
-            .bind(self.scope_id)
-            .bind(key.as_str())
-            .bind(signed(commit.from))
-            .bind(signed(commit.to))
-            .bind(commit.digest)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db("look for the archive"))?
-            .iter()
-            .map(|row| row.get::<i64, _>(0).unsigned_abs())
-            .collect();
+            let existing = self.journaled_archive(&mut *tx, commit).await.map_err(db("look for the archive"))?;
             let reused = !existing.is_empty() && !commit.entries.is_empty();
             let cursors = if reused || commit.entries.is_empty() {
                 existing
@@ -168,22 +202,7 @@ impl MemoryCommit for PgScope {
                                 .map_err(db("commit a memory change"))
                         };
                         fault(tx).await?;
-                        // The fence, checked and its row locked until the commit: a holder that lost the
-                        // lease writes nothing.
-                        let held = crate::query(&format!(
-                        "SELECT 1 FROM {} l WHERE l.scope_id = $1 AND l.job = $2 AND {} FOR UPDATE",
-                        self.inner.t("leases"),
-                        crate::lease::held_condition()
-                    ))
-                    .bind(self.scope_id)
-                    .bind("dream")
-                    .bind(signed(change.fence.0))
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(db("check the Dream lease"))?;
-                        if held.is_none() {
-                            return Err(lease_lost(change.fence, None));
-                        }
+                        self.hold_fence(tx, change.fence).await?;
                         fault(tx).await?;
                         let (latest, _) = self.lock_head(tx).await?;
                         for file in &change.files {

@@ -154,6 +154,68 @@ impl PgScope {
 }
 
 impl PgScope {
+    /// Inserts imported entries with their own cursors.
+    async fn insert_imported(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        fresh: &[&JournalEntry],
+    ) -> Result<(), MemoryError> {
+        let sql = format!(
+            "INSERT INTO {} (scope_id, cursor, ts, content, session_key, range_start, range_end, digest, extra) \
+                 SELECT $1, x.cursor, x.ts, x.content, x.session_key, x.range_start, x.range_end, x.digest, x.extra \
+                 FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::text[]) \
+                   AS x(cursor, ts, content, session_key, range_start, range_end, digest, extra)",
+            self.inner.t("journal")
+        );
+        crate::query(&sql)
+            .bind(self.scope_id)
+            .bind(fresh.iter().map(|e| signed(e.cursor)).collect::<Vec<_>>())
+            .bind(
+                fresh
+                    .iter()
+                    .map(|e| e.timestamp.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(fresh.iter().map(|e| encode(&e.content)).collect::<Vec<_>>())
+            .bind(
+                fresh
+                    .iter()
+                    .map(|e| e.session_key.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                fresh
+                    .iter()
+                    .map(|e| e.message_range.map(|(s, _)| signed(s)))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                fresh
+                    .iter()
+                    .map(|e| e.message_range.map(|(_, e)| signed(e)))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                fresh
+                    .iter()
+                    .map(|e| e.message_digest.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                fresh
+                    .iter()
+                    .map(|e| {
+                        (!e.extra.is_empty())
+                            .then(|| serde_json::Value::Object(e.extra.clone()).to_string())
+                    })
+                    .collect::<Vec<_>>(),
+            )
+            .execute(tx)
+            .await
+            .map_err(db("import journal entries"))?;
+        Ok(())
+    }
+
     /// Copies `entries` (from another journal, in cursor order) with their own cursors,
     /// timestamps and every field, skipping those at or below the latest cursor already
     /// here (so an import can be run again, or resumed); then raises the latest cursor to
@@ -169,59 +231,7 @@ impl PgScope {
             let (latest, _) = self.lock_head(tx).await?;
             let fresh: Vec<&JournalEntry> = entries.iter().filter(|e| e.cursor > latest).collect();
             if !fresh.is_empty() {
-                let sql = format!(
-                    "INSERT INTO {} (scope_id, cursor, ts, content, session_key, range_start, range_end, digest, extra) \
-                     SELECT $1, x.cursor, x.ts, x.content, x.session_key, x.range_start, x.range_end, x.digest, x.extra \
-                     FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::text[]) \
-                       AS x(cursor, ts, content, session_key, range_start, range_end, digest, extra)",
-                    self.inner.t("journal")
-                );
-                crate::query(&sql)
-                    .bind(self.scope_id)
-                    .bind(fresh.iter().map(|e| signed(e.cursor)).collect::<Vec<_>>())
-                    .bind(
-                        fresh
-                            .iter()
-                            .map(|e| e.timestamp.clone())
-                            .collect::<Vec<_>>(),
-                    )
-                    .bind(fresh.iter().map(|e| encode(&e.content)).collect::<Vec<_>>())
-                    .bind(
-                        fresh
-                            .iter()
-                            .map(|e| e.session_key.clone())
-                            .collect::<Vec<_>>(),
-                    )
-                    .bind(
-                        fresh
-                            .iter()
-                            .map(|e| e.message_range.map(|(s, _)| signed(s)))
-                            .collect::<Vec<_>>(),
-                    )
-                    .bind(
-                        fresh
-                            .iter()
-                            .map(|e| e.message_range.map(|(_, e)| signed(e)))
-                            .collect::<Vec<_>>(),
-                    )
-                    .bind(
-                        fresh
-                            .iter()
-                            .map(|e| e.message_digest.clone())
-                            .collect::<Vec<_>>(),
-                    )
-                    .bind(
-                        fresh
-                            .iter()
-                            .map(|e| {
-                                (!e.extra.is_empty())
-                                    .then(|| serde_json::Value::Object(e.extra.clone()).to_string())
-                            })
-                            .collect::<Vec<_>>(),
-                    )
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db("import journal entries"))?;
+                self.insert_imported(tx, &fresh).await?;
             }
             let newest = fresh
                 .last()

@@ -102,33 +102,7 @@ pub async fn migrate(pool: &PgPool, schema: &Schema) -> Result<(), StoreError> {
         .map(|row| (row.get(0), row.get(1), row.get(2)))
         .collect();
         let newest = applied.last().map_or(0, |(v, _, _)| *v);
-        if newest > latest() {
-            let min_reader: i64 = crate::query(&format!(
-                "SELECT value FROM {q}.meta WHERE key = 'min_reader'"
-            ))
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(StoreError::db("read the schema's meta"))?
-            .and_then(|row| row.get::<String, _>(0).parse().ok())
-            .unwrap_or(newest);
-            if min_reader > latest() {
-                return Err(StoreError::TooNew {
-                    known: latest(),
-                    applied: newest,
-                    min_reader,
-                });
-            }
-        }
-        for (version, name, checksum) in &applied {
-            if let Some(known) = MIGRATIONS.iter().find(|m| m.version == *version)
-                && known.checksum() != *checksum
-            {
-                return Err(StoreError::ChecksumMismatch {
-                    version: *version,
-                    name: name.clone(),
-                });
-            }
-        }
+        check_applied(tx, q, &applied, newest).await?;
         crate::query(&format!("SET LOCAL search_path TO {q}"))
             .execute(&mut *tx)
             .await
@@ -158,4 +132,42 @@ pub async fn migrate(pool: &PgPool, schema: &Schema) -> Result<(), StoreError> {
         Ok(())
     })
     .await
+}
+
+/// Refuses a schema this build cannot read (migrated by a newer build past what it reads)
+/// or whose applied migrations differ from ours.
+async fn check_applied(
+    tx: &mut sqlx::PgConnection,
+    q: &str,
+    applied: &[(i64, String, String)],
+    newest: i64,
+) -> Result<(), StoreError> {
+    if newest > latest() {
+        let min_reader: i64 = crate::query(&format!(
+            "SELECT value FROM {q}.meta WHERE key = 'min_reader'"
+        ))
+        .fetch_optional(tx)
+        .await
+        .map_err(StoreError::db("read the schema's meta"))?
+        .and_then(|row| row.get::<String, _>(0).parse().ok())
+        .unwrap_or(newest);
+        if min_reader > latest() {
+            return Err(StoreError::TooNew {
+                known: latest(),
+                applied: newest,
+                min_reader,
+            });
+        }
+    }
+    for (version, name, checksum) in applied {
+        if let Some(known) = MIGRATIONS.iter().find(|m| m.version == *version)
+            && known.checksum() != *checksum
+        {
+            return Err(StoreError::ChecksumMismatch {
+                version: *version,
+                name: name.clone(),
+            });
+        }
+    }
+    Ok(())
 }
