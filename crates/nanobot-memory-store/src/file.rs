@@ -249,7 +249,7 @@ impl FileJournal {
         } else {
             0
         };
-        let parsed = parse(&bytes, 0, after);
+        let mut parsed = parse(&bytes, 0, after);
         if grown && !parsed.corrupt.is_empty() {
             // Damage in what another writer appended: repair the whole file in one pass.
             state.seen = None;
@@ -260,8 +260,29 @@ impl FileJournal {
         for entry in &parsed.entries {
             state.index.add(entry);
         }
-        state.entries.extend(parsed.entries);
-        state.repairs.extend(parsed.repairs);
+        state.entries.extend(std::mem::take(&mut parsed.entries));
+        state.repairs.extend(std::mem::take(&mut parsed.repairs));
+        self.mend(&path, &bytes, from, &parsed)?;
+        let scan_max = state.entries.iter().map(|e| e.cursor).max().unwrap_or(0);
+        state.latest = state
+            .latest
+            .max(counter)
+            .max(scan_max)
+            .max(parsed.max_object_cursor);
+        let meta = fs::metadata(&path).map_err(|e| MemoryError::io("inspect", &path, e))?;
+        state.seen = Some((identity(&meta), meta.len()));
+        Ok(())
+    }
+
+    /// Keeps damaged and torn bytes aside, then mends the file: damaged lines rewritten
+    /// away, a torn last line cut, an unterminated last line finished.
+    fn mend(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        from: u64,
+        parsed: &Parsed,
+    ) -> Result<(), MemoryError> {
         let mut aside: Vec<(String, Vec<u8>)> = parsed
             .corrupt
             .iter()
@@ -276,24 +297,16 @@ impl FileJournal {
             let keep = parsed.kept_lines.iter().map(|range| &bytes[range.clone()]);
             self.rewrite(keep)?;
         } else if let Some(torn) = parsed.torn {
-            let file = fsio::open(&path, Open::READ_WRITE)
-                .map_err(|e| MemoryError::io("open", &path, e))?;
-            fsio::set_len(&file, &path, from + torn as u64)
-                .map_err(|e| MemoryError::io("cut the torn line of", &path, e))?;
+            let file =
+                fsio::open(path, Open::READ_WRITE).map_err(|e| MemoryError::io("open", path, e))?;
+            fsio::set_len(&file, path, from + torn as u64)
+                .map_err(|e| MemoryError::io("cut the torn line of", path, e))?;
         } else if parsed.unterminated {
-            let mut file = fsio::open(&path, Open::READ_WRITE)
-                .map_err(|e| MemoryError::io("open", &path, e))?;
-            fsio::append(&mut file, &path, b"\n")
-                .map_err(|e| MemoryError::io("finish the last line of", &path, e))?;
+            let mut file =
+                fsio::open(path, Open::READ_WRITE).map_err(|e| MemoryError::io("open", path, e))?;
+            fsio::append(&mut file, path, b"\n")
+                .map_err(|e| MemoryError::io("finish the last line of", path, e))?;
         }
-        let scan_max = state.entries.iter().map(|e| e.cursor).max().unwrap_or(0);
-        state.latest = state
-            .latest
-            .max(counter)
-            .max(scan_max)
-            .max(parsed.max_object_cursor);
-        let meta = fs::metadata(&path).map_err(|e| MemoryError::io("inspect", &path, e))?;
-        state.seen = Some((identity(&meta), meta.len()));
         Ok(())
     }
 
