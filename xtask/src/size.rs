@@ -83,14 +83,6 @@ const ALLOWED: &[(&str, &str)] = &[
         NOT_YET_SPLIT,
     ),
     (
-        "crates/nanobot-session-store/src/file/store.rs::append",
-        NOT_YET_SPLIT,
-    ),
-    (
-        "crates/nanobot-session-store/src/file/store.rs::flush",
-        NOT_YET_SPLIT,
-    ),
-    (
         "crates/nanobot-session-store/src/file/tail.rs::read_tail",
         NOT_YET_SPLIT,
     ),

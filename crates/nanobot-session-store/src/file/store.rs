@@ -47,19 +47,7 @@ impl SessionStore for FileSessionStore {
     ) -> Result<Revision, SessionError> {
         let path = self.path_of(key);
         let Some(expected) = expected else {
-            // A new session: the whole file appears at once, or not at all if it exists.
-            let _namespace = self.lock_namespace()?;
-            if let Ok(existing) = File::open(&path) {
-                return Err(conflict(key, None, Some(revision_of(&existing, &path)?)));
-            }
-            let now = self.now();
-            let meta = append
-                .meta
-                .cloned()
-                .unwrap_or_else(|| SessionMeta::new(now));
-            SessionError::check_pointer(key, meta.last_consolidated, append.messages.len())?;
-            let content = render(key, &meta, append.messages);
-            return self.create(key, &path, content, append.messages.len());
+            return self.append_new(key, &path, append);
         };
 
         let Some(mut locked) = self.open_locked(&path)? else {
@@ -94,36 +82,7 @@ impl SessionStore for FileSessionStore {
             out.push('\n');
         }
         if let (Some(meta), false) = (&meta, empty_file) {
-            if meta.provider_state != state.provider_state {
-                out.push_str(&provider_state_line(meta.provider_state.as_ref()));
-                out.push('\n');
-                state.provider_state = meta.provider_state.clone();
-            }
-            let only_time_changed = state.recorded.as_ref().is_some_and(|recorded| {
-                SessionMeta {
-                    updated_at: recorded.updated_at,
-                    ..meta.clone()
-                } == *recorded
-            });
-            if only_time_changed {
-                // Not worth a record per message: line 1 gets it at flush.
-                let recorded = state.recorded.as_ref().map(|r| r.updated_at);
-                state.pending_updated_at =
-                    (Some(meta.updated_at) != recorded).then_some(meta.updated_at);
-            } else {
-                let line = metadata_line(key, meta);
-                // The previous appended record is superseded; line 1 is only made stale.
-                if !state.line1_current {
-                    state.dead_bytes += state.meta_line.len() as u64 + 1;
-                }
-                out.push_str(&line);
-                out.push('\n');
-                state.meta_line = line;
-                state.line1_current = false;
-                state.meta_after_line1 = true;
-                state.recorded = Some(meta.clone());
-                state.pending_updated_at = None;
-            }
+            record_meta(key, meta, &mut state, &mut out);
         }
         fsio::append(&mut locked.file, &path, out.as_bytes())
             .map_err(|e| SessionError::io("append to", &path, e))?;
@@ -257,17 +216,7 @@ impl SessionStore for FileSessionStore {
         let mut found = revision_of(&locked.file, &path)?;
         SessionError::check_revision(key, Some(expected), Some(found))?;
         let mut state = self.state_locked(key, &path, &mut locked, expected)?;
-        // Line 1 should say what the last record says, with the newest updated_at.
-        let current_line = match (&state.recorded, state.pending_updated_at) {
-            (Some(recorded), Some(updated_at)) => Some(metadata_line(
-                key,
-                &SessionMeta {
-                    updated_at,
-                    ..recorded.clone()
-                },
-            )),
-            _ => None,
-        };
+        let current_line = line1_update(key, &state);
         let mut mark = TailMark {
             messages: state.messages,
             bytes: found.offset,
@@ -338,5 +287,77 @@ impl SessionStore for FileSessionStore {
             shared_storage: true,
             partial_replay: true,
         }
+    }
+}
+
+impl FileSessionStore {
+    /// A new session: the whole file appears at once, or not at all if it exists.
+    fn append_new(
+        &self,
+        key: &SessionKey,
+        path: &Path,
+        append: Append<'_>,
+    ) -> Result<Revision, SessionError> {
+        let _namespace = self.lock_namespace()?;
+        if let Ok(existing) = File::open(path) {
+            return Err(conflict(key, None, Some(revision_of(&existing, path)?)));
+        }
+        let now = self.now();
+        let meta = append
+            .meta
+            .cloned()
+            .unwrap_or_else(|| SessionMeta::new(now));
+        SessionError::check_pointer(key, meta.last_consolidated, append.messages.len())?;
+        let content = render(key, &meta, append.messages);
+        self.create(key, path, content, append.messages.len())
+    }
+}
+
+/// The records an append adds after its messages: a changed provider state, and the
+/// metadata unless only its time changed (line 1 takes that at flush).
+fn record_meta(key: &SessionKey, meta: &SessionMeta, state: &mut FileState, out: &mut String) {
+    if meta.provider_state != state.provider_state {
+        out.push_str(&provider_state_line(meta.provider_state.as_ref()));
+        out.push('\n');
+        state.provider_state = meta.provider_state.clone();
+    }
+    let only_time_changed = state.recorded.as_ref().is_some_and(|recorded| {
+        SessionMeta {
+            updated_at: recorded.updated_at,
+            ..meta.clone()
+        } == *recorded
+    });
+    if only_time_changed {
+        // Not worth a record per message: line 1 gets it at flush.
+        let recorded = state.recorded.as_ref().map(|r| r.updated_at);
+        state.pending_updated_at = (Some(meta.updated_at) != recorded).then_some(meta.updated_at);
+    } else {
+        let line = metadata_line(key, meta);
+        // The previous appended record is superseded; line 1 is only made stale.
+        if !state.line1_current {
+            state.dead_bytes += state.meta_line.len() as u64 + 1;
+        }
+        out.push_str(&line);
+        out.push('\n');
+        state.meta_line = line;
+        state.line1_current = false;
+        state.meta_after_line1 = true;
+        state.recorded = Some(meta.clone());
+        state.pending_updated_at = None;
+    }
+}
+
+/// Line 1 as it should read now when only the time moved on since it was written: what
+/// the last record says, with the newest updated_at (`None`: line 1 is the record).
+fn line1_update(key: &SessionKey, state: &FileState) -> Option<String> {
+    match (&state.recorded, state.pending_updated_at) {
+        (Some(recorded), Some(updated_at)) => Some(metadata_line(
+            key,
+            &SessionMeta {
+                updated_at,
+                ..recorded.clone()
+            },
+        )),
+        _ => None,
     }
 }
