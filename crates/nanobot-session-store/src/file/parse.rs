@@ -132,27 +132,13 @@ pub(super) struct Parsed {
 }
 
 pub(super) fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
-    let mut parsed = Parsed::default();
-    let mut provider_state: Option<Value> = None;
-    let mut first_record = true;
-    let mut line1_text: Option<String> = None;
-    // Sizes of metadata and provider-state records after line 1, newline included.
-    let mut appended_meta: Vec<u64> = Vec::new();
-    let mut state_records: Vec<u64> = Vec::new();
-    let mut latest_update: Option<NaiveDateTime> = None;
-    // (index in the repairs, bytes) of an undecodable line 1 that began as a metadata record.
-    let mut torn_line1: Option<(usize, usize)> = None;
-    // (line number, bytes) of a line 1 that parses but disagrees with its mark's sum, and
-    // the updated_at it claims.
-    let mut mismatched_line1: Option<(usize, Vec<u8>)> = None;
-    let mut mismatched_update: Option<NaiveDateTime> = None;
+    let mut scan = Scan::new(now);
     let mut offset = 0;
-    let mut line_no = 0;
     // One SIMD pass validates the whole file; lines are then slices of it. A file that is
     // not valid UTF-8 throughout is checked line by line, to find the damaged ones.
     let whole = simdutf8::basic::from_utf8(bytes).ok();
     while offset < bytes.len() {
-        line_no += 1;
+        scan.line_no += 1;
         let (line, next, terminated) = match memchr::memchr(b'\n', &bytes[offset..]) {
             Some(end) => (&bytes[offset..offset + end], offset + end + 1, true),
             None => (&bytes[offset..], bytes.len(), false),
@@ -162,12 +148,66 @@ pub(super) fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        // Records nanobot-ai and we write start with their `_type`; everything else is a
-        // message, validated now and decoded when first read.
         let text = match whole {
             Some(text) => Ok(&text[start..start + line.len()]),
-            None => std::str::from_utf8(line),
+            None => std::str::from_utf8(line).map_err(|_| ()),
         };
+        if scan.line(line, text, start, terminated).is_break() {
+            break;
+        }
+    }
+    scan.finish()
+}
+
+/// A file's lines read so far, and what the records after line 1 said.
+struct Scan {
+    parsed: Parsed,
+    now: NaiveDateTime,
+    line_no: usize,
+    provider_state: Option<Value>,
+    first_record: bool,
+    line1_text: Option<String>,
+    /// Sizes of metadata and provider-state records after line 1, newline included.
+    appended_meta: Vec<u64>,
+    state_records: Vec<u64>,
+    latest_update: Option<NaiveDateTime>,
+    /// (index in the repairs, bytes) of an undecodable line 1 that began as a metadata
+    /// record.
+    torn_line1: Option<(usize, usize)>,
+    /// (line number, bytes) of a line 1 that parses but disagrees with its mark's sum, and
+    /// the updated_at it claims.
+    mismatched_line1: Option<(usize, Vec<u8>)>,
+    mismatched_update: Option<NaiveDateTime>,
+}
+
+impl Scan {
+    fn new(now: NaiveDateTime) -> Self {
+        Scan {
+            parsed: Parsed::default(),
+            now,
+            line_no: 0,
+            provider_state: None,
+            first_record: true,
+            line1_text: None,
+            appended_meta: Vec::new(),
+            state_records: Vec::new(),
+            latest_update: None,
+            torn_line1: None,
+            mismatched_line1: None,
+            mismatched_update: None,
+        }
+    }
+
+    /// One non-blank line starting at byte `start`; `Break` at a torn last line.
+    fn line(
+        &mut self,
+        line: &[u8],
+        text: Result<&str, ()>,
+        start: usize,
+        terminated: bool,
+    ) -> std::ops::ControlFlow<()> {
+        // Records nanobot-ai and we write start with their `_type`; everything else is a
+        // message, validated now and decoded when first read.
         let decoded = text.map_err(|_| "not UTF-8".to_owned()).and_then(|text| {
             if is_typed_record(text) {
                 serde_json::from_str::<Value>(text)
@@ -180,120 +220,139 @@ pub(super) fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
                 StoredMessage::from_json_text(text).map(Line::Message)
             }
         });
-        let record = match decoded {
+        match decoded {
             Ok(Line::Message(message)) => {
                 if !terminated {
-                    parsed.unterminated = true;
+                    self.parsed.unterminated = true;
                 }
-                first_record = false;
-                parsed.messages.push(message);
-                continue;
+                self.first_record = false;
+                self.parsed.messages.push(message);
             }
-            Ok(Line::Record(record)) => record,
+            Ok(Line::Record(record)) => self.record(record, line, terminated),
             Err(_) if !terminated => {
-                parsed.torn = Some(start);
-                break;
+                self.parsed.torn = Some(start);
+                return std::ops::ControlFlow::Break(());
             }
             Err(reason) => {
-                if first_record && line.starts_with(METADATA_PREFIX.as_bytes()) {
+                if self.first_record && line.starts_with(METADATA_PREFIX.as_bytes()) {
                     // Line 1 as our flush rewrites it: torn mid-rewrite, if a later record
                     // holds the metadata (decided below).
-                    torn_line1 = Some((parsed.repairs.len(), line.len()));
+                    self.torn_line1 = Some((self.parsed.repairs.len(), line.len()));
                 }
-                parsed.repairs.push(Repair::CorruptLine {
-                    line: line_no,
+                self.parsed.repairs.push(Repair::CorruptLine {
+                    line: self.line_no,
                     reason: reason.clone(),
                 });
-                parsed.corrupt.push((line_no, reason, line.to_vec()));
-                continue;
+                self.parsed
+                    .corrupt
+                    .push((self.line_no, reason, line.to_vec()));
             }
-        };
+        }
+        std::ops::ControlFlow::Continue(())
+    }
+
+    /// A typed record: metadata, provider state, or a message written as a record.
+    fn record(&mut self, record: Map<String, Value>, line: &[u8], terminated: bool) {
         if !terminated {
-            parsed.unterminated = true;
+            self.parsed.unterminated = true;
         }
-        let is_first = std::mem::replace(&mut first_record, false);
+        let is_first = std::mem::replace(&mut self.first_record, false);
         match record.get("_type").and_then(Value::as_str) {
-            Some("metadata") => {
-                let text = std::str::from_utf8(line)
-                    .unwrap_or_default()
-                    .trim_end()
-                    .to_owned();
-                let mut mismatched = false;
-                if is_first {
-                    parsed.line1_capacity = line.len();
-                    match read_mark(&record, &text) {
-                        Line1Mark::Whole(mark) => parsed.line1_mark = Some(mark),
-                        Line1Mark::Absent => {}
-                        Line1Mark::Mismatch => {
-                            mismatched = true;
-                            mismatched_line1 = Some((line_no, line.to_vec()));
-                        }
-                    }
-                    line1_text = Some(text.clone());
-                } else {
-                    appended_meta.push(line.len() as u64 + 1);
-                }
-                parsed.meta_line = text;
-                parsed.recorded_key = record.get("key").and_then(Value::as_str).map(str::to_owned);
-                let meta = read_meta(&record, now, &mut parsed.repairs);
-                if record.get("updated_at").is_some_and(Value::is_string) {
-                    if mismatched {
-                        mismatched_update = Some(meta.updated_at);
-                    } else {
-                        latest_update = latest_update.max(Some(meta.updated_at));
-                    }
-                }
-                parsed.meta = Some(meta);
-            }
+            Some("metadata") => self.metadata(&record, line, is_first),
             Some("provider_state") => {
-                state_records.push(line.len() as u64 + 1);
-                provider_state = record.get("state").filter(|s| s.is_object()).cloned();
+                self.state_records.push(line.len() as u64 + 1);
+                self.provider_state = record.get("state").filter(|s| s.is_object()).cloned();
             }
-            _ => parsed.messages.push(StoredMessage::from_map(record)),
+            _ => self.parsed.messages.push(StoredMessage::from_map(record)),
         }
     }
-    if let (Some((index, bytes)), Some(_)) = (torn_line1, &parsed.meta) {
-        // Flush appends a record before it rewrites line 1 in place (see `flush`), so a
-        // later record holds what the torn line held: the repair loses nothing.
-        parsed.repairs[index] = Repair::TornLine1 { bytes };
-    }
-    if let Some((line_no, raw)) = mismatched_line1 {
-        if appended_meta.is_empty() {
-            // Nothing after it to fall back on, and flush never rewrites line 1 in place
-            // while it is the only copy: an edit by hand, taken as written (mark dropped).
-            latest_update = latest_update.max(mismatched_update);
+
+    /// A metadata record: line 1 (with its mark) or one appended after it.
+    fn metadata(&mut self, record: &Map<String, Value>, line: &[u8], is_first: bool) {
+        let text = std::str::from_utf8(line)
+            .unwrap_or_default()
+            .trim_end()
+            .to_owned();
+        let mut mismatched = false;
+        if is_first {
+            self.parsed.line1_capacity = line.len();
+            match read_mark(record, &text) {
+                Line1Mark::Whole(mark) => self.parsed.line1_mark = Some(mark),
+                Line1Mark::Absent => {}
+                Line1Mark::Mismatch => {
+                    mismatched = true;
+                    self.mismatched_line1 = Some((self.line_no, line.to_vec()));
+                }
+            }
+            self.line1_text = Some(text.clone());
         } else {
-            // Torn mid-rewrite into a mix that parses; the last record holds the metadata.
-            parsed.repairs.push(Repair::TornLine1 { bytes: raw.len() });
-            parsed.corrupt.push((
-                line_no,
-                "line 1 does not match its sum (torn in the middle of a rewrite)".to_owned(),
-                raw,
-            ));
+            self.appended_meta.push(line.len() as u64 + 1);
+        }
+        self.parsed.meta_line = text;
+        self.parsed.recorded_key = record.get("key").and_then(Value::as_str).map(str::to_owned);
+        let meta = read_meta(record, self.now, &mut self.parsed.repairs);
+        if record.get("updated_at").is_some_and(Value::is_string) {
+            if mismatched {
+                self.mismatched_update = Some(meta.updated_at);
+            } else {
+                self.latest_update = self.latest_update.max(Some(meta.updated_at));
+            }
+        }
+        self.parsed.meta = Some(meta);
+    }
+
+    /// What the whole file says, once every line is read.
+    fn finish(mut self) -> Parsed {
+        self.settle_line1();
+        let parsed = &mut self.parsed;
+        parsed.meta_after_line1 = !self.appended_meta.is_empty();
+        parsed.line1_current = self.line1_text.is_some() && self.appended_meta.is_empty();
+        let superseded = |sizes: &[u64]| sizes.iter().rev().skip(1).sum::<u64>();
+        parsed.dead_bytes = superseded(&self.appended_meta) + superseded(&self.state_records);
+        if parsed.line1_current && !self.appended_meta.is_empty() {
+            // The last appended record only mirrors line 1.
+            parsed.dead_bytes += self.appended_meta.last().copied().unwrap_or(0);
+        }
+        if let Some(meta) = parsed.meta.as_mut() {
+            meta.provider_state = self.provider_state;
+            // updated_at only grows; line 1 may carry a newer one than the last record.
+            if let Some(latest) = self.latest_update {
+                meta.updated_at = meta.updated_at.max(latest);
+            }
+            if meta.last_consolidated > parsed.messages.len() {
+                parsed.repairs.push(Repair::PointerReset {
+                    found: meta.last_consolidated.to_string(),
+                });
+                meta.last_consolidated = 0;
+            }
+        }
+        self.parsed
+    }
+
+    /// A torn or mismatched line 1: repaired from a later record when there is one.
+    fn settle_line1(&mut self) {
+        let parsed = &mut self.parsed;
+        if let (Some((index, bytes)), Some(_)) = (self.torn_line1, &parsed.meta) {
+            // Flush appends a record before it rewrites line 1 in place (see `flush`), so a
+            // later record holds what the torn line held: the repair loses nothing.
+            parsed.repairs[index] = Repair::TornLine1 { bytes };
+        }
+        if let Some((line_no, raw)) = self.mismatched_line1.take() {
+            if self.appended_meta.is_empty() {
+                // Nothing after it to fall back on, and flush never rewrites line 1 in place
+                // while it is the only copy: an edit by hand, taken as written (mark dropped).
+                self.latest_update = self.latest_update.max(self.mismatched_update);
+            } else {
+                // Torn mid-rewrite into a mix that parses; the last record holds the metadata.
+                parsed.repairs.push(Repair::TornLine1 { bytes: raw.len() });
+                parsed.corrupt.push((
+                    line_no,
+                    "line 1 does not match its sum (torn in the middle of a rewrite)".to_owned(),
+                    raw,
+                ));
+            }
         }
     }
-    parsed.meta_after_line1 = !appended_meta.is_empty();
-    parsed.line1_current = line1_text.is_some() && appended_meta.is_empty();
-    let superseded = |sizes: &[u64]| sizes.iter().rev().skip(1).sum::<u64>();
-    parsed.dead_bytes = superseded(&appended_meta) + superseded(&state_records);
-    if parsed.line1_current && !appended_meta.is_empty() {
-        // The last appended record only mirrors line 1.
-        parsed.dead_bytes += appended_meta.last().copied().unwrap_or(0);
-    }
-    if let Some(meta) = parsed.meta.as_mut() {
-        meta.provider_state = provider_state;
-        // updated_at only grows; line 1 may carry a newer one than the last record.
-        if let Some(latest) = latest_update {
-            meta.updated_at = meta.updated_at.max(latest);
-        }
-        if meta.last_consolidated > parsed.messages.len() {
-            parsed.repairs.push(Repair::PointerReset {
-                found: meta.last_consolidated.to_string(),
-            });
-            meta.last_consolidated = 0;
-        }
-    }
-    parsed
 }
 
 pub(super) fn json_str(text: &str) -> Value {
