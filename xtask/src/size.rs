@@ -79,10 +79,6 @@ const ALLOWED: &[(&str, &str)] = &[
         NOT_YET_SPLIT,
     ),
     (
-        "crates/nanobot-session-store/src/file/tail.rs::read_tail",
-        NOT_YET_SPLIT,
-    ),
-    (
         "crates/nanobot-store-postgres/src/sessions.rs::append",
         NOT_YET_SPLIT,
     ),

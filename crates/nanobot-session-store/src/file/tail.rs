@@ -14,15 +14,8 @@ impl FileSessionStore {
         path: &Path,
         locked: &Locked,
     ) -> Result<Option<ReplayView>, SessionError> {
-        const CHUNK: u64 = 64 * 1024;
         let revision = revision_of(&locked.file, path)?;
         let len = revision.offset;
-        let read = |from: u64, to: u64| -> Result<Vec<u8>, SessionError> {
-            let mut buf = vec![0u8; usize::try_from(to - from).unwrap_or(0)];
-            read_exact_at(&locked.file, path, &mut buf, from)
-                .map_err(|e| SessionError::io("read", path, e))?;
-            Ok(buf)
-        };
         let stem = path
             .file_stem()
             .and_then(|s| s.to_str())
@@ -30,141 +23,37 @@ impl FileSessionStore {
         if SessionKey::is_hashed_stem(stem) {
             return Ok(None);
         }
-        let head = read(0, len.min(CHUNK))?;
-        let Some(end1) = memchr::memchr(b'\n', &head) else {
-            return Ok(None);
-        };
-        let Ok(line1) = serde_json::from_slice::<Map<String, Value>>(&head[..end1]) else {
-            return Ok(None);
-        };
-        let text1 = std::str::from_utf8(&head[..end1]).unwrap_or_default();
-        let Line1Mark::Whole(mark) = read_mark(&line1, text1) else {
-            // No mark, or one that disagrees with its line: the full loader decides.
-            return Ok(None);
-        };
-        if line1.get("_type") != Some(&json_str("metadata"))
-            || mark.bytes > len
-            || mark.bytes <= end1 as u64
-        {
-            return Ok(None);
-        }
         let now = self.now();
-        let mut ignored = Vec::new();
-        let mut meta = read_meta(&line1, now, &mut ignored);
-        let mut latest_update = meta.updated_at;
-        // Line 2 may hold the provider state.
-        let body_start = end1 as u64 + 1;
-        let rest = &head[end1 + 1..];
-        if let Some(end2) = memchr::memchr(b'\n', rest)
-            && is_typed_record_bytes(&rest[..end2])
-            && let Ok(record) = serde_json::from_slice::<Map<String, Value>>(&rest[..end2])
-            && record.get("_type") == Some(&json_str("provider_state"))
-        {
-            meta.provider_state = record.get("state").filter(|s| s.is_object()).cloned();
-        }
-
+        let head_bytes = read_range(&locked.file, path, 0, len.min(TAIL_CHUNK))?;
+        let Some(Head {
+            mark,
+            body_start,
+            mut meta,
+        }) = read_head(&head_bytes, len, now)
+        else {
+            return Ok(None);
+        };
         // What was appended since the mark: new messages and newer records.
-        let since = read(mark.bytes, len)?;
-        let mut newer = Vec::new();
-        for line in since.split(|&b| b == b'\n') {
-            let Ok(text) = std::str::from_utf8(line) else {
-                return Ok(None);
-            };
-            if text.trim().is_empty() {
-                continue;
-            }
-            if is_typed_record(text) {
-                let Ok(record) = serde_json::from_str::<Map<String, Value>>(text) else {
-                    return Ok(None);
-                };
-                match record.get("_type").and_then(Value::as_str) {
-                    Some("metadata") => {
-                        let state = meta.provider_state.take();
-                        meta = read_meta(&record, now, &mut ignored);
-                        meta.provider_state = state;
-                        latest_update = latest_update.max(meta.updated_at);
-                    }
-                    Some("provider_state") => {
-                        meta.provider_state =
-                            record.get("state").filter(|s| s.is_object()).cloned();
-                    }
-                    _ => newer.push(StoredMessage::from_map(record)),
-                }
-                continue;
-            }
-            match StoredMessage::from_json_text(text) {
-                Ok(message) => newer.push(message),
-                // A torn last line is not a message; anything else needs the full loader.
-                Err(_) if std::ptr::eq(line.as_ptr_range().end, since.as_ptr_range().end) => {}
-                Err(_) => return Ok(None),
-            }
-        }
-        meta.updated_at = meta.updated_at.max(latest_update);
+        let since = read_range(&locked.file, path, mark.bytes, len)?;
+        let Some(newer) = read_since(&since, &mut meta, now) else {
+            return Ok(None);
+        };
         let total = mark.messages + newer.len();
         if meta.last_consolidated > total {
             meta.last_consolidated = 0;
         }
         let floor = replay_floor(total, meta.last_consolidated);
-
-        // Older messages, newest first, until the tail reaches the floor and a user turn at
-        // or below it (with the message before that turn).
-        let mut older: Vec<StoredMessage> = Vec::new();
-        let mut index = mark.messages;
-        let mut user_below_floor: Option<usize> = None;
-        let mut pos = mark.bytes;
-        let mut carry: Vec<u8> = Vec::new();
-        let satisfied = |index: usize, user: Option<usize>| {
-            index == 0 || (index <= floor && user.is_some_and(|u| index < u))
-        };
-        while !satisfied(index, user_below_floor) && pos > body_start {
-            let from = pos.saturating_sub(CHUNK).max(body_start);
-            let mut chunk = read(from, pos)?;
-            chunk.extend_from_slice(&carry);
-            let (partial, complete) = if from > body_start {
-                match memchr::memchr(b'\n', &chunk) {
-                    Some(cut) => chunk.split_at(cut + 1),
-                    None => (&chunk[..], &chunk[chunk.len()..]),
-                }
-            } else {
-                (&chunk[..0], &chunk[..])
-            };
-            for line in complete.rsplit(|&b| b == b'\n') {
-                if satisfied(index, user_below_floor) {
-                    break;
-                }
-                if line.iter().all(u8::is_ascii_whitespace) || is_typed_record_bytes(line) {
-                    continue;
-                }
-                let Ok(message) = std::str::from_utf8(line)
-                    .map_err(|_| ())
-                    .and_then(|t| StoredMessage::from_json_text(t).map_err(|_| ()))
-                else {
-                    return Ok(None);
-                };
-                let Some(i) = index.checked_sub(1) else {
-                    return Ok(None);
-                };
-                index = i;
-                if i <= floor && user_below_floor.is_none() && message.role() == Some("user") {
-                    user_below_floor = Some(i);
-                }
-                older.push(message);
-            }
-            carry = partial.to_vec();
-            pos = from;
-        }
-        if pos <= body_start && index != 0 && !satisfied(index, user_below_floor) {
-            // The file does not hold what its mark says.
+        let Some((mut tail, tail_start)) = read_older(&locked.file, path, mark, body_start, floor)?
+        else {
             return Ok(None);
-        }
-        older.reverse();
-        older.extend(newer);
+        };
+        tail.extend(newer);
         Ok(Some(ReplayView {
             key: key.clone(),
             meta,
             message_count: total,
-            tail_start: index,
-            tail: older,
+            tail_start,
+            tail,
             revision,
         }))
     }
@@ -277,4 +166,163 @@ pub(super) fn read_exact_at(
     } else {
         Err(io::ErrorKind::UnexpectedEof.into())
     }
+}
+
+/// How much of a file one read takes.
+#[cfg(unix)]
+const TAIL_CHUNK: u64 = 64 * 1024;
+
+/// The bytes of `path` from `from` to `to`.
+#[cfg(unix)]
+fn read_range(file: &File, path: &Path, from: u64, to: u64) -> Result<Vec<u8>, SessionError> {
+    let mut buf = vec![0u8; usize::try_from(to - from).unwrap_or(0)];
+    read_exact_at(file, path, &mut buf, from).map_err(|e| SessionError::io("read", path, e))?;
+    Ok(buf)
+}
+
+/// Line 1 with a whole mark, where the body starts, and the metadata line 1 (and a
+/// provider state on line 2) hold.
+#[cfg(unix)]
+struct Head {
+    mark: TailMark,
+    body_start: u64,
+    meta: SessionMeta,
+}
+
+/// The head of a file `len` bytes long; `None` when line 1 has no mark that agrees with
+/// it (written by nanobot-ai, or damaged: the full loader decides).
+#[cfg(unix)]
+fn read_head(head: &[u8], len: u64, now: NaiveDateTime) -> Option<Head> {
+    let end1 = memchr::memchr(b'\n', head)?;
+    let line1 = serde_json::from_slice::<Map<String, Value>>(&head[..end1]).ok()?;
+    let text1 = std::str::from_utf8(&head[..end1]).unwrap_or_default();
+    let Line1Mark::Whole(mark) = read_mark(&line1, text1) else {
+        return None;
+    };
+    if line1.get("_type") != Some(&json_str("metadata"))
+        || mark.bytes > len
+        || mark.bytes <= end1 as u64
+    {
+        return None;
+    }
+    let mut meta = read_meta(&line1, now, &mut Vec::new());
+    // Line 2 may hold the provider state.
+    let rest = &head[end1 + 1..];
+    if let Some(end2) = memchr::memchr(b'\n', rest)
+        && is_typed_record_bytes(&rest[..end2])
+        && let Ok(record) = serde_json::from_slice::<Map<String, Value>>(&rest[..end2])
+        && record.get("_type") == Some(&json_str("provider_state"))
+    {
+        meta.provider_state = record.get("state").filter(|s| s.is_object()).cloned();
+    }
+    Some(Head {
+        mark,
+        body_start: end1 as u64 + 1,
+        meta,
+    })
+}
+
+/// The messages appended after the mark, the records among them applied to `meta`
+/// (updated_at only grows); `None` when a line needs the full loader.
+#[cfg(unix)]
+fn read_since(
+    since: &[u8],
+    meta: &mut SessionMeta,
+    now: NaiveDateTime,
+) -> Option<Vec<StoredMessage>> {
+    let mut latest_update = meta.updated_at;
+    let mut newer = Vec::new();
+    for line in since.split(|&b| b == b'\n') {
+        let text = std::str::from_utf8(line).ok()?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        if is_typed_record(text) {
+            let record = serde_json::from_str::<Map<String, Value>>(text).ok()?;
+            match record.get("_type").and_then(Value::as_str) {
+                Some("metadata") => {
+                    let state = meta.provider_state.take();
+                    *meta = read_meta(&record, now, &mut Vec::new());
+                    meta.provider_state = state;
+                    latest_update = latest_update.max(meta.updated_at);
+                }
+                Some("provider_state") => {
+                    meta.provider_state = record.get("state").filter(|s| s.is_object()).cloned();
+                }
+                _ => newer.push(StoredMessage::from_map(record)),
+            }
+            continue;
+        }
+        match StoredMessage::from_json_text(text) {
+            Ok(message) => newer.push(message),
+            // A torn last line is not a message; anything else needs the full loader.
+            Err(_) if std::ptr::eq(line.as_ptr_range().end, since.as_ptr_range().end) => {}
+            Err(_) => return None,
+        }
+    }
+    meta.updated_at = meta.updated_at.max(latest_update);
+    Some(newer)
+}
+
+/// Older messages, read backwards from the mark until the tail reaches the floor and a user
+/// turn at or below it (with the message before that turn): the tail in file order and
+/// the index of its first message. `None` when the file does not hold what its mark says.
+#[cfg(unix)]
+fn read_older(
+    file: &File,
+    path: &Path,
+    mark: TailMark,
+    body_start: u64,
+    floor: usize,
+) -> Result<Option<(Vec<StoredMessage>, usize)>, SessionError> {
+    let mut older: Vec<StoredMessage> = Vec::new();
+    let mut index = mark.messages;
+    let mut user_below_floor: Option<usize> = None;
+    let mut pos = mark.bytes;
+    let mut carry: Vec<u8> = Vec::new();
+    let satisfied = |index: usize, user: Option<usize>| {
+        index == 0 || (index <= floor && user.is_some_and(|u| index < u))
+    };
+    while !satisfied(index, user_below_floor) && pos > body_start {
+        let from = pos.saturating_sub(TAIL_CHUNK).max(body_start);
+        let mut chunk = read_range(file, path, from, pos)?;
+        chunk.extend_from_slice(&carry);
+        let (partial, complete) = if from > body_start {
+            match memchr::memchr(b'\n', &chunk) {
+                Some(cut) => chunk.split_at(cut + 1),
+                None => (&chunk[..], &chunk[chunk.len()..]),
+            }
+        } else {
+            (&chunk[..0], &chunk[..])
+        };
+        for line in complete.rsplit(|&b| b == b'\n') {
+            if satisfied(index, user_below_floor) {
+                break;
+            }
+            if line.iter().all(u8::is_ascii_whitespace) || is_typed_record_bytes(line) {
+                continue;
+            }
+            let Ok(message) = std::str::from_utf8(line)
+                .map_err(|_| ())
+                .and_then(|t| StoredMessage::from_json_text(t).map_err(|_| ()))
+            else {
+                return Ok(None);
+            };
+            let Some(i) = index.checked_sub(1) else {
+                return Ok(None);
+            };
+            index = i;
+            if i <= floor && user_below_floor.is_none() && message.role() == Some("user") {
+                user_below_floor = Some(i);
+            }
+            older.push(message);
+        }
+        carry = partial.to_vec();
+        pos = from;
+    }
+    if pos <= body_start && index != 0 && !satisfied(index, user_below_floor) {
+        return Ok(None);
+    }
+    older.reverse();
+    Ok(Some((older, index)))
 }
