@@ -75,10 +75,6 @@ const ALLOWED: &[(&str, &str)] = &[
         NOT_YET_SPLIT,
     ),
     (
-        "crates/nanobot-session-store/src/file/layout.rs::nanobot_namespace",
-        NOT_YET_SPLIT,
-    ),
-    (
         "crates/nanobot-store-postgres/src/sessions.rs::append",
         NOT_YET_SPLIT,
     ),

@@ -29,35 +29,7 @@ pub(super) fn nanobot_namespace(
         .map_err(|e| SessionError::io("lock", &lock_path, e))?;
 
     let id_path = workspace.join(".nanobot").join("workspace-id");
-    let mut id = match fs::symlink_metadata(&id_path) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            return Err(SessionError::InvalidStorage {
-                path: id_path,
-                reason: "the workspace id must not be a symlink; restore its original identifier"
-                    .into(),
-            });
-        }
-        Ok(_) => {
-            let text = fsio::read_to_string(&id_path)
-                .map_err(|e| SessionError::io("read", &id_path, e))?;
-            let id = text.trim().to_owned();
-            if !is_workspace_id(&id) {
-                return Err(SessionError::InvalidStorage {
-                    path: id_path,
-                    reason: format!(
-                        "{id:?} is not a workspace id (32 lowercase hex digits); restore its original identifier"
-                    ),
-                });
-            }
-            id
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let id = recover_namespace(&root, &workspace)?.unwrap_or_else(new_workspace_id);
-            write_workspace_id(&id_path, &id)?;
-            id
-        }
-        Err(e) => return Err(SessionError::io("inspect", &id_path, e)),
-    };
+    let mut id = workspace_id(&id_path, &root, &workspace)?;
     for _ in 0..3 {
         let ns = root.join(&id);
         let marker = ns.join(".workspace");
@@ -106,6 +78,38 @@ pub(super) fn nanobot_namespace(
         path: workspace,
         reason: "could not allocate an isolated session namespace".into(),
     })
+}
+
+/// The workspace's id from `.nanobot/workspace-id`: read and checked, or (when missing)
+/// recovered from the namespace whose marker names this workspace, or new, and written.
+fn workspace_id(id_path: &Path, root: &Path, workspace: &Path) -> Result<String, SessionError> {
+    match fs::symlink_metadata(id_path) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(SessionError::InvalidStorage {
+            path: id_path.to_owned(),
+            reason: "the workspace id must not be a symlink; restore its original identifier"
+                .into(),
+        }),
+        Ok(_) => {
+            let text =
+                fsio::read_to_string(id_path).map_err(|e| SessionError::io("read", id_path, e))?;
+            let id = text.trim().to_owned();
+            if !is_workspace_id(&id) {
+                return Err(SessionError::InvalidStorage {
+                    path: id_path.to_owned(),
+                    reason: format!(
+                        "{id:?} is not a workspace id (32 lowercase hex digits); restore its original identifier"
+                    ),
+                });
+            }
+            Ok(id)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let id = recover_namespace(root, workspace)?.unwrap_or_else(new_workspace_id);
+            write_workspace_id(id_path, &id)?;
+            Ok(id)
+        }
+        Err(e) => Err(SessionError::io("inspect", id_path, e)),
+    }
 }
 
 /// Writes the namespace's `.workspace` marker whole (a torn marker would orphan the
