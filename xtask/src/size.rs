@@ -74,14 +74,6 @@ const ALLOWED: &[(&str, &str)] = &[
         "crates/nanobot-session-store/src/conformance.rs::pointer_bounds",
         NOT_YET_SPLIT,
     ),
-    (
-        "crates/nanobot-store-postgres/src/sessions.rs::append",
-        NOT_YET_SPLIT,
-    ),
-    (
-        "crates/nanobot-store-postgres/src/sessions.rs::rewrite",
-        NOT_YET_SPLIT,
-    ),
     ("crates/nanobot-turn/src/conformance.rs", NOT_YET_SPLIT),
     (
         "crates/nanobot-turn/src/conformance.rs::check_reads",

@@ -258,25 +258,7 @@ impl SessionStore for PgScope {
         if let Some(row) = row {
             return Ok(revision_of(row.get(0), row.get(1)));
         }
-        // Nothing written: a stale revision, or a pointer out of bounds.
-        let current = self.session_row(key).await?;
-        SessionError::check_revision(key, Some(expected), current.as_ref().map(|r| r.revision))?;
-        match (current, append.meta) {
-            (Some(current), Some(meta)) => {
-                SessionError::check_append_pointer(
-                    key,
-                    Some(current.meta.last_consolidated),
-                    meta.last_consolidated,
-                    count(current.next_seq) + append.messages.len(),
-                )?;
-                Err(SessionError::backend(
-                    "the append was refused for no reason the store can tell",
-                ))
-            }
-            _ => Err(SessionError::backend(
-                "the append was refused for no reason the store can tell",
-            )),
-        }
+        Err(self.refused_append(key, expected, &append).await)
         }).await
     }
 
@@ -333,25 +315,7 @@ impl SessionStore for PgScope {
             };
             let id: i64 = row.get(0);
             let revision = revision_of(row.get(1), row.get(2));
-            crate::query(&format!(
-                "DELETE FROM {} WHERE session_id = $1",
-                self.inner.t("messages")
-            ))
-            .bind(id)
-            .execute(&mut *tx)
-            .await
-            .map_err(db("rewrite a session's messages"))?;
-            crate::query(&format!(
-                "INSERT INTO {} (session_id, seq, role, body) \
-                 SELECT $1, x.i - 1, x.role, x.body FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS x(role, body, i)",
-                self.inner.t("messages")
-            ))
-            .bind(id)
-            .bind(&rows.roles)
-            .bind(&rows.bodies)
-            .execute(&mut *tx)
-            .await
-            .map_err(db("rewrite a session's messages"))?;
+            self.replace_messages(tx, id, &rows).await?;
             Ok(Some(revision))
         }))
         .await?;
@@ -540,5 +504,65 @@ impl SessionStore for PgScope {
             shared_storage: true,
             partial_replay: true,
         }
+    }
+}
+
+impl PgScope {
+    /// Why an append wrote nothing: a stale revision, or a pointer out of bounds.
+    async fn refused_append(
+        &self,
+        key: &SessionKey,
+        expected: Revision,
+        append: &Append<'_>,
+    ) -> SessionError {
+        let current = match self.session_row(key).await {
+            Ok(current) => current,
+            Err(e) => return e,
+        };
+        if let Err(stale) =
+            SessionError::check_revision(key, Some(expected), current.as_ref().map(|r| r.revision))
+        {
+            return stale;
+        }
+        if let (Some(current), Some(meta)) = (current, append.meta)
+            && let Err(out_of_bounds) = SessionError::check_append_pointer(
+                key,
+                Some(current.meta.last_consolidated),
+                meta.last_consolidated,
+                count(current.next_seq) + append.messages.len(),
+            )
+        {
+            return out_of_bounds;
+        }
+        SessionError::backend("the append was refused for no reason the store can tell")
+    }
+
+    /// A rewritten session's messages in place of the old ones.
+    async fn replace_messages(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        id: i64,
+        rows: &Rows,
+    ) -> Result<(), SessionError> {
+        crate::query(&format!(
+            "DELETE FROM {} WHERE session_id = $1",
+            self.inner.t("messages")
+        ))
+        .bind(id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db("rewrite a session's messages"))?;
+        crate::query(&format!(
+            "INSERT INTO {} (session_id, seq, role, body) \
+             SELECT $1, x.i - 1, x.role, x.body FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS x(role, body, i)",
+            self.inner.t("messages")
+        ))
+        .bind(id)
+        .bind(&rows.roles)
+        .bind(&rows.bodies)
+        .execute(tx)
+        .await
+        .map_err(db("rewrite a session's messages"))?;
+        Ok(())
     }
 }
