@@ -38,10 +38,6 @@ const ALLOWED: &[(&str, &str)] = &[
         NOT_YET_SPLIT,
     ),
     (
-        "crates/nanobot-index-sqlite/src/lib.rs::search",
-        NOT_YET_SPLIT,
-    ),
-    (
         "crates/nanobot-llm-anthropic/src/wire.rs::body",
         NOT_YET_SPLIT,
     ),
