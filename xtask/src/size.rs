@@ -61,7 +61,6 @@ const ALLOWED: &[(&str, &str)] = &[
         "crates/nanobot-memory-index/src/conformance.rs::vector_copies_follow_other_handles",
         NOT_YET_SPLIT,
     ),
-    ("crates/nanobot-serve/src/chat.rs::run", NOT_YET_SPLIT),
     (
         "crates/nanobot-session-store/src/conformance.rs",
         NOT_YET_SPLIT,

@@ -77,33 +77,12 @@ pub(crate) async fn completions(
 
 async fn run(server: Arc<Server>, headers: HeaderMap, body: Bytes) -> Result<Response, ServeError> {
     let caller = server.caller(&headers)?;
-    let request: ChatRequest = serde_json::from_slice(&body).map_err(|e| {
-        ServeError::bad_request(
-            "messages",
-            format!("the body is not a chat completion request: {e}"),
-        )
-    })?;
-    if let Some(model) = &request.model
-        && *model != server.settings.model_name
-    {
-        return Err(ServeError::ModelNotFound(model.clone()));
-    }
+    let request = read_request(&server, &body)?;
     let text = last_user_text(&request.messages)?;
     let instructions = instructions(&request.messages);
     let user = caller.user(&headers, request.user.as_deref())?;
     let session = caller.session(&headers, request.session_id.as_deref())?;
-    let mut options = TurnOptions::default();
-    if let Some(instructions) = &instructions {
-        options = options.with_instructions(instructions.clone());
-    }
-    if let Some(value) = headers.get("idempotency-key") {
-        let key = value.to_str().map_err(|_| {
-            ServeError::bad_request("Idempotency-Key", "the Idempotency-Key is not text")
-        })?;
-        let key = checked_id("Idempotency-Key", key)?;
-        let fingerprint = fingerprint(&server.settings.model_name, instructions.as_deref(), &text);
-        options = options.with_idempotency(IdempotencyKey { key, fingerprint });
-    }
+    let options = turn_options(&server, &headers, instructions.as_deref(), &text)?;
     // A stateless request brings its own history; with a session the server's is used.
     let history = match &session {
         Some(_) => Vec::new(),
@@ -169,14 +148,59 @@ async fn run(server: Arc<Server>, headers: HeaderMap, body: Bytes) -> Result<Res
     } else {
         whole(&server, reply, receiver, session.as_deref()).await?
     };
-    if let Some(id) = &session
-        && let Ok(value) = HeaderValue::from_str(id)
-    {
+    if let Some(id) = &session {
+        name_session(&mut response, id);
+    }
+    Ok(response)
+}
+
+/// Tells the client which session the answer went into, and that the server keeps its
+/// history.
+fn name_session(response: &mut Response, id: &str) {
+    if let Ok(value) = HeaderValue::from_str(id) {
         let headers = response.headers_mut();
         headers.insert("x-session-id", value);
         headers.insert("x-nanobot-history", HeaderValue::from_static("server"));
     }
-    Ok(response)
+}
+
+/// The request in the body, for this server's model.
+fn read_request(server: &Server, body: &[u8]) -> Result<ChatRequest, ServeError> {
+    let request: ChatRequest = serde_json::from_slice(body).map_err(|e| {
+        ServeError::bad_request(
+            "messages",
+            format!("the body is not a chat completion request: {e}"),
+        )
+    })?;
+    if let Some(model) = &request.model
+        && *model != server.settings.model_name
+    {
+        return Err(ServeError::ModelNotFound(model.clone()));
+    }
+    Ok(request)
+}
+
+/// The turn's options: the client's instructions, and its idempotency key with the
+/// request's fingerprint.
+fn turn_options(
+    server: &Server,
+    headers: &HeaderMap,
+    instructions: Option<&str>,
+    text: &str,
+) -> Result<TurnOptions, ServeError> {
+    let mut options = TurnOptions::default();
+    if let Some(instructions) = instructions {
+        options = options.with_instructions(instructions.to_owned());
+    }
+    if let Some(value) = headers.get("idempotency-key") {
+        let key = value.to_str().map_err(|_| {
+            ServeError::bad_request("Idempotency-Key", "the Idempotency-Key is not text")
+        })?;
+        let key = checked_id("Idempotency-Key", key)?;
+        let fingerprint = fingerprint(&server.settings.model_name, instructions, text);
+        options = options.with_idempotency(IdempotencyKey { key, fingerprint });
+    }
+    Ok(options)
 }
 
 /// The text of the last message, which must be the user's.
