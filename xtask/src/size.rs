@@ -38,14 +38,6 @@ const ALLOWED: &[(&str, &str)] = &[
         NOT_YET_SPLIT,
     ),
     (
-        "crates/nanobot-llm-anthropic/src/wire.rs::body",
-        NOT_YET_SPLIT,
-    ),
-    (
-        "crates/nanobot-llm-anthropic/src/wire.rs::event",
-        NOT_YET_SPLIT,
-    ),
-    (
         "crates/nanobot-memory-index/src/conformance.rs",
         NOT_YET_SPLIT,
     ),

@@ -21,6 +21,59 @@ pub(crate) fn body(
     cache: bool,
     stream: bool,
 ) -> Result<Vec<u8>, LlmError> {
+    let (system, turns) = conversation(request, cache);
+    let mut body = Map::new();
+    body.insert("model".into(), json!(request.model));
+    body.insert(
+        "max_tokens".into(),
+        json!(request.max_tokens.unwrap_or(default_max_tokens)),
+    );
+    if !system.is_empty() {
+        body.insert("system".into(), Value::Array(system));
+    }
+    body.insert(
+        "messages".into(),
+        Value::Array(
+            turns
+                .into_iter()
+                .map(|(role, content)| json!({"role": role, "content": content}))
+                .collect(),
+        ),
+    );
+    let structured = structured_tool(request);
+    if let Some(tools) = tool_list(request, structured.as_ref(), cache) {
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some((name, _)) = &structured {
+        // The Messages API has no response format: a forced tool whose input is the answer.
+        body.insert("tool_choice".into(), json!({"type": "tool", "name": name}));
+    } else if let Some(choice) = &request.tool_choice {
+        body.insert(
+            "tool_choice".into(),
+            match choice {
+                ToolChoice::Auto => json!({"type": "auto"}),
+                ToolChoice::None => json!({"type": "none"}),
+                ToolChoice::Required => json!({"type": "any"}),
+                ToolChoice::Function(name) => json!({"type": "tool", "name": name}),
+            },
+        );
+    }
+    if let Some(t) = request.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if stream {
+        body.insert("stream".into(), json!(true));
+    }
+    for (k, v) in &request.extra {
+        body.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    serde_json::to_vec(&Value::Object(body))
+        .map_err(|e| LlmError::permanent(format!("the request cannot be encoded: {e}")))
+}
+
+/// The system blocks and the turns of a request (cache marks on the stable prefix, the
+/// conversation so far and the system prompt, as configured).
+fn conversation(request: &LlmRequest, cache: bool) -> (Vec<Value>, Vec<(String, Vec<Value>)>) {
     let mut system: Vec<Value> = Vec::new();
     let mut turns: Vec<(String, Vec<Value>)> = Vec::new();
     let mut first_system = true;
@@ -43,24 +96,7 @@ pub(crate) fn body(
                 first_system = false;
             }
             Message::User(m) => push(&mut turns, "user", user_blocks(&m.content)),
-            Message::Assistant(m) => {
-                let mut blocks = Vec::new();
-                if let Some(content) = &m.content {
-                    let text = content.joined_text();
-                    if !text.is_empty() {
-                        blocks.push(json!({"type": "text", "text": text}));
-                    }
-                }
-                for call in m.tool_calls() {
-                    let input = match serde_json::from_str::<Value>(&call.function.arguments) {
-                        Ok(Value::Object(map)) => Value::Object(map),
-                        Ok(other) => json!({"value": other}),
-                        Err(_) => json!({"raw_arguments": call.function.arguments}),
-                    };
-                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.function.name, "input": input}));
-                }
-                push(&mut turns, "assistant", blocks);
-            }
+            Message::Assistant(m) => push(&mut turns, "assistant", assistant_blocks(m)),
             Message::Tool(m) => {
                 let text = m.content.joined_text();
                 let text = if text.is_empty() {
@@ -97,76 +133,63 @@ pub(crate) fn body(
     {
         last.insert("cache_control".into(), cache_control());
     }
+    (system, turns)
+}
 
-    let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
-    body.insert(
-        "max_tokens".into(),
-        json!(request.max_tokens.unwrap_or(default_max_tokens)),
-    );
-    if !system.is_empty() {
-        body.insert("system".into(), Value::Array(system));
-    }
-    body.insert(
-        "messages".into(),
-        Value::Array(
-            turns
-                .into_iter()
-                .map(|(role, content)| json!({"role": role, "content": content}))
-                .collect(),
-        ),
-    );
-    let structured = structured_tool(request);
-    if !request.tools.is_empty() || structured.is_some() {
-        let mut tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                let mut tool =
-                    json!({"name": t.function.name, "input_schema": t.function.parameters});
-                if let Some(description) = &t.function.description {
-                    tool["description"] = json!(description);
-                }
-                tool
-            })
-            .collect();
-        if let Some((name, schema)) = &structured {
-            tools.push(json!({
-                "name": name,
-                "description": "Give your whole answer through this tool, as its input.",
-                "input_schema": schema,
-            }));
+/// An assistant message as blocks: its text, then its tool calls.
+fn assistant_blocks(m: &nanobot_llm_port::AssistantMessage) -> Vec<Value> {
+    let mut blocks = Vec::new();
+    if let Some(content) = &m.content {
+        let text = content.joined_text();
+        if !text.is_empty() {
+            blocks.push(json!({"type": "text", "text": text}));
         }
-        if cache && let Some(Value::Object(last)) = tools.last_mut() {
-            last.insert("cache_control".into(), cache_control());
-        }
-        body.insert("tools".into(), Value::Array(tools));
     }
-    if let Some((name, _)) = &structured {
-        // The Messages API has no response format: a forced tool whose input is the answer.
-        body.insert("tool_choice".into(), json!({"type": "tool", "name": name}));
-    } else if let Some(choice) = &request.tool_choice {
-        body.insert(
-            "tool_choice".into(),
-            match choice {
-                ToolChoice::Auto => json!({"type": "auto"}),
-                ToolChoice::None => json!({"type": "none"}),
-                ToolChoice::Required => json!({"type": "any"}),
-                ToolChoice::Function(name) => json!({"type": "tool", "name": name}),
-            },
+    for call in m.tool_calls() {
+        let input = match serde_json::from_str::<Value>(&call.function.arguments) {
+            Ok(Value::Object(map)) => Value::Object(map),
+            Ok(other) => json!({"value": other}),
+            Err(_) => json!({"raw_arguments": call.function.arguments}),
+        };
+        blocks.push(
+            json!({"type": "tool_use", "id": call.id, "name": call.function.name, "input": input}),
         );
     }
-    if let Some(t) = request.temperature {
-        body.insert("temperature".into(), json!(t));
+    blocks
+}
+
+/// The request's tools and the structured-answer tool, the last one marked for the cache;
+/// `None` when there are none.
+fn tool_list(
+    request: &LlmRequest,
+    structured: Option<&(String, Value)>,
+    cache: bool,
+) -> Option<Vec<Value>> {
+    if request.tools.is_empty() && structured.is_none() {
+        return None;
     }
-    if stream {
-        body.insert("stream".into(), json!(true));
+    let mut tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|t| {
+            let mut tool = json!({"name": t.function.name, "input_schema": t.function.parameters});
+            if let Some(description) = &t.function.description {
+                tool["description"] = json!(description);
+            }
+            tool
+        })
+        .collect();
+    if let Some((name, schema)) = structured {
+        tools.push(json!({
+            "name": name,
+            "description": "Give your whole answer through this tool, as its input.",
+            "input_schema": schema,
+        }));
     }
-    for (k, v) in &request.extra {
-        body.entry(k.clone()).or_insert_with(|| v.clone());
+    if cache && let Some(Value::Object(last)) = tools.last_mut() {
+        last.insert("cache_control".into(), cache_control());
     }
-    serde_json::to_vec(&Value::Object(body))
-        .map_err(|e| LlmError::permanent(format!("the request cannot be encoded: {e}")))
+    Some(tools)
 }
 
 /// Appends blocks as a turn of `role`, merged into the previous turn of the same role (the
@@ -373,40 +396,7 @@ impl Assembly {
                     self.call_of_block.push((index, self.calls.len() - 1));
                 }
             }
-            "content_block_delta" => {
-                let index = value.get("index").and_then(Value::as_u64).unwrap_or(0);
-                let delta = value.get("delta").cloned().unwrap_or_default();
-                match delta.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => {
-                        let text = delta.get("text").and_then(Value::as_str).unwrap_or("");
-                        self.text.push_str(text);
-                        self.saw_text = true;
-                        if let (Some(sink), false) = (sink, text.is_empty()) {
-                            sink(text);
-                        }
-                    }
-                    Some("thinking_delta") => self
-                        .thinking
-                        .push_str(delta.get("thinking").and_then(Value::as_str).unwrap_or("")),
-                    Some("input_json_delta") => {
-                        let call = self
-                            .call_of_block
-                            .iter()
-                            .find(|(b, _)| *b == index)
-                            .map(|(_, c)| *c)
-                            .ok_or_else(|| {
-                                invalid("tool input arrived for a block that is not a tool call")
-                            })?;
-                        self.calls[call].2.push_str(
-                            delta
-                                .get("partial_json")
-                                .and_then(Value::as_str)
-                                .unwrap_or(""),
-                        );
-                    }
-                    _ => {}
-                }
-            }
+            "content_block_delta" => self.block_delta(&value, sink)?,
             "message_delta" => {
                 if let Some(stop) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
                     self.stop = Some(stop.to_owned());
@@ -424,32 +414,52 @@ impl Assembly {
                 self.stopped = true;
                 return Ok(true);
             }
-            "error" => {
-                let message = nanobot_llm_http::provider_message(data.as_bytes());
-                let kind = value
-                    .pointer("/error/type")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                return Err(match kind {
-                    "overloaded_error" | "api_error" => {
-                        LlmError::transient(format!("anthropic: {message}"))
-                    }
-                    "rate_limit_error" => LlmError::RateLimited {
-                        retry_after: None,
-                        message: format!("anthropic: {message}"),
-                    },
-                    _ if nanobot_llm_http::is_context_overflow(&message) => {
-                        LlmError::ContextLengthExceeded { message }
-                    }
-                    _ => LlmError::Permanent {
-                        status: None,
-                        message: format!("anthropic: {message}"),
-                    },
-                });
-            }
+            "error" => return Err(stream_error(&value, data)),
             _ => {}
         }
         Ok(false)
+    }
+
+    /// A piece of a content block: text (sent on to `sink`), thinking, or a tool call's
+    /// input.
+    fn block_delta(
+        &mut self,
+        value: &Value,
+        sink: Option<&nanobot_llm_port::TextSink>,
+    ) -> Result<(), LlmError> {
+        let index = value.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let delta = value.get("delta").cloned().unwrap_or_default();
+        match delta.get("type").and_then(Value::as_str) {
+            Some("text_delta") => {
+                let text = delta.get("text").and_then(Value::as_str).unwrap_or("");
+                self.text.push_str(text);
+                self.saw_text = true;
+                if let (Some(sink), false) = (sink, text.is_empty()) {
+                    sink(text);
+                }
+            }
+            Some("thinking_delta") => self
+                .thinking
+                .push_str(delta.get("thinking").and_then(Value::as_str).unwrap_or("")),
+            Some("input_json_delta") => {
+                let call = self
+                    .call_of_block
+                    .iter()
+                    .find(|(b, _)| *b == index)
+                    .map(|(_, c)| *c)
+                    .ok_or_else(|| {
+                        invalid("tool input arrived for a block that is not a tool call")
+                    })?;
+                self.calls[call].2.push_str(
+                    delta
+                        .get("partial_json")
+                        .and_then(Value::as_str)
+                        .unwrap_or(""),
+                );
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// The assembled answer; a stream without `message_stop` was cut.
@@ -480,5 +490,28 @@ impl Assembly {
             usage: self.usage,
             model: self.model,
         })
+    }
+}
+
+/// The error a stream reported, by its type.
+fn stream_error(value: &Value, data: &str) -> LlmError {
+    let message = nanobot_llm_http::provider_message(data.as_bytes());
+    let kind = value
+        .pointer("/error/type")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    match kind {
+        "overloaded_error" | "api_error" => LlmError::transient(format!("anthropic: {message}")),
+        "rate_limit_error" => LlmError::RateLimited {
+            retry_after: None,
+            message: format!("anthropic: {message}"),
+        },
+        _ if nanobot_llm_http::is_context_overflow(&message) => {
+            LlmError::ContextLengthExceeded { message }
+        }
+        _ => LlmError::Permanent {
+            status: None,
+            message: format!("anthropic: {message}"),
+        },
     }
 }
