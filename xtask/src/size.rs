@@ -26,14 +26,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ("crates/nanobot-app/src/config.rs::serve_key", NOT_YET_SPLIT),
     ("crates/nanobot-app/src/demo.rs::run", NOT_YET_SPLIT),
     (
-        "crates/nanobot-context-builder/src/builder.rs::build",
-        NOT_YET_SPLIT,
-    ),
-    (
-        "crates/nanobot-context-builder/src/builder.rs::assemble_system",
-        NOT_YET_SPLIT,
-    ),
-    (
         "crates/nanobot-context-builder/src/govern.rs::govern",
         NOT_YET_SPLIT,
     ),

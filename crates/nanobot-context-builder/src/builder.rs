@@ -20,9 +20,11 @@ use crate::recent::{self, EntryCounts, RecentHistoryReport, Scope};
 use crate::report::{BuildReport, HistoryTokens, Omission, Part, PartReport, Truncation};
 use crate::truncate;
 
+mod parts;
 mod skills;
 mod types;
 
+use parts::summary_part;
 use skills::*;
 pub use types::{BuilderConfig, BuiltPrompt, Limits, Summary, Turn};
 
@@ -93,15 +95,20 @@ impl ContextBuilder {
         self.assemble_system(workspace, turn).text
     }
 
-    /// Builds the messages and the report.
-    pub fn build(
-        &self,
-        workspace: &WorkspaceSnapshot,
-        turn: &Turn<'_>,
-    ) -> Result<BuiltPrompt, ContextError> {
-        let counter = self.counter.as_ref();
-        let system = self.assemble_system(workspace, turn);
+    /// The replayed history's tokens: the caller's count when it gave one.
+    fn history_tokens(&self, turn: &Turn<'_>) -> (usize, HistoryTokens) {
+        match turn.history_tokens {
+            Some(tokens) => (tokens, HistoryTokens::FromCaller),
+            None => (
+                turn.history.iter().map(|m| self.message_tokens(m)).sum(),
+                HistoryTokens::Counted,
+            ),
+        }
+    }
 
+    /// Tokens and bytes of each system part, and of the separators between them.
+    fn system_reports(&self, system: &SystemPrompt) -> Vec<PartReport> {
+        let counter = self.counter.as_ref();
         let mut report_parts = Vec::with_capacity(12);
         for &(part, start, end) in &system.parts {
             let text = &system.text[start..end];
@@ -122,6 +129,18 @@ impl ContextBuilder {
                 tokens: counter.count(SEPARATOR) * count,
             });
         }
+        report_parts
+    }
+
+    /// Builds the messages and the report.
+    pub fn build(
+        &self,
+        workspace: &WorkspaceSnapshot,
+        turn: &Turn<'_>,
+    ) -> Result<BuiltPrompt, ContextError> {
+        let system = self.assemble_system(workspace, turn);
+
+        let mut report_parts = self.system_reports(&system);
         let stable_prefix = &system.text[..system.stable_bytes];
         let stable_prefix_hash = self
             .prefix_hash
@@ -130,13 +149,7 @@ impl ContextBuilder {
         let mut messages = Vec::with_capacity(turn.history.len() + 2);
         messages.push(Message::system(system.text.clone()));
         messages.extend_from_slice(turn.history);
-        let (history_tokens, source) = match turn.history_tokens {
-            Some(tokens) => (tokens, HistoryTokens::FromCaller),
-            None => (
-                turn.history.iter().map(|m| self.message_tokens(m)).sum(),
-                HistoryTokens::Counted,
-            ),
-        };
+        let (history_tokens, source) = self.history_tokens(turn);
         if !turn.history.is_empty() {
             report_parts.push(PartReport {
                 part: Part::History,
@@ -162,17 +175,7 @@ impl ContextBuilder {
                 }
                 runtime_context = current::append_runtime_context(&mut content, &blocks);
             }
-            let message = match current.speaker {
-                Speaker::User => Message::User(nanobot_llm_port::UserMessage {
-                    content,
-                    name: None,
-                    extra: Default::default(),
-                }),
-                Speaker::Assistant => Message::Assistant(nanobot_llm_port::AssistantMessage {
-                    content: Some(content),
-                    ..Default::default()
-                }),
-            };
+            let message = current_message(current.speaker, content);
             report_parts.push(PartReport {
                 part: Part::Current,
                 bytes: message_bytes(&message),
@@ -244,7 +247,6 @@ impl ContextBuilder {
     }
 
     fn assemble_system(&self, ws: &WorkspaceSnapshot, turn: &Turn<'_>) -> SystemPrompt {
-        let limits = &self.config.limits;
         let mut out = SystemPrompt {
             text: String::with_capacity(
                 8192 + ws.memory_md.as_ref().map_or(0, String::len)
@@ -256,18 +258,6 @@ impl ContextBuilder {
             stable_bytes: 0,
             recent: RecentHistoryReport::default(),
         };
-        let push = |out: &mut SystemPrompt, part: Part, write: &dyn Fn(&mut String)| {
-            if !out.parts.is_empty() {
-                out.text.push_str(SEPARATOR);
-            }
-            let start = out.text.len();
-            write(&mut out.text);
-            out.parts.push((part, start, out.text.len()));
-            if part.is_stable() {
-                out.stable_bytes = out.text.len();
-            }
-        };
-
         // 1. Identity.
         let identity = identity::render(
             &self.config.host,
@@ -275,179 +265,19 @@ impl ContextBuilder {
             ws.project_dir.as_deref(),
             turn.channel.unwrap_or(""),
         );
-        push(&mut out, Part::Identity, &|t| t.push_str(&identity));
-
-        // 2. Bootstrap files.
-        let mut files: Vec<(&'static str, String)> = Vec::with_capacity(3);
-        let mut templates_only = false;
-        let sources = [
-            ("AGENTS.md", ws.agents_md.as_deref(), 0),
-            ("SOUL.md", ws.soul_md.as_deref(), 1),
-            ("USER.md", ws.user_md.as_deref(), 2),
-        ];
-        for (name, text, slot) in sources {
-            let Some(mut text) = text else { continue };
-            if name == "SOUL.md"
-                && Document::Soul
-                    .legacy_template()
-                    .is_some_and(|legacy| legacy.trim() == text.trim())
-            {
-                text = Document::Soul.template();
-            }
-            if text.trim().is_empty() {
-                continue;
-            }
-            let unedited = match name {
-                "AGENTS.md" => text.trim() == AGENTS_TEMPLATE.trim(),
-                "USER.md" => Document::User.is_unedited_template(text),
-                _ => false,
-            };
-            if unedited {
-                templates_only = true;
-                continue;
-            }
-            let (text, cut) = self.cap(slot, name, text, limits.bootstrap_file_tokens);
-            out.truncations.extend(cut);
-            files.push((name, text));
-        }
-        if files.is_empty() {
-            let why = if templates_only {
-                Omission::Template
-            } else {
-                Omission::Empty
-            };
-            out.omitted.push((Part::Bootstrap, why));
-        } else {
-            push(&mut out, Part::Bootstrap, &|t| {
-                for (i, (name, text)) in files.iter().enumerate() {
-                    if i > 0 {
-                        t.push_str("\n\n");
-                    }
-                    t.push_str("## ");
-                    t.push_str(name);
-                    t.push_str("\n\n");
-                    t.push_str(text);
-                }
-            });
-        }
-
+        out.push(Part::Identity, |t| t.push_str(&identity));
+        self.bootstrap_part(ws, &mut out);
         // 3. Tool contract.
         if self.config.tool_contract {
-            push(&mut out, Part::ToolContract, &|t| {
-                t.push_str(tool_contract())
-            });
+            out.push(Part::ToolContract, |t| t.push_str(tool_contract()));
         } else {
             out.omitted.push((Part::ToolContract, Omission::Disabled));
         }
-
-        // 4. Memory.
-        match ws.memory_md.as_deref() {
-            _ if turn.exclude_memory => out.omitted.push((Part::Memory, Omission::Disabled)),
-            None => out.omitted.push((Part::Memory, Omission::Empty)),
-            Some(text) if text.trim().is_empty() => {
-                out.omitted.push((Part::Memory, Omission::Empty))
-            }
-            Some(text) if Document::Memory.is_unedited_template(text) => {
-                out.omitted.push((Part::Memory, Omission::Template))
-            }
-            Some(text) => {
-                let (text, cut) = self.cap(3, "MEMORY.md", text, limits.memory_tokens);
-                out.truncations.extend(cut);
-                push(&mut out, Part::Memory, &|t| {
-                    t.push_str("# Memory\n\n## Long-term Memory\n");
-                    t.push_str(&text);
-                });
-            }
-        }
-
-        // 5. Active skills; 6. the index of the others.
-        let enabled: Vec<&SkillFile> = ws
-            .skills
-            .iter()
-            .map(|s| s.as_ref())
-            .filter(|s| !self.config.disabled_skills.contains(s.name()))
-            .collect();
-        let active: Vec<&SkillFile> = enabled
-            .iter()
-            .copied()
-            .filter(|s| s.always && s.is_available())
-            .collect();
-        if active.is_empty() {
-            out.omitted.push((Part::ActiveSkills, Omission::Empty));
-        } else {
-            push(&mut out, Part::ActiveSkills, &|t| {
-                t.push_str("# Active Skills\n\n");
-                write_skill_bodies(t, &active);
-            });
-        }
-        let listed: Vec<&SkillFile> = enabled
-            .iter()
-            .copied()
-            .filter(|s| !(s.always && s.is_available()))
-            .collect();
-        if listed.is_empty() {
-            out.omitted.push((Part::SkillsIndex, Omission::Empty));
-        } else {
-            push(&mut out, Part::SkillsIndex, &|t| {
-                t.push_str(SKILLS_HEADER);
-                write_skills_index(t, ws, &listed);
-            });
-        }
-
-        // The client's instructions, after everything stable.
-        if let Some(text) = turn.instructions.filter(|t| !t.trim().is_empty()) {
-            let (text, cut) = self.cap(
-                4,
-                "the client's instructions",
-                text.trim(),
-                limits.bootstrap_file_tokens,
-            );
-            out.truncations.extend(cut);
-            push(&mut out, Part::Instructions, &|t| {
-                t.push_str(INSTRUCTIONS_HEADER);
-                t.push_str(&text);
-            });
-        }
-
-        // 7. Recent History.
-        if turn.exclude_recent_history {
-            out.omitted.push((Part::RecentHistory, Omission::Disabled));
-        } else {
-            let scope = Scope {
-                session_key: turn.session_key,
-                unified: self.config.unified_session,
-                summary: turn.summary,
-                max_entries: limits.recent_history_entries,
-                max_tokens: limits.recent_history_tokens,
-            };
-            let (text, report) = recent::render(
-                turn.journal,
-                &scope,
-                self.counter.as_ref(),
-                &self.entry_tokens,
-            );
-            out.recent = report;
-            match text {
-                Some(text) => push(&mut out, Part::RecentHistory, &|t| t.push_str(&text)),
-                None => out.omitted.push((Part::RecentHistory, Omission::Empty)),
-            }
-        }
-
-        // 8. The session summary.
-        match turn.summary {
-            None => out.omitted.push((Part::Summary, Omission::Empty)),
-            Some(summary) if summary.text == "(nothing)" => out
-                .omitted
-                .push((Part::Summary, Omission::NothingSummarised)),
-            Some(summary) => push(&mut out, Part::Summary, &|t| {
-                t.push_str(
-                    "[Archived Context Summary]\n\nPrevious conversation summary (last active ",
-                );
-                t.push_str(&summary.last_active);
-                t.push_str("):\n");
-                t.push_str(&summary.text);
-            }),
-        }
+        self.memory_part(ws, turn, &mut out);
+        self.skill_parts(ws, &mut out);
+        self.instructions_part(turn, &mut out);
+        self.recent_part(turn, &mut out);
+        summary_part(turn, &mut out);
         out
     }
 
@@ -560,5 +390,20 @@ impl nanobot_llm_port::tokens::PromptEstimator for ContextBuilder {
             nanobot_llm_port::tokens::prompt_tokens_at_most(messages, tools)
                 + Self::image_count(messages) * self.config.limits.image_tokens,
         )
+    }
+}
+
+/// The current message, from whoever speaks.
+fn current_message(speaker: Speaker, content: nanobot_llm_port::Content) -> Message {
+    match speaker {
+        Speaker::User => Message::User(nanobot_llm_port::UserMessage {
+            content,
+            name: None,
+            extra: Default::default(),
+        }),
+        Speaker::Assistant => Message::Assistant(nanobot_llm_port::AssistantMessage {
+            content: Some(content),
+            ..Default::default()
+        }),
     }
 }
