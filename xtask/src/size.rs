@@ -26,10 +26,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ("crates/nanobot-app/src/config.rs::serve_key", NOT_YET_SPLIT),
     ("crates/nanobot-app/src/demo.rs::run", NOT_YET_SPLIT),
     (
-        "crates/nanobot-context-builder/src/govern.rs::govern",
-        NOT_YET_SPLIT,
-    ),
-    (
         "crates/nanobot-memory-index/src/conformance.rs",
         NOT_YET_SPLIT,
     ),

@@ -178,6 +178,56 @@ pub fn govern(
     report.placeholders_removed = before - list.len();
 
     // 2. Tool calls without a name.
+    report.malformed_calls_removed += drop_unnamed_calls(&mut list);
+
+    // 3, 4. Orphans out, interrupted calls answered.
+    report.orphans_dropped += drop_orphans(&mut list);
+    report.backfilled.extend(backfill(&mut list));
+
+    // 5. Tool-result sizes.
+    let offloads = cap_tool_results(&mut list, config, &mut report);
+
+    // 6. Compaction of this run's large results.
+    if config.input_budget > 0 {
+        for (_, message) in &mut list {
+            if let Message::Tool(tool) = message
+                && state.compacted.contains(&tool.tool_call_id)
+            {
+                tool.content = Content::Text(COMPACTED_TEXT.to_owned());
+                report.compacted.push(tool.tool_call_id.clone());
+            }
+        }
+        let estimate = compact_this_run(
+            &mut list,
+            initial,
+            tools,
+            config,
+            state,
+            &mut report,
+            estimator,
+        );
+
+        // 7. Snip the oldest messages.
+        if estimate > config.input_budget {
+            report.snipped = snip(&mut list, tools, config.input_budget, estimator);
+            // 8, 9. Legal again.
+            report.orphans_dropped += drop_orphans(&mut list);
+            report.backfilled.extend(backfill(&mut list));
+        }
+    }
+    let messages: Vec<Message> = list.into_iter().map(|(_, m)| m).collect();
+    report.tokens_after = fitting_estimate(&messages, tools, config.input_budget, estimator);
+    Governed {
+        messages,
+        offloads,
+        report,
+    }
+}
+
+/// Removes tool calls without a name (and an assistant message left with nothing); how
+/// many calls went.
+fn drop_unnamed_calls(list: &mut Vec<(usize, Message)>) -> usize {
+    let mut removed = 0;
     list.retain_mut(|(_, m)| {
         let Message::Assistant(a) = m else {
             return true;
@@ -187,21 +237,25 @@ pub fn govern(
         };
         let count = calls.len();
         calls.retain(|c| !c.function.name.is_empty());
-        report.malformed_calls_removed += count - calls.len();
+        removed += count - calls.len();
         if count > 0 && calls.is_empty() {
             a.tool_calls = None;
             return a.content.as_ref().is_some_and(|c| !content_is_blank(c));
         }
         true
     });
+    removed
+}
 
-    // 3, 4. Orphans out, interrupted calls answered.
-    report.orphans_dropped += drop_orphans(&mut list);
-    report.backfilled.extend(backfill(&mut list));
-
-    // 5. Tool-result sizes.
+/// Tool results within their size: blank ones say so, long ones are offloaded to a file
+/// (with a reference left) or truncated; the files to write.
+fn cap_tool_results(
+    list: &mut [(usize, Message)],
+    config: &GovernorConfig,
+    report: &mut GovernReport,
+) -> Vec<Offload> {
     let mut offloads = Vec::new();
-    for (_, message) in &mut list {
+    for (_, message) in list.iter_mut() {
         let Message::Tool(tool) = message else {
             continue;
         };
@@ -240,67 +294,55 @@ pub fn govern(
         };
         tool.content = Content::Text(replacement);
     }
+    offloads
+}
 
-    // 6. Compaction of this run's large results.
-    if config.input_budget > 0 {
-        for (_, message) in &mut list {
-            if let Message::Tool(tool) = message
-                && state.compacted.contains(&tool.tool_call_id)
-            {
+/// Compacts this run's large results, newest last, until the request is under its target
+/// (the last one: under the budget); the estimate after.
+fn compact_this_run(
+    list: &mut [(usize, Message)],
+    initial: usize,
+    tools: &[ToolDefinition],
+    config: &GovernorConfig,
+    state: &mut GovernorState,
+    report: &mut GovernReport,
+    estimator: &dyn Estimator,
+) -> usize {
+    let current: Vec<Message> = list.iter().map(|(_, m)| m.clone()).collect();
+    let mut estimate = fitting_estimate(&current, tools, config.input_budget, estimator);
+    if estimate > config.input_budget {
+        let target = config.input_budget * config.target_percent / 100;
+        let candidates: Vec<usize> = list
+            .iter()
+            .enumerate()
+            .filter(|(_, (origin, m))| {
+                *origin >= initial
+                    && matches!(m, Message::Tool(t)
+                        if config.compactable.contains(t.name.as_deref().unwrap_or(""))
+                            && !state.compacted.contains(&t.tool_call_id)
+                            && t.content.as_text().is_some_and(|s| s.chars().count() >= config.min_compact_chars))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let last = candidates.len().saturating_sub(1);
+        for (n, index) in candidates.into_iter().enumerate() {
+            let stop_at = if n == last {
+                config.input_budget
+            } else {
+                target
+            };
+            if estimate <= stop_at {
+                break;
+            }
+            if let (_, Message::Tool(tool)) = &mut list[index] {
                 tool.content = Content::Text(COMPACTED_TEXT.to_owned());
+                state.compacted.insert(tool.tool_call_id.clone());
                 report.compacted.push(tool.tool_call_id.clone());
             }
-        }
-        let current: Vec<Message> = list.iter().map(|(_, m)| m.clone()).collect();
-        let mut estimate = fitting_estimate(&current, tools, config.input_budget, estimator);
-        if estimate > config.input_budget {
-            let target = config.input_budget * config.target_percent / 100;
-            let candidates: Vec<usize> = list
-                .iter()
-                .enumerate()
-                .filter(|(_, (origin, m))| {
-                    *origin >= initial
-                        && matches!(m, Message::Tool(t)
-                            if config.compactable.contains(t.name.as_deref().unwrap_or(""))
-                                && !state.compacted.contains(&t.tool_call_id)
-                                && t.content.as_text().is_some_and(|s| s.chars().count() >= config.min_compact_chars))
-                })
-                .map(|(i, _)| i)
-                .collect();
-            let last = candidates.len().saturating_sub(1);
-            for (n, index) in candidates.into_iter().enumerate() {
-                let stop_at = if n == last {
-                    config.input_budget
-                } else {
-                    target
-                };
-                if estimate <= stop_at {
-                    break;
-                }
-                if let (_, Message::Tool(tool)) = &mut list[index] {
-                    tool.content = Content::Text(COMPACTED_TEXT.to_owned());
-                    state.compacted.insert(tool.tool_call_id.clone());
-                    report.compacted.push(tool.tool_call_id.clone());
-                }
-                estimate = prompt_of(&list, tools, estimator);
-            }
-        }
-
-        // 7. Snip the oldest messages.
-        if estimate > config.input_budget {
-            report.snipped = snip(&mut list, tools, config.input_budget, estimator);
-            // 8, 9. Legal again.
-            report.orphans_dropped += drop_orphans(&mut list);
-            report.backfilled.extend(backfill(&mut list));
+            estimate = prompt_of(list, tools, estimator);
         }
     }
-    let messages: Vec<Message> = list.into_iter().map(|(_, m)| m).collect();
-    report.tokens_after = fitting_estimate(&messages, tools, config.input_budget, estimator);
-    Governed {
-        messages,
-        offloads,
-        report,
-    }
+    estimate
 }
 
 /// A tool result cut to `max_chars` for storage (nanobot-ai stores at most
