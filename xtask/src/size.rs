@@ -41,14 +41,6 @@ const ALLOWED: &[(&str, &str)] = &[
         "crates/nanobot-memory-index/src/conformance.rs::vector_copies_follow_other_handles",
         NOT_YET_SPLIT,
     ),
-    (
-        "crates/nanobot-session-store/src/conformance.rs",
-        NOT_YET_SPLIT,
-    ),
-    (
-        "crates/nanobot-session-store/src/conformance.rs::pointer_bounds",
-        NOT_YET_SPLIT,
-    ),
     ("crates/nanobot-turn/src/conformance.rs", NOT_YET_SPLIT),
     (
         "crates/nanobot-turn/src/conformance.rs::check_reads",
