@@ -26,19 +26,11 @@ const ALLOWED: &[(&str, &str)] = &[
     ("crates/nanobot-app/src/config.rs::serve_key", NOT_YET_SPLIT),
     ("crates/nanobot-app/src/demo.rs::run", NOT_YET_SPLIT),
     (
-        "crates/nanobot-memory-index/src/conformance.rs",
+        "crates/nanobot-memory-index/src/conformance/vectors.rs::vector_suite",
         NOT_YET_SPLIT,
     ),
     (
-        "crates/nanobot-memory-index/src/conformance.rs::run",
-        NOT_YET_SPLIT,
-    ),
-    (
-        "crates/nanobot-memory-index/src/conformance.rs::vector_suite",
-        NOT_YET_SPLIT,
-    ),
-    (
-        "crates/nanobot-memory-index/src/conformance.rs::vector_copies_follow_other_handles",
+        "crates/nanobot-memory-index/src/conformance/vectors.rs::vector_copies_follow_other_handles",
         NOT_YET_SPLIT,
     ),
     ("crates/nanobot-turn/src/conformance.rs", NOT_YET_SPLIT),
