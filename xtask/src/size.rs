@@ -33,13 +33,8 @@ const ALLOWED: &[(&str, &str)] = &[
         "crates/nanobot-memory-index/src/conformance/vectors.rs::vector_copies_follow_other_handles",
         NOT_YET_SPLIT,
     ),
-    ("crates/nanobot-turn/src/conformance.rs", NOT_YET_SPLIT),
     (
-        "crates/nanobot-turn/src/conformance.rs::check_reads",
-        NOT_YET_SPLIT,
-    ),
-    (
-        "crates/nanobot-turn/src/conformance.rs::isolation_suite",
+        "crates/nanobot-turn/src/conformance/suite.rs::isolation_suite",
         NOT_YET_SPLIT,
     ),
 ];
