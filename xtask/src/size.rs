@@ -26,14 +26,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ("crates/nanobot-app/src/config.rs::serve_key", NOT_YET_SPLIT),
     ("crates/nanobot-app/src/demo.rs::run", NOT_YET_SPLIT),
     (
-        "crates/nanobot-memory-index/src/conformance/vectors.rs::vector_suite",
-        NOT_YET_SPLIT,
-    ),
-    (
-        "crates/nanobot-memory-index/src/conformance/vectors.rs::vector_copies_follow_other_handles",
-        NOT_YET_SPLIT,
-    ),
-    (
         "crates/nanobot-turn/src/conformance/suite.rs::isolation_suite",
         NOT_YET_SPLIT,
     ),

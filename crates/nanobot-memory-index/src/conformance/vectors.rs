@@ -10,19 +10,47 @@ pub async fn vector_suite<I>(index: &I) -> Result<(), String>
 where
     I: MemoryIndex + crate::VectorIndex,
 {
-    use crate::{ChunkVector, HashingEmbedder, journal_chunk};
-    use nanobot_llm_port::{Embedder, EmbeddingModel};
+    let embedder = crate::HashingEmbedder::new(64);
+    let missing = seed_without_vectors(index).await?;
+    put_vectors_of_one_model(index, &embedder, &missing).await?;
+    nearest_contract(index, &embedder).await?;
+    replaced_removed_and_cleared(index, &embedder).await
+}
 
-    let fail = |rule: &str, detail: String| Err(format!("{rule}: {detail}"));
-    let embedder = HashingEmbedder::new(64);
-    let model = embedder.model();
+/// A failed rule of the vector suite.
+fn broken<T>(rule: &str, detail: String) -> Result<T, String> {
+    Err(format!("{rule}: {detail}"))
+}
+
+/// Every chunk's vector from `embedder`.
+fn embed_all(
+    embedder: &crate::HashingEmbedder,
+    chunks: &[crate::Chunk],
+) -> Vec<crate::ChunkVector> {
+    chunks
+        .iter()
+        .map(|c| crate::ChunkVector {
+            group: c.group.clone(),
+            part: c.part,
+            vector: embedder.vector(&c.text),
+        })
+        .collect()
+}
+
+/// A fresh index holds no model; three chunks are listed as missing their vectors, in
+/// order and within the limit.
+async fn seed_without_vectors<I>(index: &I) -> Result<Vec<crate::Chunk>, String>
+where
+    I: MemoryIndex + crate::VectorIndex,
+{
+    use crate::journal_chunk;
     if index
         .vector_model()
         .await
         .map_err(|e| e.to_string())?
         .is_some()
     {
-        return fail("a new index holds no model", String::new());
+        return broken("a new index holds no model", String::new());
     }
     let texts = [
         "The nightly backup job on pluto-db-02 timed out",
@@ -41,7 +69,7 @@ where
     let missing = index.missing_vectors(10).await.map_err(|e| e.to_string())?;
     let groups: Vec<&str> = missing.iter().map(|c| c.group.as_str()).collect();
     if groups != ["history#1", "history#2", "history#3"] {
-        return fail(
+        return broken(
             "missing_vectors lists every chunk in order",
             format!("{groups:?}"),
         );
@@ -53,30 +81,35 @@ where
         .len()
         != 2
     {
-        return fail("missing_vectors keeps to its limit", String::new());
+        return broken("missing_vectors keeps to its limit", String::new());
     }
-    let embed = |chunks: &[crate::Chunk]| {
-        chunks
-            .iter()
-            .map(|c| ChunkVector {
-                group: c.group.clone(),
-                part: c.part,
-                vector: embedder.vector(&c.text),
-            })
-            .collect::<Vec<_>>()
-    };
+    Ok(missing)
+}
+
+/// Vectors of another length and of a second model are refused; a put records the model
+/// and leaves nothing missing.
+async fn put_vectors_of_one_model<I>(
+    index: &I,
+    embedder: &crate::HashingEmbedder,
+    missing: &[crate::Chunk],
+) -> Result<(), String>
+where
+    I: MemoryIndex + crate::VectorIndex,
+{
+    use nanobot_llm_port::{Embedder, EmbeddingModel};
+    let model = embedder.model();
     // Refusals first: nothing of them may be stored.
-    let mut short = embed(&missing[..1]);
+    let mut short = embed_all(embedder, &missing[..1]);
     short[0].vector.pop();
     if index.put_vectors(&model, short).await.is_ok() {
-        return fail("a vector of another length is refused", String::new());
+        return broken("a vector of another length is refused", String::new());
     }
     index
-        .put_vectors(&model, embed(&missing))
+        .put_vectors(&model, embed_all(embedder, missing))
         .await
         .map_err(|e| e.to_string())?;
     if index.vector_model().await.map_err(|e| e.to_string())? != Some(model.clone()) {
-        return fail("the model of the vectors is recorded", String::new());
+        return broken("the model of the vectors is recorded", String::new());
     }
     if !index
         .missing_vectors(10)
@@ -84,21 +117,33 @@ where
         .map_err(|e| e.to_string())?
         .is_empty()
     {
-        return fail("no chunk is missing its vector after a put", String::new());
+        return broken("no chunk is missing its vector after a put", String::new());
     }
     let other = EmbeddingModel {
         name: "another-model".into(),
         dimensions: 64,
     };
-    match index.put_vectors(&other, embed(&missing)).await {
+    match index
+        .put_vectors(&other, embed_all(embedder, missing))
+        .await
+    {
         Err(IndexError::InvalidUpdate { .. }) => {}
         outcome => {
-            return fail(
+            return broken(
                 "vectors of a second model are refused",
                 format!("{outcome:?}"),
             );
         }
     }
+    Ok(())
+}
+
+/// `nearest` finds the closest chunk first, answers the same twice, keeps to the
+/// request's sources.
+async fn nearest_contract<I>(index: &I, embedder: &crate::HashingEmbedder) -> Result<(), String>
+where
+    I: MemoryIndex + crate::VectorIndex,
+{
     let query = embedder.vector("green tea");
     let request = SearchRequest::new("green tea").limit(2);
     let hits = index
@@ -106,7 +151,7 @@ where
         .await
         .map_err(|e| e.to_string())?;
     if hits.first().map(|h| h.source.as_str()) != Some("history#2") || hits.len() != 2 {
-        return fail("nearest finds the closest chunk first", format!("{hits:?}"));
+        return broken("nearest finds the closest chunk first", format!("{hits:?}"));
     }
     if index
         .nearest(&query, &request)
@@ -114,7 +159,7 @@ where
         .map_err(|e| e.to_string())?
         != hits
     {
-        return fail("nearest is deterministic", String::new());
+        return broken("nearest is deterministic", String::new());
     }
     let sessions_only = request.clone().sources([crate::SourceKind::Sessions]);
     if !index
@@ -123,9 +168,21 @@ where
         .map_err(|e| e.to_string())?
         .is_empty()
     {
-        return fail("nearest keeps to the request's sources", String::new());
+        return broken("nearest keeps to the request's sources", String::new());
     }
-    // A replaced group loses its vector; a removed one its hits.
+    Ok(())
+}
+
+/// A replaced group loses its vector, a removed one its hits; clearing drops every vector
+/// and the model.
+async fn replaced_removed_and_cleared<I>(
+    index: &I,
+    embedder: &crate::HashingEmbedder,
+) -> Result<(), String>
+where
+    I: MemoryIndex + crate::VectorIndex,
+{
+    use crate::journal_chunk;
     index
         .replace(GroupUpdate::from_chunks(vec![journal_chunk(
             2,
@@ -136,7 +193,7 @@ where
         .map_err(|e| e.to_string())?;
     let missing = index.missing_vectors(10).await.map_err(|e| e.to_string())?;
     if missing.len() != 1 || missing[0].group != "history#2" {
-        return fail("a replaced chunk loses its vector", format!("{missing:?}"));
+        return broken("a replaced chunk loses its vector", format!("{missing:?}"));
     }
     index
         .remove_prefix("history#1")
@@ -148,7 +205,7 @@ where
         .await
         .map_err(|e| e.to_string())?;
     if hits.iter().any(|h| h.source == "history#1") {
-        return fail(
+        return broken(
             "a removed chunk is not found by vector",
             format!("{hits:?}"),
         );
@@ -166,7 +223,7 @@ where
             .len()
             != 2
     {
-        return fail("clearing drops every vector and the model", String::new());
+        return broken("clearing drops every vector and the model", String::new());
     }
     Ok(())
 }
@@ -180,79 +237,39 @@ pub async fn vector_copies_follow_other_handles<I>(reader: &I, writer: &I) -> Re
 where
     I: MemoryIndex + crate::VectorIndex,
 {
-    use crate::{ChunkVector, HashingEmbedder, journal_chunk};
-    use nanobot_llm_port::Embedder;
-
-    let embedder = HashingEmbedder::new(64);
-    let model = embedder.model();
+    let h = Handles {
+        reader,
+        writer,
+        embedder: crate::HashingEmbedder::new(64),
+    };
     let failed = |e: IndexError| e.to_string();
-    let write = |cursor: u64, text: &'static str| async move {
-        writer
-            .replace(GroupUpdate::from_chunks(vec![journal_chunk(
-                cursor,
-                "2026-03-01 10:00",
-                text,
-            )]))
-            .await
-    };
-    let embed_missing = || async {
-        let missing = writer.missing_vectors(100).await?;
-        let vectors = missing
-            .iter()
-            .map(|c| ChunkVector {
-                group: c.group.clone(),
-                part: c.part,
-                vector: embedder.vector(&c.text),
-            })
-            .collect();
-        writer.put_vectors(&model, vectors).await
-    };
-    let nearest = |query: &'static str| async move {
-        let hits = reader
-            .nearest(
-                &embedder.vector(query),
-                &SearchRequest::new(query).limit(10),
-            )
-            .await?;
-        Ok::<_, IndexError>(
-            hits.into_iter()
-                .map(|h| (h.source, h.snippet))
-                .collect::<Vec<_>>(),
-        )
-    };
-    let sources = |hits: &[(String, String)]| {
-        hits.iter()
-            .map(|(source, _)| source.clone())
-            .collect::<Vec<_>>()
-    };
-
-    write(1, "The nightly backup job on pluto-db-02 timed out")
+    h.write(1, "The nightly backup job on pluto-db-02 timed out")
         .await
         .map_err(failed)?;
-    write(2, "The user prefers green tea to coffee")
+    h.write(2, "The user prefers green tea to coffee")
         .await
         .map_err(failed)?;
-    embed_missing().await.map_err(failed)?;
-    let first = nearest("green tea").await.map_err(failed)?;
+    h.embed_missing().await.map_err(failed)?;
+    let first = h.nearest("green tea").await.map_err(failed)?;
     if sources(&first) != ["history#2", "history#1"] {
         return Err(format!("the reader sees the writer's vectors: {first:?}"));
     }
     // A replaced chunk loses its vector: the reader's copy must not keep it.
-    write(2, "The user has given up hot drinks")
+    h.write(2, "The user has given up hot drinks")
         .await
         .map_err(failed)?;
-    let replaced = nearest("green tea").await.map_err(failed)?;
+    let replaced = h.nearest("green tea").await.map_err(failed)?;
     if sources(&replaced) != ["history#1"] {
         return Err(format!(
             "a replaced chunk's vector is gone for the reader: {replaced:?}"
         ));
     }
     // New vectors: the reader's copy gains them.
-    write(3, "Green tea with jasmine every morning")
+    h.write(3, "Green tea with jasmine every morning")
         .await
         .map_err(failed)?;
-    embed_missing().await.map_err(failed)?;
-    let added = nearest("green tea").await.map_err(failed)?;
+    h.embed_missing().await.map_err(failed)?;
+    let added = h.nearest("green tea").await.map_err(failed)?;
     if added
         .first()
         .map(|(s, snippet)| (s.as_str(), snippet.contains("jasmine")))
@@ -261,19 +278,76 @@ where
     {
         return Err(format!("a new vector is found by the reader: {added:?}"));
     }
-    writer.clear_vectors().await.map_err(failed)?;
-    let cleared = nearest("green tea").await.map_err(failed)?;
+    h.writer.clear_vectors().await.map_err(failed)?;
+    let cleared = h.nearest("green tea").await.map_err(failed)?;
     if !cleared.is_empty() {
         return Err(format!(
             "cleared vectors are gone for the reader: {cleared:?}"
         ));
     }
-    embed_missing().await.map_err(failed)?;
-    let again = nearest("green tea").await.map_err(failed)?;
+    h.embed_missing().await.map_err(failed)?;
+    let again = h.nearest("green tea").await.map_err(failed)?;
     if again != added {
         return Err(format!(
             "vectors put again rank as before: {again:?} against {added:?}"
         ));
     }
     Ok(())
+}
+
+/// The two handles of the copies case and the embedder both use.
+struct Handles<'a, I> {
+    reader: &'a I,
+    writer: &'a I,
+    embedder: crate::HashingEmbedder,
+}
+
+impl<I> Handles<'_, I>
+where
+    I: MemoryIndex + crate::VectorIndex,
+{
+    /// The writer stores one journal chunk.
+    async fn write(&self, cursor: u64, text: &str) -> Result<(), IndexError> {
+        self.writer
+            .replace(GroupUpdate::from_chunks(vec![crate::journal_chunk(
+                cursor,
+                "2026-03-01 10:00",
+                text,
+            )]))
+            .await
+    }
+
+    /// The writer embeds every chunk without a vector.
+    async fn embed_missing(&self) -> Result<(), IndexError> {
+        use nanobot_llm_port::Embedder;
+        let missing = self.writer.missing_vectors(100).await?;
+        let vectors = missing
+            .iter()
+            .map(|c| crate::ChunkVector {
+                group: c.group.clone(),
+                part: c.part,
+                vector: self.embedder.vector(&c.text),
+            })
+            .collect();
+        self.writer
+            .put_vectors(&self.embedder.model(), vectors)
+            .await
+    }
+
+    /// The reader's nearest chunks to `query`: (source, snippet).
+    async fn nearest(&self, query: &str) -> Result<Vec<(String, String)>, IndexError> {
+        let hits = self
+            .reader
+            .nearest(
+                &self.embedder.vector(query),
+                &SearchRequest::new(query).limit(10),
+            )
+            .await?;
+        Ok(hits.into_iter().map(|h| (h.source, h.snippet)).collect())
+    }
+}
+
+/// The sources of hits, in order.
+fn sources(hits: &[(String, String)]) -> Vec<String> {
+    hits.iter().map(|(source, _)| source.clone()).collect()
 }
