@@ -2,6 +2,10 @@
 
 use super::*;
 
+mod reads;
+
+use reads::check_reads;
+
 pub(super) fn agent_over(backend: Arc<dyn MemoryBackend>, llm: Arc<dyn LlmClient>) -> Agent {
     let mut config = BuilderConfig::new(Host::new("Linux", "x86_64", "nanobot-rs"));
     config.tool_contract = false;
@@ -95,127 +99,6 @@ pub(super) async fn seed(person: &Person) {
         .unwrap();
 }
 
-/// Every read path of `me`'s stores, checked against `other`'s canary (and for its own).
-pub(super) async fn check_reads(me: &Person, other: &Person) {
-    check_session_reads(me, other).await;
-    check_journal_reads(me, other).await;
-    check_document_reads(me, other).await;
-}
-
-/// Sessions: load, list, replay; writes stay in the scope.
-async fn check_session_reads(me: &Person, other: &Person) {
-    let key = SessionKey::new(SESSION).unwrap();
-    let store = me.stores.sessions.store().clone();
-    let _ = store.capabilities();
-    let loaded = store.load(&key).await.unwrap().expect("own session");
-    let text = text_of(&loaded.session.messages());
-    assert!(text.contains(me.canary), "own canary missing in load");
-    assert_clean("load", &text, me, other);
-    let list = store.list().await.unwrap();
-    assert_eq!(list.len(), 1, "list shows exactly the scope's own session");
-    assert_clean("list", &text_of(&list), me, other);
-    let replay = store.open_for_replay(&key).await.unwrap().unwrap();
-    assert_clean("open_for_replay", &text_of(&replay.tail), me, other);
-    // Writes stay in the scope: a rewrite and a new session here change nothing there.
-    let mut session = loaded.session.clone();
-    session.add_message(
-        StoredMessage::assistant(format!("also {}", me.canary)),
-        chrono::Utc::now().naive_utc(),
-    );
-    let revision = store
-        .rewrite(&session, Some(loaded.revision))
-        .await
-        .unwrap();
-    let revision = store.flush(&key, revision).await.unwrap();
-    assert_eq!(store.current_revision(&key).await.unwrap(), Some(revision));
-    let scratch = SessionKey::new("telegram:scratch").unwrap();
-    let mut scratch_session =
-        nanobot_session_store::Session::new(scratch.clone(), chrono::Utc::now().naive_utc());
-    scratch_session.add_message(
-        StoredMessage::user(me.canary),
-        chrono::Utc::now().naive_utc(),
-    );
-    store
-        .save_changes(&mut scratch_session, None)
-        .await
-        .unwrap();
-    assert!(store.delete(&scratch).await.unwrap());
-}
-
-/// Journal reads, by cursor and newest first.
-async fn check_journal_reads(me: &Person, other: &Person) {
-    let journal = &me.stores.journal;
-    let _ = journal.capabilities();
-    let all = journal.read_since(0, None).await.unwrap();
-    assert!(text_of(&all).contains(me.canary));
-    assert_clean("read_since", &text_of(&all), me, other);
-    assert_clean(
-        "read_last",
-        &text_of(&journal.read_last(100).await.unwrap()),
-        me,
-        other,
-    );
-    for cursor in 0..=journal.latest_cursor().await.unwrap() + 2 {
-        assert_clean(
-            "read_since(cursor)",
-            &text_of(&journal.read_since(cursor, None).await.unwrap()),
-            me,
-            other,
-        );
-    }
-    assert_clean(
-        "unprocessed",
-        &text_of(&journal.unprocessed(Some(100)).await.unwrap()),
-        me,
-        other,
-    );
-    assert_clean(
-        "unprocessed_newest",
-        &text_of(&journal.unprocessed_newest(100).await.unwrap()),
-        me,
-        other,
-    );
-}
-
-/// Documents, private and shared.
-async fn check_document_reads(me: &Person, other: &Person) {
-    let documents = &me.stores.documents;
-    let _ = documents.capabilities();
-    for document in Document::ALL {
-        let text = text_of(&documents.read(document).await.unwrap());
-        assert_clean(document.path(), &text, me, other);
-        let text = documents
-            .read_text(document)
-            .await
-            .unwrap()
-            .unwrap_or_default();
-        assert_clean(document.path(), &text, me, other);
-    }
-    assert_clean(
-        "skills",
-        &text_of(&documents.skills().await.unwrap()),
-        me,
-        other,
-    );
-    for name in documents.skill_names().await.unwrap() {
-        let text = documents.read_skill(&name).await.unwrap();
-        assert_clean("read_skill", &text_of(&text), me, other);
-    }
-    for aux in [
-        AuxFile::DreamState,
-        AuxFile::DreamPrompt,
-        AuxFile::DreamPending,
-        AuxFile::DreamProposals,
-    ] {
-        assert_clean(
-            "read_aux",
-            &text_of(&documents.read_aux(aux).await.unwrap()),
-            me,
-            other,
-        );
-    }
-}
-
 /// Runs the isolation suite against `backend`: two users, a group, and every port method.
 /// Panics with the leak it found.
 pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
@@ -224,10 +107,48 @@ pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
         missing.is_empty(),
         "port methods without an isolation case: {missing:?}"
     );
+    let people = two_people(backend.as_ref()).await;
+    for person in &people {
+        seed(person).await;
+    }
+    let pairs = [(&people[0], &people[1]), (&people[1], &people[0])];
+    for (me, other) in pairs {
+        check_reads(me, other).await;
+    }
+    stamps_stay_apart(&people).await;
 
+    // Prompts and Dream input, through the library turn.
+    let llm = Arc::new(
+        ScriptedLlm::new()
+            .then_text("Nothing to change.")
+            .then_text("Nothing to change.")
+            .then_text("Hello."),
+    );
+    let agent = agent_over(backend.clone(), llm.clone());
+    let key = SessionKey::new(SESSION).unwrap();
+    for (me, other) in pairs {
+        prompts_search_and_dream(&agent, &llm, &key, me, other).await;
+        versions_and_cursors(me, other).await;
+    }
+    // Dream's cursor of one scope never moved the other's, and both were moved by their own.
+    for person in &people {
+        let journal = &person.stores.journal;
+        assert_eq!(
+            journal.dream_cursor().await.unwrap(),
+            journal.latest_cursor().await.unwrap()
+        );
+    }
+    locks_leases_and_commits(&people, &key).await;
+    archives_stay_apart(&people, &key).await;
+    shared_files_read_only(&people).await;
+    group_sees_no_private_files(backend.as_ref(), &agent, &key, &people).await;
+}
+
+/// Alice and Bob, each with their scope's stores and a canary only their files hold.
+async fn two_people(backend: &dyn MemoryBackend) -> [Person; 2] {
     let alice = ScopeKey::local(Subject::User(UserKey::parse("telegram:1").unwrap()));
     let bob = ScopeKey::local(Subject::User(UserKey::parse("telegram:2").unwrap()));
-    let people = [
+    [
         Person {
             stores: backend.open(&alice).await.unwrap(),
             scope: alice,
@@ -238,15 +159,12 @@ pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
             scope: bob,
             canary: "CANARY-BOB-91c2",
         },
-    ];
-    for person in &people {
-        seed(person).await;
-    }
+    ]
+}
+
+/// A scope's stamp moves with its own files and the agent's, never another scope's.
+async fn stamps_stay_apart(people: &[Person; 2]) {
     let pairs = [(&people[0], &people[1]), (&people[1], &people[0])];
-    for (me, other) in pairs {
-        check_reads(me, other).await;
-    }
-    // A scope's stamp moves with its own files and the agent's, never another scope's.
     for (me, other) in pairs {
         let before = other.stores.documents.stamp().await.unwrap();
         let user = me.stores.documents.read(Document::User).await.unwrap();
@@ -268,117 +186,123 @@ pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
             me.scope
         );
     }
+}
 
-    // Prompts and Dream input, through the library turn.
-    let llm = Arc::new(
-        ScriptedLlm::new()
-            .then_text("Nothing to change.")
-            .then_text("Nothing to change.")
-            .then_text("Hello."),
+/// Each scope's prompt, memory search and Dream input hold its own canary and nothing of
+/// the other's.
+async fn prompts_search_and_dream(
+    agent: &Agent,
+    llm: &ScriptedLlm,
+    key: &SessionKey,
+    me: &Person,
+    other: &Person,
+) {
+    let memory = agent.memory(&me.scope).await.unwrap();
+    let prompt = agent
+        .build_prompt(&memory, key, "What do you remember?")
+        .await
+        .unwrap();
+    let text = text_of(&prompt.messages);
+    assert!(
+        text.contains(me.canary),
+        "own canary missing in {}'s prompt",
+        me.scope
     );
-    let agent = agent_over(backend.clone(), llm.clone());
-    let key = SessionKey::new(SESSION).unwrap();
-    for (me, other) in pairs {
-        let memory = agent.memory(&me.scope).await.unwrap();
-        let prompt = agent
-            .build_prompt(&memory, &key, "What do you remember?")
-            .await
-            .unwrap();
-        let text = text_of(&prompt.messages);
-        assert!(
-            text.contains(me.canary),
-            "own canary missing in {}'s prompt",
-            me.scope
-        );
-        assert_clean("prompt", &text, me, other);
-        // Memory search, where the backend keeps an index: each finds its own canary and
-        // nothing of the other's, however the other's is asked for.
-        if memory.index.is_some() {
-            let search = SearchMemory::new(Arc::new(Cl100kBase));
-            let context = ToolContext {
-                memory: &memory,
-                session: &key,
-            };
-            for query in [me.canary, other.canary] {
-                let arguments = serde_json::json!({"query": query, "limit": 10}).to_string();
-                let found = search.call(context, &arguments).await;
-                assert!(found.recalled, "{}: {}", me.scope, found.content);
-                if query == me.canary {
-                    assert!(
-                        found.content.contains(me.canary),
-                        "{} did not find its own canary: {}",
-                        me.scope,
-                        found.content
-                    );
-                }
-                // The opening tag repeats the query; what was found is below it.
-                let results = found.content.split_once('\n').map_or("", |(_, rest)| rest);
-                assert_clean("search_memory", results, me, other);
-            }
-        }
-        let before = llm.requests().len();
-        let report = memory.dream.run(Trigger::Manual).await.unwrap();
-        assert_eq!(report.status, RunStatus::Completed, "{report:?}");
-        let requests = llm.requests();
-        assert_eq!(requests.len(), before + 1);
-        let dream_input = text_of(&requests[before].messages);
-        assert!(
-            dream_input.contains(me.canary),
-            "own canary missing in Dream's input"
-        );
-        assert_clean("Dream input", &dream_input, me, other);
-        // Versions: a commit here, read back here only.
-        let versions = me.stores.versions.as_ref().expect("versions");
-        let mut files = Snapshot::new();
-        files.insert(
-            "USER.md".into(),
-            format!("# User\n\n- {}\n- more\n", me.canary),
-        );
-        versions
-            .commit("isolation suite", &files, chrono::Utc::now())
-            .await
-            .unwrap();
-        let log = versions.log(100).await.unwrap();
-        for version in &log {
-            let resolved = versions.resolve(&version.id).await.unwrap();
-            assert_clean("resolve", &text_of(&resolved), me, other);
-            assert_clean(
-                "files_at",
-                &text_of(&versions.files_at(&version.id).await.unwrap()),
-                me,
-                other,
+    assert_clean("prompt", &text, me, other);
+    if memory.index.is_some() {
+        search_stays_apart(&memory, key, me, other).await;
+    }
+    let before = llm.requests().len();
+    let report = memory.dream.run(Trigger::Manual).await.unwrap();
+    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+    let requests = llm.requests();
+    assert_eq!(requests.len(), before + 1);
+    let dream_input = text_of(&requests[before].messages);
+    assert!(
+        dream_input.contains(me.canary),
+        "own canary missing in Dream's input"
+    );
+    assert_clean("Dream input", &dream_input, me, other);
+}
+
+/// Memory search, where the backend keeps an index: each finds its own canary and nothing
+/// of the other's, however the other's is asked for.
+async fn search_stays_apart(
+    memory: &crate::ScopeMemory,
+    key: &SessionKey,
+    me: &Person,
+    other: &Person,
+) {
+    let search = SearchMemory::new(Arc::new(Cl100kBase));
+    let context = ToolContext {
+        memory,
+        session: key,
+    };
+    for query in [me.canary, other.canary] {
+        let arguments = serde_json::json!({"query": query, "limit": 10}).to_string();
+        let found = search.call(context, &arguments).await;
+        assert!(found.recalled, "{}: {}", me.scope, found.content);
+        if query == me.canary {
+            assert!(
+                found.content.contains(me.canary),
+                "{} did not find its own canary: {}",
+                me.scope,
+                found.content
             );
         }
-        // Cursors move per scope.
-        let journal = &me.stores.journal;
-        journal
-            .set_dream_cursor(journal.latest_cursor().await.unwrap())
-            .await
-            .unwrap();
-        journal.compact(1_000).await.unwrap();
+        // The opening tag repeats the query; what was found is below it.
+        let results = found.content.split_once('\n').map_or("", |(_, rest)| rest);
+        assert_clean("search_memory", results, me, other);
     }
-    // Dream's cursor of one scope never moved the other's, and both were moved by their own.
-    for person in &people {
-        let journal = &person.stores.journal;
-        assert_eq!(
-            journal.dream_cursor().await.unwrap(),
-            journal.latest_cursor().await.unwrap()
+}
+
+/// Versions: a commit here, read back here only; cursors move per scope.
+async fn versions_and_cursors(me: &Person, other: &Person) {
+    let versions = me.stores.versions.as_ref().expect("versions");
+    let mut files = Snapshot::new();
+    files.insert(
+        "USER.md".into(),
+        format!("# User\n\n- {}\n- more\n", me.canary),
+    );
+    versions
+        .commit("isolation suite", &files, chrono::Utc::now())
+        .await
+        .unwrap();
+    let log = versions.log(100).await.unwrap();
+    for version in &log {
+        let resolved = versions.resolve(&version.id).await.unwrap();
+        assert_clean("resolve", &text_of(&resolved), me, other);
+        assert_clean(
+            "files_at",
+            &text_of(&versions.files_at(&version.id).await.unwrap()),
+            me,
+            other,
         );
     }
+    // Cursors move per scope.
+    let journal = &me.stores.journal;
+    journal
+        .set_dream_cursor(journal.latest_cursor().await.unwrap())
+        .await
+        .unwrap();
+    journal.compact(1_000).await.unwrap();
+}
 
-    // Locks and leases are per scope: both users can hold theirs on the same session at once.
+/// Locks and leases are per scope: both users can hold theirs on the same session at once;
+/// a memory commit under each one's lease changes that scope's files only.
+async fn locks_leases_and_commits(people: &[Person; 2], key: &SessionKey) {
     let locks_a = people[0]
         .stores
         .sessions
         .store()
-        .try_lock_turn(&key)
+        .try_lock_turn(key)
         .await
         .unwrap();
     let locks_b = people[1]
         .stores
         .sessions
         .store()
-        .try_lock_turn(&key)
+        .try_lock_turn(key)
         .await
         .unwrap();
     assert!(
@@ -416,9 +340,20 @@ pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
     people[0].stores.lease.renew(&mut lease_a).await.unwrap();
     people[0].stores.lease.check(lease_a.fence).await.unwrap();
     people[1].stores.lease.check(lease_b.fence).await.unwrap();
+    commits_stay_apart(people, &lease_a, &lease_b).await;
+    people[0].stores.lease.release(lease_a).await.unwrap();
+    people[1].stores.lease.release(lease_b).await.unwrap();
+    drop((locks_a, locks_b));
+}
 
-    // A memory commit under each scope's own lease changes that scope's files only.
-    for (person, lease) in [(&people[0], &lease_a), (&people[1], &lease_b)] {
+/// A memory commit under each scope's own lease changes that scope's files only.
+async fn commits_stay_apart(
+    people: &[Person; 2],
+    lease_a: &nanobot_memory_store::Lease,
+    lease_b: &nanobot_memory_store::Lease,
+) {
+    let pairs = [(&people[0], &people[1]), (&people[1], &people[0])];
+    for (person, lease) in [(&people[0], lease_a), (&people[1], lease_b)] {
         let stores = &person.stores;
         assert_eq!(
             stores.commit.recover(lease.fence).await.unwrap(),
@@ -455,21 +390,14 @@ pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
             .unwrap();
         assert_clean("memory commit", &text_of(&text), me, other);
     }
-    people[0].stores.lease.release(lease_a).await.unwrap();
-    people[1].stores.lease.release(lease_b).await.unwrap();
-    drop((locks_a, locks_b));
+}
 
-    // Archive commits: each scope archives its own copy of the session; neither finds the
-    // other's archive, and each journal holds its own only.
+/// Archive commits: each scope archives its own copy of the session; neither finds the
+/// other's archive, and each journal holds its own only.
+async fn archives_stay_apart(people: &[Person; 2], key: &SessionKey) {
+    let pairs = [(&people[0], &people[1]), (&people[1], &people[0])];
     for (me, other) in pairs {
-        let loaded = me
-            .stores
-            .sessions
-            .store()
-            .load(&key)
-            .await
-            .unwrap()
-            .unwrap();
+        let loaded = me.stores.sessions.store().load(key).await.unwrap().unwrap();
         let session = loaded.session;
         let from = session.last_consolidated();
         let to = from + 1;
@@ -479,7 +407,7 @@ pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
         let found_before = me
             .stores
             .archive
-            .find_archive(&key, from as u64)
+            .find_archive(key, from as u64)
             .await
             .unwrap();
         assert!(
@@ -492,7 +420,7 @@ pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
             .stores
             .archive
             .commit_archive(&ArchiveCommit {
-                session: &key,
+                session: key,
                 expected: loaded.revision,
                 from: from as u64,
                 to: to as u64,
@@ -505,7 +433,7 @@ pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
         let found = me
             .stores
             .archive
-            .find_archive(&key, from as u64)
+            .find_archive(key, from as u64)
             .await
             .unwrap();
         assert_eq!(found.len(), 1);
@@ -517,8 +445,10 @@ pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
             other,
         );
     }
+}
 
-    // Shared files are read-only from a user's scope; a write there is refused.
+/// Shared files are read-only from a user's scope; a write there is refused.
+async fn shared_files_read_only(people: &[Person; 2]) {
     let documents = &people[0].stores.documents;
     assert!(
         documents
@@ -537,16 +467,24 @@ pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
         documents.initialize().await.is_err(),
         "initialize would write SOUL.md"
     );
+}
 
-    // The group rule: a group's chat scope sees no user's private files.
+/// The group rule: a group's chat scope sees no user's private files, and its turns are
+/// kept in its own scope.
+async fn group_sees_no_private_files(
+    backend: &dyn MemoryBackend,
+    agent: &Agent,
+    key: &SessionKey,
+    people: &[Person; 2],
+) {
     let group = ScopeKey::local(Subject::Chat(ChatKey::parse("telegram:-100").unwrap()));
     let memory = agent.memory(&group).await.unwrap();
     let prompt = agent
-        .build_prompt(&memory, &key, "Who are we?")
+        .build_prompt(&memory, key, "Who are we?")
         .await
         .unwrap();
     let text = text_of(&prompt.messages);
-    for person in &people {
+    for person in people {
         assert!(
             !text.contains(person.canary),
             "the group's prompt shows {}'s canary",
@@ -556,7 +494,7 @@ pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
     // Its turns are kept in its own scope.
     let silent: nanobot_llm_port::TextSink = Arc::new(|_: &str| {});
     agent
-        .turn(&memory, &key, "Hello group", &silent)
+        .turn(&memory, key, "Hello group", &silent)
         .await
         .unwrap();
     agent.finish().await.unwrap();
@@ -565,17 +503,17 @@ pub async fn isolation_suite(backend: Arc<dyn MemoryBackend>) {
         group_stores
             .sessions
             .store()
-            .load(&key)
+            .load(key)
             .await
             .unwrap()
             .is_some()
     );
-    for person in &people {
+    for person in people {
         let loaded = person
             .stores
             .sessions
             .store()
-            .load(&key)
+            .load(key)
             .await
             .unwrap()
             .unwrap();
