@@ -188,7 +188,7 @@ fn function_end(lines: &[&str], start: usize, indent: &str) -> Option<usize> {
     let mut at = start;
     while let Some(line) = lines.get(at) {
         let trimmed = line.trim_end();
-        if trimmed.ends_with(';') && !trimmed.ends_with("{;") {
+        if trimmed.ends_with(';') {
             return None;
         }
         if trimmed.ends_with('{') || trimmed.ends_with('}') {

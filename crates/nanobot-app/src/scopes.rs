@@ -43,11 +43,14 @@ async fn agent_summary(bot: &Bot) -> Result<ScopeSummary, AppError> {
         Storage::Postgres(store) => format!("schema {}, scope agent", store.schema().name()),
         _ => "the workspace".into(),
     };
-    let mut summary = ScopeSummary::new(Subject::Agent, location);
-    summary.sessions = memory.sessions.list().await?.len();
-    summary.entries = entries;
-    summary.unread = entries.saturating_sub(dream);
-    Ok(summary)
+    let sessions = memory.sessions.list().await?.len();
+    Ok(ScopeSummary::counted(
+        Subject::Agent,
+        location,
+        sessions,
+        entries,
+        dream,
+    ))
 }
 
 fn link_line(record: &LinkRecord) -> String {

@@ -218,14 +218,14 @@ impl FileBackend {
         for dir in self.dirs.list()? {
             let sessions = self.scope_sessions(&dir.subject, &dir.path)?.list().await?;
             let (latest, dream) = FileJournal::peek_cursors(&dir.path)?;
-            let entries = latest.unwrap_or(0);
-            summaries.push(ScopeSummary {
-                location: dir.path.display().to_string(),
-                subject: dir.subject,
-                sessions: sessions.len(),
-                entries,
-                unread: entries.saturating_sub(dream),
-            });
+            let location = dir.path.display().to_string();
+            summaries.push(ScopeSummary::counted(
+                dir.subject,
+                location,
+                sessions.len(),
+                latest.unwrap_or(0),
+                dream,
+            ));
         }
         Ok(summaries)
     }

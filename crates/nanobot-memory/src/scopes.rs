@@ -24,14 +24,21 @@ pub struct ScopeSummary {
 }
 
 impl ScopeSummary {
-    /// An empty scope of `subject` kept at `location`; the counts are set after.
-    pub fn new(subject: Subject, location: impl Into<String>) -> Self {
+    /// The scope of `subject` kept at `location`, with `sessions` sessions and its journal's
+    /// cursors: the latest one and Dream's (the entries Dream has not read are derived).
+    pub fn counted(
+        subject: Subject,
+        location: impl Into<String>,
+        sessions: usize,
+        latest_cursor: u64,
+        dream_cursor: u64,
+    ) -> Self {
         ScopeSummary {
             subject,
             location: location.into(),
-            sessions: 0,
-            entries: 0,
-            unread: 0,
+            sessions,
+            entries: latest_cursor,
+            unread: latest_cursor.saturating_sub(dream_cursor),
         }
     }
 }
@@ -48,12 +55,14 @@ impl Storage {
                 .await?
                 .into_iter()
                 .filter(|s| !s.key.subject.is_agent())
-                .map(|s| ScopeSummary {
-                    location: format!("schema {}, scope {}", store.schema().name(), s.key),
-                    subject: s.key.subject,
-                    sessions: usize::try_from(s.sessions).unwrap_or(usize::MAX),
-                    entries: s.latest,
-                    unread: s.latest.saturating_sub(s.dream_cursor),
+                .map(|s| {
+                    ScopeSummary::counted(
+                        s.key.subject.clone(),
+                        format!("schema {}, scope {}", store.schema().name(), s.key),
+                        usize::try_from(s.sessions).unwrap_or(usize::MAX),
+                        s.latest,
+                        s.dream_cursor,
+                    )
                 })
                 .collect()),
             _ => Err(unlisted()),
