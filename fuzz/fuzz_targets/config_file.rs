@@ -36,19 +36,16 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             other.api_key = nanobot_llm_http::ApiKey::new("another-key-of-another-length");
             assert_eq!(shown, other.show(), "show() depends on the API key's value");
         }
-        if let Some(embeddings) = &config.embeddings
-            && embeddings.api_key.is_some()
-        {
+        if config.embeddings_api_key.is_some() {
             let mut other = config.clone();
-            if let Some(e) = other.embeddings.as_mut() {
-                e.api_key = nanobot_llm_http::ApiKey::new("another-key-of-another-length");
-            }
+            other.embeddings_api_key =
+                nanobot_llm_http::ApiKey::new("another-key-of-another-length");
             assert_eq!(shown, other.show(), "show() depends on the embeddings key's value");
         }
-        if config.serve_keys.iter().any(|k| k.secret.is_some()) {
+        if config.serve_secrets.iter().any(Option::is_some) {
             let mut other = config.clone();
-            for key in other.serve_keys.iter_mut().filter(|k| k.secret.is_some()) {
-                key.secret = nanobot_llm_http::ApiKey::new("another-secret-of-another-length");
+            for secret in other.serve_secrets.iter_mut().filter(|s| s.is_some()) {
+                *secret = nanobot_llm_http::ApiKey::new("another-secret-of-another-length");
             }
             assert_eq!(shown, other.show(), "show() depends on a serve key's secret");
         }

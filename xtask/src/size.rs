@@ -21,9 +21,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ("crates/nanobot-app/src/cli.rs", NOT_YET_SPLIT),
     ("crates/nanobot-app/src/cli.rs::dispatch", NOT_YET_SPLIT),
     ("crates/nanobot-app/src/cli.rs::chat", NOT_YET_SPLIT),
-    ("crates/nanobot-app/src/config.rs", NOT_YET_SPLIT),
-    ("crates/nanobot-app/src/config.rs::load", NOT_YET_SPLIT),
-    ("crates/nanobot-app/src/config.rs::serve_key", NOT_YET_SPLIT),
     ("crates/nanobot-app/src/demo.rs::run", NOT_YET_SPLIT),
 ];
 

@@ -6,14 +6,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Offset;
 use nanobot_context_builder::{BuilderConfig, ContextBuilder, Host};
 use nanobot_dream::DreamSchedule;
 use nanobot_llm_port::{Clock, Embedder, LlmClient, TextSink, TokenCounter};
-use nanobot_memory::{
-    AssemblyError, Durability, EmbeddingOptions, FileBackend, FileOptions, Layout, ModelOptions,
-    Recall,
-};
+use nanobot_memory::settings::Backend;
+use nanobot_memory::{AssemblyError, FileBackend, Recall};
 use nanobot_memory_core::ConsolidationConfig;
 use nanobot_memory_scope::{LinkTable, ModeResolver, NoMemoryReason, ScopeKey, Subject};
 use nanobot_session_store::SessionKey;
@@ -25,7 +22,7 @@ pub use nanobot_turn::{
     record_background_failure, record_raw_archives,
 };
 
-use crate::config::{Config, Provider};
+use crate::config::Config;
 use crate::error::AppError;
 
 /// The parts of a bot, shared by its commands. `memory` is the scope the command works in:
@@ -69,62 +66,21 @@ impl std::fmt::Debug for Bot {
 
 /// The model the configuration names, with its timeout and retries.
 pub fn model_client(config: &Config) -> Result<Arc<dyn LlmClient>, AppError> {
-    let options = match config.provider {
-        Provider::OpenAi | Provider::Local => {
-            ModelOptions::openai(&config.base_url, &config.model).native_tools(config.native_tools)
-        }
-        Provider::Anthropic => {
-            ModelOptions::anthropic(&config.model).base_url(config.base_url.clone())
-        }
-    };
-    let options = options
-        .api_key(config.api_key.clone())
-        .stream(config.stream)
-        .window(config.context_window, config.max_output_tokens)
-        .request_timeout(Duration::from_secs(config.request_timeout_secs));
+    let options = config.llm.model_options(config.api_key.clone())?;
     Ok(nanobot_memory::model_client(&options)?)
 }
 
 /// The embedder of memory search's vector lane, when the configuration names one.
 pub fn embedder(config: &Config) -> Result<Option<Arc<dyn Embedder>>, AppError> {
-    let Some(embeddings) = &config.embeddings else {
+    let Some(options) = config.embedding_options() else {
         return Ok(None);
     };
-    let options = EmbeddingOptions::new(
-        &embeddings.base_url,
-        &embeddings.model,
-        embeddings.dimensions,
-    )
-    .api_key(embeddings.api_key.clone())
-    .request_timeout(Duration::from_secs(config.request_timeout_secs));
     let embedder = nanobot_memory::embedder(&options).map_err(|e| AppError::Config {
         key: "search.embeddings_url".into(),
         file: config.source.clone(),
         reason: e.to_string(),
     })?;
     Ok(Some(embedder))
-}
-
-/// `storage.durability`, for sessions on files and in PostgreSQL alike.
-pub fn durability(config: &Config) -> Durability {
-    match config.durability.as_str() {
-        "none" => Durability::None,
-        "always" => Durability::Always,
-        _ => Durability::TurnEnd,
-    }
-}
-
-/// How the file backend keeps the configured workspace.
-fn file_options(config: &Config) -> FileOptions {
-    let layout = match config.layout.as_str() {
-        "nanobot" => Layout::Nanobot,
-        "workspace" => Layout::Workspace,
-        _ => Layout::Auto,
-    };
-    FileOptions::default()
-        .durability(durability(config))
-        .layout(layout)
-        .sessions_root(config.sessions_root.clone())
 }
 
 /// The file backend of the configured workspace (which must exist), as the bot opens it.
@@ -135,7 +91,7 @@ pub fn file_backend(
 ) -> Result<FileBackend, AppError> {
     Ok(FileBackend::open(
         &config.workspace,
-        &file_options(config),
+        &config.storage.file_options(),
         clock,
         counter,
     )?)
@@ -143,36 +99,27 @@ pub fn file_backend(
 
 /// The agent's settings from the configuration.
 fn agent_settings(config: &Config) -> AgentSettings {
-    let mut settings = AgentSettings::new(
-        config.model.clone(),
-        config.context_window,
-        config.max_output_tokens,
-    );
-    settings.temperature = config.temperature;
-    settings.turn_wait = Duration::from_secs(config.turn_wait_secs);
-    let mut consolidation = ConsolidationConfig::new(
-        config.model.clone(),
-        config.context_window,
-        config.max_output_tokens,
-    );
-    consolidation.ratio = config.consolidation_ratio;
-    consolidation.structured_first = config.archive_with_schema;
-    consolidation.temperature = config.temperature;
+    let llm = &config.llm;
+    let mut settings =
+        AgentSettings::new(llm.model.clone(), llm.context_window, llm.max_output_tokens);
+    settings.temperature = llm.temperature;
+    settings.turn_wait = Duration::from_secs(config.storage.turn_wait_secs);
+    let mut consolidation =
+        ConsolidationConfig::new(llm.model.clone(), llm.context_window, llm.max_output_tokens);
+    consolidation.ratio = config.memory.consolidation_ratio;
+    consolidation.structured_first = config.memory.archive_with_schema;
+    consolidation.temperature = llm.temperature;
     // An archive call may take as long as any other call to this model.
-    consolidation.call_timeout = Duration::from_secs(config.request_timeout_secs);
+    consolidation.call_timeout = llm.request_timeout();
     settings.consolidation = consolidation;
     let dream = &mut settings.dream;
-    dream.max_steps = config.dream_max_steps;
-    dream.mode = config.dream_mode;
-    dream.max_tokens = config.dream_max_tokens;
-    dream.batch_entries = config.dream_batch_entries;
+    config.dream.apply(dream);
     // Dream writes whole files: it needs more room to answer than a chat turn.
-    dream.max_output_tokens = saturating_u32(config.max_output_tokens.max(1_024));
-    dream.batch_tokens = (config.context_window / 3).max(256);
-    dream.prompt_file_chars = (config.context_window).clamp(1_000, 16_000);
-    settings.dream_enabled = config.dream_enabled;
-    settings.idle_ttl = (config.idle_ttl_minutes > 0)
-        .then(|| Duration::from_secs(config.idle_ttl_minutes.saturating_mul(60)));
+    dream.max_output_tokens = saturating_u32(llm.max_output_tokens.max(1_024));
+    dream.batch_tokens = (llm.context_window / 3).max(256);
+    dream.prompt_file_chars = (llm.context_window).clamp(1_000, 16_000);
+    settings.dream_enabled = config.dream.enabled;
+    settings.idle_ttl = config.memory.idle_ttl();
     settings
 }
 
@@ -215,15 +162,7 @@ impl Bot {
         };
         let agent = assembled.agent().clone();
         let memory = agent.memory(&scope).await?;
-        let schedule = if config.dream_enabled {
-            Some(DreamSchedule::from_settings(
-                config.dream_interval_hours,
-                config.dream_cron.as_deref(),
-                chrono::FixedOffset::east_opt(0).unwrap_or_else(|| chrono::Utc.fix()),
-            )?)
-        } else {
-            None
-        };
+        let schedule = config.dream.schedule()?;
         Ok(Bot {
             memory,
             no_memory,
@@ -298,19 +237,25 @@ async fn assemble(
         .clock(clock)
         .settings(agent_settings(config))
         .context(builder_config(config))
-        .isolation(config.isolation)
-        .bot_ids(config.bot_ids.clone())
+        .isolation(config.memory.isolation)
+        .bot_ids(
+            config
+                .memory
+                .bot_keys()
+                .map_err(|e| config.invalid(e.within("memory")))?,
+        )
         .progress(progress_printer());
     if let Some(embedder) = embedder(config)? {
-        builder = builder.embedder(embedder, config.embed_per_search);
+        builder = builder.embedder(embedder, config.search.embed_per_search);
     }
-    builder = if config.storage == "postgres" {
+    let storage = &config.storage;
+    builder = if storage.backend == Backend::Postgres {
         let url = database_url(config)?;
         builder
-            .postgres_with(url, &config.database_schema, durability(config))
+            .postgres_with(url, &storage.schema, storage.durability)
             .agent_dir(&config.workspace)
     } else {
-        builder.files_with(&config.workspace, file_options(config))
+        builder.files_with(&config.workspace, storage.file_options())
     };
     builder.build().await.map_err(|e| match e {
         AssemblyError::Postgres(e) => crate::pg::store_error(config, e),
@@ -321,6 +266,7 @@ async fn assemble(
 /// `storage.database_url`, which PostgreSQL storage needs.
 pub fn database_url(config: &Config) -> Result<&str, AppError> {
     config
+        .storage
         .database_url
         .as_deref()
         .ok_or_else(|| AppError::Config {
@@ -338,7 +284,7 @@ fn builder_config(config: &Config) -> BuilderConfig {
     builder_config.tool_contract = false;
     // The builder's caps suit large windows; a small window gets proportional ones, so
     // unprocessed history or a grown MEMORY.md cannot fill it.
-    let window = config.context_window;
+    let window = config.llm.context_window;
     builder_config.limits.recent_history_tokens = (window / 5).clamp(200, 8_000);
     builder_config.limits.memory_tokens = (window / 4).clamp(400, 16_000);
     builder_config.limits.bootstrap_file_tokens = (window / 8).clamp(200, 8_000);

@@ -306,7 +306,7 @@ fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config
 
 /// The PostgreSQL store `import` and `export` copy into and out of.
 async fn transfer_store(config: &Config) -> Result<nanobot_store_postgres::PgStore, AppError> {
-    if config.storage != "postgres" {
+    if config.storage.backend != nanobot_memory::settings::Backend::Postgres {
         return Err(AppError::Usage(
             "import and export copy between a workspace and PostgreSQL: set storage.backend = \"postgres\" and storage.database_url (NANOBOT_STORAGE, NANOBOT_DATABASE_URL)".into(),
         ));
@@ -394,7 +394,7 @@ async fn dispatch(
             let store = transfer_store(&config).await?;
             let root = sessions_root
                 .clone()
-                .unwrap_or_else(|| config.sessions_root.clone());
+                .unwrap_or_else(|| config.storage.sessions_root.clone());
             let done = nanobot_memory::transfer::import(workspace, &root, &store, &|line| {
                 let _ = writeln!(std::io::stderr(), "[import] {line}");
             })
@@ -410,7 +410,7 @@ async fn dispatch(
             let store = transfer_store(&config).await?;
             let root = sessions_root
                 .clone()
-                .unwrap_or_else(|| config.sessions_root.clone());
+                .unwrap_or_else(|| config.storage.sessions_root.clone());
             let done = nanobot_memory::transfer::export(dir, &root, &store, &|line| {
                 let _ = writeln!(std::io::stderr(), "[export] {line}");
             })
@@ -726,7 +726,7 @@ async fn chat(bot: Arc<Bot>, key: SessionKey) -> Result<(), AppError> {
     });
     println!(
         "nanobot ({}, {}). /help for commands; Ctrl-D leaves.",
-        bot.config.model, key
+        bot.config.llm.model, key
     );
     let terminal = std::io::stdin().is_terminal();
     let editor = if terminal {

@@ -488,9 +488,10 @@ pub async fn memory_reindex(bot: &Bot) -> Result<String, AppError> {
             "\nEmbedded {} chunks with {} in {:.1} s.",
             embedded.embedded,
             bot.config
-                .embeddings
-                .as_ref()
-                .map_or("the configured model", |e| e.model.as_str()),
+                .search
+                .embeddings_model
+                .as_deref()
+                .unwrap_or("the configured model"),
             started.elapsed().as_secs_f64()
         );
     }

@@ -67,12 +67,12 @@ pub async fn run(
     };
     say(&format!(
         "== nanobot demo: memory at work\nmodel {} at {}; context window {} tokens (small on purpose), answers up to {} tokens\narchives asked with a schema: {}; Dream mode: {}\nworkspace {}\nIt takes about 4 minutes on 2 cores with Qwen2.5-Coder-1.5B (about 2 with --fast); each step is shown as it happens.\n",
-        config.model,
-        config.base_url,
-        config.context_window,
-        config.max_output_tokens,
-        config.archive_with_schema,
-        config.dream_mode.name(),
+        config.llm.model,
+        config.llm.base_url,
+        config.llm.context_window,
+        config.llm.max_output_tokens,
+        config.memory.archive_with_schema,
+        config.dream.mode.name(),
         workspace.display()
     ));
     let llm = model_client(&config)?;

@@ -12,5 +12,5 @@ pub mod scopes;
 pub mod serve;
 
 pub use bot::{Bot, TurnReport, model_client};
-pub use config::{Config, Provider};
+pub use config::Config;
 pub use error::{AppError, Saved};

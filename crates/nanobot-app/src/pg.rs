@@ -10,8 +10,8 @@ use crate::error::AppError;
 /// The PostgreSQL store the configuration names, migrated.
 pub async fn connect(config: &Config) -> Result<PgStore, AppError> {
     let url = crate::bot::database_url(config)?;
-    let durability = crate::bot::durability(config);
-    nanobot_memory::connect(url, &config.database_schema, durability)
+    let storage = &config.storage;
+    nanobot_memory::connect(url, &storage.schema, storage.durability)
         .await
         .map_err(|e| match e {
             nanobot_memory::AssemblyError::Postgres(e) => store_error(config, e),
@@ -24,9 +24,10 @@ pub fn store_error(config: &Config, error: StoreError) -> AppError {
     AppError::Storage(format!(
         "PostgreSQL at {} (schema {}): {error}",
         config
+            .storage
             .database_url
             .as_deref()
             .map_or_else(String::new, crate::config::redact_url),
-        config.database_schema
+        config.storage.schema
     ))
 }

@@ -67,7 +67,7 @@ fn link_line(record: &LinkRecord) -> String {
 pub async fn list(bot: &Bot) -> Result<String, AppError> {
     let mut out = format!(
         "Isolation: {} (memory.isolation)\nScopes:\n",
-        bot.config.isolation.name()
+        bot.config.memory.isolation.name()
     );
     let agent = agent_summary(bot).await?;
     let _ = writeln!(out, "  agent  ({})  {}", agent.location, describe(&agent));

@@ -5,45 +5,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nanobot_serve::{ApiKeyEntry, ServeSettings, Server, UserBinding};
+use nanobot_serve::Server;
 
 use crate::bot::{Bot, Storage};
 use crate::error::AppError;
 
 /// The model name the server lists and answers to.
 pub const SERVED_MODEL: &str = "nanobot";
-
-/// The API keys of the configuration, each with its secret from the environment.
-pub fn api_keys(bot: &Bot) -> Result<Vec<ApiKeyEntry>, AppError> {
-    let mut keys = Vec::new();
-    for (n, key) in bot.config.serve_keys.iter().enumerate() {
-        let Some(secret) = &key.secret else {
-            return Err(AppError::Config {
-                key: format!("serve.keys[{n}].secret_env"),
-                file: bot.config.source.clone(),
-                reason: format!(
-                    "the variable {} holding key {:?}'s secret is not set",
-                    key.secret_env, key.name
-                ),
-            });
-        };
-        let binding = match key.binding.as_str() {
-            "fixed" => UserBinding::Fixed(key.user.clone().unwrap_or_default()),
-            "trusted" => UserBinding::TrustedFrontend {
-                user_header: key.user_header.clone(),
-                chat_header: key.chat_header.clone(),
-            },
-            _ => UserBinding::PerKey,
-        };
-        keys.push(ApiKeyEntry {
-            name: key.name.clone(),
-            secret: secret.expose().to_owned(),
-            tenant: key.tenant.clone(),
-            binding,
-        });
-    }
-    Ok(keys)
-}
 
 /// Serves `bot` on `listen` (else the configured address) until Ctrl-C. A non-loopback
 /// address without keys is refused: anyone who can reach it would use the bot's memory.
@@ -52,31 +20,22 @@ pub async fn serve(
     listen: Option<&str>,
     out: &mut dyn std::io::Write,
 ) -> Result<(), AppError> {
-    let text = listen.unwrap_or(&bot.config.serve_listen).to_owned();
+    let config = &bot.config;
+    let text = listen.unwrap_or(&config.serve.listen).to_owned();
     let address: SocketAddr = text.parse().map_err(|_| {
         AppError::Usage(format!(
             "--listen {text:?} is not an address and port, e.g. 127.0.0.1:8080"
         ))
     })?;
-    let keys = api_keys(&bot)?;
-    if keys.is_empty() && !address.ip().is_loopback() {
+    let settings = config
+        .serve
+        .settings(SERVED_MODEL, &|var| config.serve_secret(var))
+        .map_err(|e| config.invalid(e.within("serve")))?;
+    if settings.keys.is_empty() && !address.ip().is_loopback() {
         return Err(AppError::Usage(format!(
             "refusing to listen on {address} without API keys: anyone who reaches it would talk to the bot and its memory. Add [[serve.keys]] to the configuration, or listen on 127.0.0.1"
         )));
     }
-    let mut settings = ServeSettings::new(SERVED_MODEL);
-    settings.keys = keys;
-    settings.max_concurrent_turns = bot.config.serve_max_turns;
-    settings.request_timeout = Duration::from_secs(bot.config.serve_request_timeout_secs);
-    settings.body_limit = bot.config.serve_body_limit_bytes;
-    settings.cors =
-        nanobot_serve::CorsOrigins::parse(&bot.config.serve_cors_origins).map_err(|reason| {
-            AppError::Config {
-                key: "serve.cors_origins".into(),
-                file: None,
-                reason,
-            }
-        })?;
     let bot = Arc::new(bot);
     // Dream keeps curating every scope's memory on its schedule while the server runs.
     let stop = Arc::new(tokio::sync::Notify::new());
@@ -109,7 +68,7 @@ pub async fn serve(
     let _ = writeln!(
         out,
         "nanobot serve: http://{bound}/v1 (model {SERVED_MODEL:?}, {} key(s)); Ctrl-C stops",
-        bot.config.serve_keys.len()
+        bot.config.serve.keys.len()
     );
     let _ = out.flush();
     axum::serve(listener, server.router())

@@ -4,6 +4,11 @@ use crate::error::DreamError;
 
 /// How the model edits the files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "lowercase")
+)]
 #[non_exhaustive]
 pub enum DreamMode {
     /// Plan mode when the backend says it makes no native tool calls, else tool calls.

@@ -10,6 +10,7 @@ pub mod prompt;
 mod run;
 pub mod sandbox;
 mod schedule;
+mod settings;
 
 pub use config::{DreamConfig, DreamMode};
 pub use error::DreamError;
@@ -19,3 +20,4 @@ pub use run::{
     Trigger, diff_snapshots, text_tool_calls,
 };
 pub use schedule::{CronExpr, DreamSchedule};
+pub use settings::DreamSettings;

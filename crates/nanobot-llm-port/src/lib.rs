@@ -6,6 +6,7 @@ mod decorate;
 mod embed;
 mod error;
 mod message;
+mod options;
 mod request;
 #[cfg(feature = "test-util")]
 pub mod testing;
@@ -21,6 +22,7 @@ pub use message::{
     AssistantMessage, Content, ContentPart, Extra, FunctionCall, ImageUrl, Message, Role,
     SystemMessage, ToolCall, ToolMessage, UserMessage,
 };
+pub use options::InvalidOption;
 pub use request::{
     FinishReason, FunctionDefinition, JsonSchemaFormat, LlmRequest, LlmResponse, ResponseFormat,
     ToolChoice, ToolDefinition, Usage,

@@ -11,6 +11,11 @@ use crate::links::{LinkTable, canonical_user, links_in_force};
 
 /// How an agent splits its memory (the `memory.isolation` setting).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "lowercase")
+)]
 #[non_exhaustive]
 pub enum IsolationMode {
     /// One memory for the whole agent, as nanobot has it (the default: nothing changes).

@@ -25,6 +25,11 @@ use crate::{AssemblyError, OffWorker, ScopeSummary};
 
 /// Where the agent scope's sessions live in the workspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "lowercase")
+)]
 #[non_exhaustive]
 pub enum Layout {
     /// nanobot-ai's own layout when the workspace is one nanobot-ai made (it holds

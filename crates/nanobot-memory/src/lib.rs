@@ -12,6 +12,7 @@ mod offload;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod scopes;
+pub mod settings;
 mod speaker;
 #[cfg(all(feature = "files", feature = "postgres"))]
 pub mod transfer;

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nanobot_llm_http::{ApiKey, Timeouts};
-use nanobot_llm_port::{Embedder, LlmClient, Retry, RetryPolicy, Timeout, TokioClock};
+#[cfg(feature = "openai")]
+use nanobot_llm_port::Embedder;
+use nanobot_llm_port::{LlmClient, Retry, RetryPolicy, Timeout, TokioClock};
 
 use crate::AssemblyError;
 

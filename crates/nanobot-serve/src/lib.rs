@@ -1,12 +1,14 @@
 #![doc = include_str!("../README.md")]
 
 mod chat;
+mod config;
 mod cors;
 mod error;
 mod identity;
 mod search;
 mod sessions;
 
+pub use config::{KeyConfig, ServeConfig};
 pub use cors::CorsOrigins;
 pub use error::ServeError;
 pub use identity::{

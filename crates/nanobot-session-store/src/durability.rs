@@ -4,6 +4,11 @@
 /// When session writes reach stable storage. Whatever the choice, a process crash loses
 /// nothing acknowledged; the levels differ in what a power loss or a server crash can take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "kebab-case")
+)]
 #[non_exhaustive]
 pub enum Durability {
     /// Appends never wait for the disk: the OS (or the database server) writes back when it

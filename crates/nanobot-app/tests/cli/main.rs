@@ -558,12 +558,12 @@ fn load_config(
 fn the_embeddings_configuration_is_checked_and_its_key_never_shown() {
     let load = load_config;
     let defaults = load("", &[]).unwrap();
-    assert!(defaults.embeddings.is_none());
-    assert_eq!(defaults.embed_per_search, 64);
+    assert!(defaults.embedding_options().is_none());
+    assert_eq!(defaults.search.embed_per_search, 64);
 
     let full = "[search]\nembeddings_url = \"http://127.0.0.1:8090/v1/\"\nembeddings_model = \"all-MiniLM-L6-v2\"\nembeddings_dimensions = 384\nembeddings_api_key_env = \"EMBED_KEY\"\n";
     let config = load(full, &[("EMBED_KEY", "sk-embed-SECRET")]).unwrap();
-    let embeddings = config.embeddings.clone().unwrap();
+    let embeddings = config.embedding_options().unwrap();
     assert_eq!(embeddings.base_url, "http://127.0.0.1:8090/v1");
     assert_eq!(
         (embeddings.model.as_str(), embeddings.dimensions),
@@ -585,8 +585,8 @@ fn the_embeddings_configuration_is_checked_and_its_key_never_shown() {
         ],
     )
     .unwrap();
-    assert_eq!(overridden.embeddings.unwrap().dimensions, 768);
-    assert_eq!(overridden.embed_per_search, 0);
+    assert_eq!(overridden.embedding_options().unwrap().dimensions, 768);
+    assert_eq!(overridden.search.embed_per_search, 0);
 
     for (file, env, key) in [
         (
@@ -635,6 +635,54 @@ fn the_embeddings_configuration_is_checked_and_its_key_never_shown() {
     }
 }
 
+/// A key the file does not know is refused with the file and the nearest known key named;
+/// a value of the wrong kind names its key; an environment variable still sets its key.
+#[test]
+fn an_unknown_key_names_the_nearest_known_one() {
+    for (file, expected) in [
+        ("[llm]\nmodle = \"x\"\n", "llm.modle in "),
+        ("[llm]\nmodle = \"x\"\n", "did you mean llm.model?"),
+        (
+            "[storage]\ndurabilty = \"always\"\n",
+            "did you mean storage.durability?",
+        ),
+        (
+            "[[serve.keys]]\nname = \"a\"\nsecret = \"K\"\n",
+            "did you mean secret_env?",
+        ),
+        ("[dreams]\nenabled = false\n", "dreams"),
+        ("[llm]\nstream = \"yes\"\n", "llm.stream"),
+        ("[dream]\nmax_steps = -3\n", "dream.max_steps"),
+        (
+            "[storage]\ndurability = \"sometimes\"\n",
+            "is not one of none, turn-end, always",
+        ),
+    ] {
+        let error = load_config(file, &[]).unwrap_err().to_string();
+        assert!(
+            error.contains(expected) && error.contains("nanobot.toml"),
+            "{file:?}: {error}"
+        );
+    }
+    let config = load_config(
+        "[storage]\ndurability = \" Always \"\n[dream]\nmode = \"plan\"\n",
+        &[
+            ("NANOBOT_DREAM_MODE", "tools"),
+            ("NANOBOT_ISOLATION", "user"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        config.storage.durability,
+        nanobot_memory::Durability::Always
+    );
+    assert_eq!(config.dream.mode, nanobot_dream::DreamMode::Tools);
+    assert_eq!(
+        config.memory.isolation,
+        nanobot_memory_scope::IsolationMode::User
+    );
+}
+
 /// The committed inputs of the `config_file` fuzz target (`fuzz/corpus/config_file/`):
 /// each loads or is refused with the key at fault, never a panic, and the example loads.
 #[test]
@@ -663,23 +711,17 @@ fn the_config_fuzz_corpus_replays() {
                     other.api_key = nanobot_llm_http::ApiKey::new("another-key-of-another-length");
                     assert_eq!(config.show(), other.show(), "{}", input.display());
                 }
-                if config
-                    .embeddings
-                    .as_ref()
-                    .is_some_and(|e| e.api_key.is_some())
-                {
+                if config.embedding_options().is_some() && config.embeddings_api_key.is_some() {
                     let mut other = config.clone();
-                    if let Some(e) = other.embeddings.as_mut() {
-                        e.api_key = nanobot_llm_http::ApiKey::new("another-key-of-another-length");
-                    }
+                    other.embeddings_api_key =
+                        nanobot_llm_http::ApiKey::new("another-key-of-another-length");
                     assert_eq!(config.show(), other.show(), "{}", input.display());
                     searched += 1;
                 }
-                if config.serve_keys.iter().any(|k| k.secret.is_some()) {
+                if config.serve_secrets.iter().any(Option::is_some) {
                     let mut other = config.clone();
-                    for key in other.serve_keys.iter_mut().filter(|k| k.secret.is_some()) {
-                        key.secret =
-                            nanobot_llm_http::ApiKey::new("another-secret-of-another-length");
+                    for secret in other.serve_secrets.iter_mut().filter(|s| s.is_some()) {
+                        *secret = nanobot_llm_http::ApiKey::new("another-secret-of-another-length");
                     }
                     assert_eq!(config.show(), other.show(), "{}", input.display());
                     served += 1;
@@ -700,14 +742,14 @@ fn serve_keys_are_checked_and_their_secrets_never_shown() {
     let load = load_config;
     let good = "[serve]\nlisten = \"0.0.0.0:9000\"\n\n[[serve.keys]]\nname = \"alice\"\nsecret_env = \"K1\"\n\n[[serve.keys]]\nname = \"webui\"\nsecret_env = \"K2\"\ntenant = \"acme\"\nbinding = \"trusted\"\nuser_header = \"X-OpenWebUI-User-Id\"\nchat_header = \"X-OpenWebUI-Chat-Id\"\n\n[[serve.keys]]\nname = \"kiosk\"\nsecret_env = \"K3\"\nbinding = \"fixed\"\nuser = \"front-desk\"\n";
     let config = load(good, &[("K1", "sk-one-SECRET"), ("K2", "sk-two-SECRET")]).unwrap();
-    assert_eq!(config.serve_listen, "0.0.0.0:9000");
-    assert_eq!(config.serve_keys.len(), 3);
-    assert!(config.serve_keys[0].secret.is_some() && config.serve_keys[2].secret.is_none());
+    assert_eq!(config.serve.listen, "0.0.0.0:9000");
+    assert_eq!(config.serve.keys.len(), 3);
+    assert!(config.serve_secrets[0].is_some() && config.serve_secrets[2].is_none());
     assert_eq!(
-        config.serve_keys[1].user_header.as_deref(),
+        config.serve.keys[1].user_header.as_deref(),
         Some("x-openwebui-user-id")
     );
-    assert_eq!(config.serve_keys[1].tenant, "acme");
+    assert_eq!(config.serve.keys[1].tenant.as_deref(), Some("acme"));
     let shown = config.show();
     assert!(!shown.contains("SECRET"), "{shown}");
     assert!(
