@@ -35,6 +35,10 @@ const RUNTIMES: &[&str] = &[
     "monoio",
 ];
 /// HTTP clients and servers.
+/// What a port crate may bring only through a feature: an outside backend that turns the
+/// default features off pays for neither git nor the tokenizer's tables.
+const OPTIONAL_WEIGHT: &[&str] = &["gix", "bpe-openai"];
+
 const HTTP: &[&str] = &[
     "reqwest",
     "hyper",
@@ -95,6 +99,7 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
                 default: tree(root, &krate.name, &[])?,
                 without_adapters: tree(root, &krate.name, &features_arg(krate))?,
                 all: tree(root, &krate.name, &["--all-features".to_owned()])?,
+                bare: tree(root, &krate.name, &["--no-default-features".to_owned()])?,
             };
             problems.extend(external_violations(krate, &trees));
         }
@@ -262,6 +267,8 @@ pub(crate) struct ExternalTrees {
     pub(crate) without_adapters: Vec<String>,
     /// Every feature.
     pub(crate) all: Vec<String>,
+    /// No feature at all: what an outside backend that turns the defaults off pays for.
+    pub(crate) bare: Vec<String>,
 }
 
 pub(crate) fn external_violations(krate: &Crate, trees: &ExternalTrees) -> Vec<String> {
@@ -299,6 +306,12 @@ pub(crate) fn external_violations(krate: &Crate, trees: &ExternalTrees) -> Vec<S
         DATABASES,
         "the database crate",
         "with all features",
+    );
+    flag(
+        &trees.bare,
+        OPTIONAL_WEIGHT,
+        "the optional",
+        "without a feature asking for it",
     );
     problems
 }
@@ -456,6 +469,7 @@ mod tests {
             default: names(&["serde"]),
             without_adapters: names(&["serde", "mockall"]),
             all: names(&["serde", "mockall", "tokio"]),
+            bare: names(&["serde"]),
         };
         assert!(external_violations(&port, &clean).is_empty());
 
@@ -463,6 +477,7 @@ mod tests {
             default: names(&["serde", "tokio"]),
             without_adapters: names(&["serde", "tokio"]),
             all: names(&["serde", "tokio", "reqwest", "sqlx"]),
+            bare: names(&["serde"]),
         };
         let problems = external_violations(&port, &leaky);
         assert_eq!(problems.len(), 4, "{problems:?}");
@@ -475,14 +490,30 @@ mod tests {
             default: names(&["tokio sync"]),
             without_adapters: names(&["tokio sync"]),
             all: names(&["tokio sync"]),
+            bare: names(&["serde"]),
         };
         assert!(external_violations(&port, &sync_only).is_empty());
         let executor = ExternalTrees {
             default: names(&["tokio sync,rt"]),
             without_adapters: names(&["tokio sync"]),
             all: names(&["tokio sync,rt"]),
+            bare: names(&["serde"]),
         };
         assert_eq!(external_violations(&port, &executor).len(), 1);
+    }
+
+    #[test]
+    fn git_and_the_tokenizer_only_through_a_feature() {
+        let port = krate("nanobot-memory-store", "port", &[]);
+        let heavy = ExternalTrees {
+            default: names(&["serde", "gix"]),
+            without_adapters: names(&["serde", "gix"]),
+            all: names(&["serde", "gix", "bpe-openai"]),
+            bare: names(&["serde", "bpe-openai"]),
+        };
+        let problems = external_violations(&port, &heavy);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("bpe-openai"), "{problems:?}");
     }
 
     #[test]

@@ -30,4 +30,6 @@ pub use request::{
 #[cfg(feature = "tokio")]
 pub use time::TokioClock;
 pub use time::{BoxFuture, Clock, SystemClock};
-pub use tokens::{Cl100kBase, CountingEstimator, PromptEstimator, TokenCounter, Utf8Bytes};
+#[cfg(feature = "cl100k")]
+pub use tokens::Cl100kBase;
+pub use tokens::{CountingEstimator, PromptEstimator, TokenCounter, Utf8Bytes};

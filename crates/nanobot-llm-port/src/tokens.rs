@@ -62,9 +62,11 @@ impl<T: TokenCounter + ?Sized> TokenCounter for &T {
 ///
 /// The ranks are compiled into the binary; the first count in a process decodes them (about
 /// 20 ms in a release build), later counts share them. Exact: the same counts as tiktoken.
+#[cfg(feature = "cl100k")]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Cl100kBase;
 
+#[cfg(feature = "cl100k")]
 impl Cl100kBase {
     /// The encoder (a handle to the shared, lazily decoded ranks).
     pub fn new() -> Self {
@@ -77,6 +79,7 @@ impl Cl100kBase {
     }
 }
 
+#[cfg(feature = "cl100k")]
 impl TokenCounter for Cl100kBase {
     fn count(&self, text: &str) -> usize {
         bpe_openai::cl100k_base().count(text)

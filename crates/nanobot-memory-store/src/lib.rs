@@ -14,7 +14,7 @@ mod file;
 mod file_documents;
 #[cfg(feature = "fs")]
 mod file_lease;
-#[cfg(feature = "fs")]
+#[cfg(feature = "git")]
 mod git;
 mod journal;
 mod lease;
@@ -46,7 +46,7 @@ pub use file::{FileJournal, JournalDurability, JournalRepair};
 pub use file_documents::FileDocuments;
 #[cfg(feature = "fs")]
 pub use file_lease::FileLease;
-#[cfg(feature = "fs")]
+#[cfg(feature = "git")]
 pub use git::{ForeignVersion, GitVersions, REPOSITORY, workspace_git_history};
 pub use journal::{
     Compaction, HistoryJournal, HistoryJournalExt, JournalCapabilities, JournalImport,

@@ -18,8 +18,10 @@ mod store;
 
 pub use durability::Durability;
 pub use error::SessionError;
+#[cfg(all(feature = "fs", feature = "conformance"))]
+pub use file::BrokenRule;
 #[cfg(feature = "fs")]
-pub use file::{BrokenRule, FileSessionStore, FileStoreOptions};
+pub use file::{FileSessionStore, FileStoreOptions};
 pub use history::{
     HistoryOptions, MIN_REPLAY_MESSAGES, Replayed, get_history, get_history_counted,
     message_tokens, public_copy, replay_token_budget,

@@ -38,7 +38,9 @@ pub(crate) use pool::{Inner, Pools, TimedOut, stalled};
 pub use schema::Schema;
 pub use scope::PgScope;
 pub(crate) use scope::{canonical, scope_key};
-pub use transaction::{FaultHook, ForcedErrors, TRANSACTION_ATTEMPTS};
+pub use transaction::TRANSACTION_ATTEMPTS;
+#[cfg(feature = "test-util")]
+pub use transaction::{FaultHook, ForcedErrors};
 pub(crate) use transaction::{
     fault_point, forced_point, query, query_scalar, retrying, transaction,
 };
@@ -168,7 +170,9 @@ impl PgStore {
                 turn_ttl,
                 call_timeout,
                 released: std::sync::Mutex::new(std::collections::HashMap::new()),
+                #[cfg(feature = "test-util")]
                 fault: None,
+                #[cfg(feature = "test-util")]
                 forced: None,
                 cleanup: None,
             }),

@@ -28,9 +28,11 @@ pub(crate) struct Inner {
         std::sync::Mutex<std::collections::HashMap<(i64, String), nanobot_memory_store::Fence>>,
     /// Where a test kills the connection: asked before each statement of a commit with the
     /// operation and the statement's number (feature `test-util`).
-    pub(crate) fault: Option<FaultHook>,
+    #[cfg(feature = "test-util")]
+    pub(crate) fault: Option<crate::FaultHook>,
     /// Errors a test forces at the start of a port call's transaction (feature `test-util`).
-    pub(crate) forced: Option<ForcedErrors>,
+    #[cfg(feature = "test-util")]
+    pub(crate) forced: Option<crate::ForcedErrors>,
     /// Dropped with the last handle on the store (a test's schema); held for its `Drop`.
     #[allow(dead_code)]
     pub(crate) cleanup: Option<Box<dyn std::any::Any + Send + Sync>>,

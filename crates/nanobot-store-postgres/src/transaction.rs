@@ -86,6 +86,9 @@ pub(crate) async fn forced_point(
     attempts: &std::sync::atomic::AtomicU32,
 ) -> Result<(), sqlx::Error> {
     let attempt = attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    #[cfg(not(feature = "test-util"))]
+    let _ = (inner, conn, operation, attempt);
+    #[cfg(feature = "test-util")]
     if let Some(code) = inner
         .forced
         .as_ref()
@@ -104,10 +107,12 @@ pub(crate) async fn forced_point(
 /// Asked at the start of each run of a port call's transaction with its operation
 /// (`"archive"`, `"memory commit"`, `"version commit"`, `"rewrite"`) and the attempt (from
 /// 1): a SQLSTATE to raise there, as the database would (feature `test-util`).
+#[cfg(feature = "test-util")]
 pub type ForcedErrors = Arc<dyn Fn(&str, u32) -> Option<&'static str> + Send + Sync>;
 
 /// Asked before each statement of a commit (`"memory commit"`, `"archive"`) with its
 /// number: `true` kills the connection there, as a crash or a network fault would.
+#[cfg(feature = "test-util")]
 pub type FaultHook = Arc<dyn Fn(&str, usize) -> bool + Send + Sync>;
 
 /// A point of `operation` where a test may kill the connection (feature `test-util`; a
@@ -119,6 +124,9 @@ pub(crate) async fn fault_point(
     operation: &str,
     step: usize,
 ) -> Result<(), sqlx::Error> {
+    #[cfg(not(feature = "test-util"))]
+    let _ = (inner, conn, operation, step);
+    #[cfg(feature = "test-util")]
     if let Some(hook) = &inner.fault
         && hook(operation, step)
     {

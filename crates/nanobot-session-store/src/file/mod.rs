@@ -169,6 +169,7 @@ pub struct FileSessionStore {
 /// breaks it. Never for real use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(not(feature = "conformance"), allow(unreachable_pub, dead_code))]
 pub enum BrokenRule {
     /// Line 1 is updated in place only when the new record fits its bytes. Broken: a longer
     /// record is written over the start of the next line.
