@@ -217,11 +217,20 @@ impl FileBackend {
     }
 
     /// What every scope directory holds (the agent's scope, the workspace itself, is not
-    /// listed): sessions counted by their store, entries by the journal's cursors.
+    /// listed): sessions counted by their store, entries by the journal's cursors. Nothing
+    /// is created: a scope without sessions counts none.
     pub async fn scope_summaries(&self) -> Result<Vec<ScopeSummary>, AssemblyError> {
         let mut summaries = Vec::new();
         for dir in self.dirs.list()? {
-            let sessions = self.scope_sessions(&dir.subject, &dir.path)?.list().await?;
+            let store = if dir.subject.is_agent() {
+                Some(self.open_agent_sessions()?)
+            } else {
+                FileSessionStore::open_workspace_if_present(&dir.path, self.store_options.clone())?
+            };
+            let sessions = match store {
+                Some(store) => store.list().await?,
+                None => Vec::new(),
+            };
             let (latest, dream) = FileJournal::peek_cursors(&dir.path)?;
             let location = dir.path.display().to_string();
             summaries.push(ScopeSummary::counted(

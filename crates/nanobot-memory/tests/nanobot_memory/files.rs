@@ -110,6 +110,13 @@ async fn a_files_bot_lists_and_erases_its_scopes() {
     let left = bot.storage().scopes().await.unwrap();
     assert_eq!(left.len(), 1, "{left:?}");
     assert_eq!(left[0].subject, scopes[1].subject);
+    // A scope that holds memory but no sessions (imported, or Dream's only) counts none,
+    // and listing it creates nothing.
+    let second = std::path::PathBuf::from(&left[0].location).join("sessions");
+    std::fs::remove_dir_all(&second).unwrap();
+    let listed = bot.storage().scopes().await.unwrap();
+    assert_eq!(listed[0].sessions, 0, "{listed:?}");
+    assert!(!second.exists(), "listing created {}", second.display());
     let in_memory = Bot::builder()
         .in_memory()
         .llm(Arc::new(ScriptedLlm::new()))

@@ -224,6 +224,18 @@ impl FileSessionStore {
         Self::open(workspace.join("sessions"), options)
     }
 
+    /// [`FileSessionStore::open_workspace`] when the workspace has sessions, without
+    /// creating anything (`None`: it has none): for listings, which must not write.
+    pub fn open_workspace_if_present(
+        workspace: &Path,
+        options: FileStoreOptions,
+    ) -> Result<Option<Self>, SessionError> {
+        if !workspace.join("sessions").is_dir() {
+            return Ok(None);
+        }
+        Self::open_workspace(workspace, options).map(Some)
+    }
+
     /// nanobot-ai's own layout, so an existing nanobot workspace continues where it stopped:
     /// `<sessions_root>/<workspace id>/`, where the id is kept in
     /// `<workspace>/.nanobot/workspace-id` (created, recovered or re-issued for a copied
