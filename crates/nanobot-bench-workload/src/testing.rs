@@ -44,10 +44,19 @@ impl Drop for TempDir {
 /// The committed inputs of a cargo-fuzz target (`fuzz/corpus/<target>/`), sorted by name,
 /// as (path, bytes): what the crates' tests replay so a fixed crash stays fixed. Panics when
 /// the corpus holds fewer than two inputs (it is committed, so that is a broken checkout).
+/// The checkout is found at run time, from the running test's crate upwards, so a test
+/// binary built in a target directory shared with another checkout reads its own.
 pub fn fuzz_corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target);
+    let start = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default();
+    let relative = Path::new("fuzz/corpus").join(target);
+    let dir = start
+        .ancestors()
+        .map(|at| at.join(&relative))
+        .find(|dir| dir.is_dir())
+        .unwrap_or_else(|| panic!("no {} above {}", relative.display(), start.display()));
     let mut inputs: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("the {target} corpus ({}): {e}", dir.display()))
         .flatten()
