@@ -27,228 +27,50 @@ pub(super) type Key = (&'static str, &'static str, &'static str, Kind);
 
 const DURABILITY: Kind = Kind::Choice(&["none", "turn-end", "always"]);
 
-/// Every key with its environment variable, for the README and `config show`.
+/// Every key a file may hold, with its variable, its default as the README gives it, and its
+/// kind (one line each: a table read across).
+#[rustfmt::skip]
 pub(super) const KEYS: [Key; 40] = [
-    (
-        "workspace",
-        "NANOBOT_WORKSPACE",
-        "~/.nanobot/workspace",
-        Kind::Text,
-    ),
-    (
-        "storage.backend",
-        "NANOBOT_STORAGE",
-        "files",
-        Kind::Choice(&["files", "postgres"]),
-    ),
-    (
-        "storage.database_url",
-        "NANOBOT_DATABASE_URL",
-        "(none; required for postgres)",
-        Kind::Text,
-    ),
-    (
-        "storage.schema",
-        "NANOBOT_DATABASE_SCHEMA",
-        "nanobot",
-        Kind::Text,
-    ),
-    (
-        "storage.durability",
-        "NANOBOT_DURABILITY",
-        "turn-end",
-        DURABILITY,
-    ),
-    (
-        "storage.layout",
-        "NANOBOT_SESSIONS_LAYOUT",
-        "auto",
-        Kind::Choice(&["auto", "workspace", "nanobot"]),
-    ),
-    (
-        "storage.sessions_root",
-        "NANOBOT_SESSIONS_ROOT",
-        "~/.nanobot/sessions",
-        Kind::Text,
-    ),
-    (
-        "storage.turn_wait_secs",
-        "NANOBOT_TURN_WAIT_SECS",
-        "60",
-        Kind::Whole,
-    ),
-    (
-        "llm.provider",
-        "NANOBOT_PROVIDER",
-        "local",
-        Kind::Choice(&["openai", "openai-compatible", "anthropic", "local"]),
-    ),
-    (
-        "llm.model",
-        "NANOBOT_MODEL",
-        "local (openai: gpt-4o-mini, anthropic: claude-sonnet-4-5)",
-        Kind::Text,
-    ),
-    (
-        "llm.base_url",
-        "NANOBOT_BASE_URL",
-        "the provider's (local: http://127.0.0.1:8088/v1)",
-        Kind::Text,
-    ),
-    (
-        "llm.api_key_env",
-        "NANOBOT_API_KEY_ENV",
-        "OPENAI_API_KEY / ANTHROPIC_API_KEY",
-        Kind::Text,
-    ),
+    ("workspace", "NANOBOT_WORKSPACE", "~/.nanobot/workspace", Kind::Text),
+    ("storage.backend", "NANOBOT_STORAGE", "files", Kind::Choice(&["files", "postgres"])),
+    ("storage.database_url", "NANOBOT_DATABASE_URL", "(none; required for postgres)", Kind::Text),
+    ("storage.schema", "NANOBOT_DATABASE_SCHEMA", "nanobot", Kind::Text),
+    ("storage.durability", "NANOBOT_DURABILITY", "turn-end", DURABILITY),
+    ("storage.layout", "NANOBOT_SESSIONS_LAYOUT", "auto", Kind::Choice(&["auto", "workspace", "nanobot"])),
+    ("storage.sessions_root", "NANOBOT_SESSIONS_ROOT", "~/.nanobot/sessions", Kind::Text),
+    ("storage.turn_wait_secs", "NANOBOT_TURN_WAIT_SECS", "60", Kind::Whole),
+    ("llm.provider", "NANOBOT_PROVIDER", "local", Kind::Choice(&["openai", "openai-compatible", "anthropic", "local"])),
+    ("llm.model", "NANOBOT_MODEL", "local (openai: gpt-4o-mini, anthropic: claude-sonnet-4-5)", Kind::Text),
+    ("llm.base_url", "NANOBOT_BASE_URL", "the provider's (local: http://127.0.0.1:8088/v1)", Kind::Text),
+    ("llm.api_key_env", "NANOBOT_API_KEY_ENV", "OPENAI_API_KEY / ANTHROPIC_API_KEY", Kind::Text),
     ("llm.stream", "NANOBOT_STREAM", "true", Kind::Flag),
-    (
-        "llm.context_window",
-        "NANOBOT_CONTEXT_WINDOW",
-        "4096 (local), 128000, 200000",
-        Kind::Whole,
-    ),
-    (
-        "llm.max_output_tokens",
-        "NANOBOT_MAX_OUTPUT_TOKENS",
-        "512 (local), 4096",
-        Kind::Whole,
-    ),
-    (
-        "llm.request_timeout_secs",
-        "NANOBOT_REQUEST_TIMEOUT_SECS",
-        "300",
-        Kind::Whole,
-    ),
-    (
-        "llm.temperature",
-        "NANOBOT_TEMPERATURE",
-        "the server's",
-        Kind::Number,
-    ),
-    (
-        "llm.native_tools",
-        "NANOBOT_NATIVE_TOOLS",
-        "false (local), true",
-        Kind::Flag,
-    ),
-    (
-        "memory.consolidation_ratio",
-        "NANOBOT_CONSOLIDATION_RATIO",
-        "0.5",
-        Kind::Number,
-    ),
-    (
-        "memory.idle_ttl_minutes",
-        "NANOBOT_IDLE_TTL_MINUTES",
-        "15",
-        Kind::Whole,
-    ),
-    (
-        "memory.archive_with_schema",
-        "NANOBOT_ARCHIVE_WITH_SCHEMA",
-        "true (local), false",
-        Kind::Flag,
-    ),
-    (
-        "memory.isolation",
-        "NANOBOT_ISOLATION",
-        "workspace",
-        Kind::Choice(&["workspace", "user", "chat"]),
-    ),
+    ("llm.context_window", "NANOBOT_CONTEXT_WINDOW", "4096 (local), 128000, 200000", Kind::Whole),
+    ("llm.max_output_tokens", "NANOBOT_MAX_OUTPUT_TOKENS", "512 (local), 4096", Kind::Whole),
+    ("llm.request_timeout_secs", "NANOBOT_REQUEST_TIMEOUT_SECS", "300", Kind::Whole),
+    ("llm.temperature", "NANOBOT_TEMPERATURE", "the server's", Kind::Number),
+    ("llm.native_tools", "NANOBOT_NATIVE_TOOLS", "false (local), true", Kind::Flag),
+    ("memory.consolidation_ratio", "NANOBOT_CONSOLIDATION_RATIO", "0.5", Kind::Number),
+    ("memory.idle_ttl_minutes", "NANOBOT_IDLE_TTL_MINUTES", "15", Kind::Whole),
+    ("memory.archive_with_schema", "NANOBOT_ARCHIVE_WITH_SCHEMA", "true (local), false", Kind::Flag),
+    ("memory.isolation", "NANOBOT_ISOLATION", "workspace", Kind::Choice(&["workspace", "user", "chat"])),
     ("memory.bot_ids", "NANOBOT_BOT_IDS", "none", Kind::List),
     ("dream.enabled", "NANOBOT_DREAM_ENABLED", "true", Kind::Flag),
-    (
-        "dream.interval_hours",
-        "NANOBOT_DREAM_INTERVAL_HOURS",
-        "2",
-        Kind::Whole,
-    ),
+    ("dream.interval_hours", "NANOBOT_DREAM_INTERVAL_HOURS", "2", Kind::Whole),
     ("dream.cron", "NANOBOT_DREAM_CRON", "none", Kind::Text),
-    (
-        "dream.max_steps",
-        "NANOBOT_DREAM_MAX_STEPS",
-        "30",
-        Kind::Whole,
-    ),
-    (
-        "dream.max_tokens",
-        "NANOBOT_DREAM_MAX_TOKENS",
-        "400000",
-        Kind::Whole,
-    ),
-    (
-        "dream.batch_entries",
-        "NANOBOT_DREAM_BATCH_ENTRIES",
-        "20",
-        Kind::Whole,
-    ),
-    (
-        "dream.mode",
-        "NANOBOT_DREAM_MODE",
-        "auto",
-        Kind::Choice(&["auto", "tools", "plan"]),
-    ),
-    (
-        "search.embeddings_url",
-        "NANOBOT_EMBEDDINGS_URL",
-        "none (words only)",
-        Kind::Text,
-    ),
-    (
-        "search.embeddings_model",
-        "NANOBOT_EMBEDDINGS_MODEL",
-        "none; required with a URL",
-        Kind::Text,
-    ),
-    (
-        "search.embeddings_dimensions",
-        "NANOBOT_EMBEDDINGS_DIMENSIONS",
-        "none; required with a URL",
-        Kind::Whole,
-    ),
-    (
-        "search.embeddings_api_key_env",
-        "NANOBOT_EMBEDDINGS_API_KEY_ENV",
-        "none (no key sent)",
-        Kind::Text,
-    ),
-    (
-        "search.embed_per_search",
-        "NANOBOT_EMBED_PER_SEARCH",
-        "64",
-        Kind::Whole,
-    ),
-    (
-        "serve.listen",
-        "NANOBOT_SERVE_LISTEN",
-        "127.0.0.1:8080",
-        Kind::Text,
-    ),
-    (
-        "serve.max_concurrent_turns",
-        "NANOBOT_SERVE_MAX_TURNS",
-        "16",
-        Kind::Whole,
-    ),
-    (
-        "serve.request_timeout_secs",
-        "NANOBOT_SERVE_REQUEST_TIMEOUT_SECS",
-        "120",
-        Kind::Whole,
-    ),
-    (
-        "serve.body_limit_bytes",
-        "NANOBOT_SERVE_BODY_LIMIT_BYTES",
-        "20971520",
-        Kind::Whole,
-    ),
-    (
-        "serve.cors_origins",
-        "NANOBOT_SERVE_CORS_ORIGINS",
-        "none (CORS off)",
-        Kind::List,
-    ),
+    ("dream.max_steps", "NANOBOT_DREAM_MAX_STEPS", "30", Kind::Whole),
+    ("dream.max_tokens", "NANOBOT_DREAM_MAX_TOKENS", "400000", Kind::Whole),
+    ("dream.batch_entries", "NANOBOT_DREAM_BATCH_ENTRIES", "20", Kind::Whole),
+    ("dream.mode", "NANOBOT_DREAM_MODE", "auto", Kind::Choice(&["auto", "tools", "plan"])),
+    ("search.embeddings_url", "NANOBOT_EMBEDDINGS_URL", "none (words only)", Kind::Text),
+    ("search.embeddings_model", "NANOBOT_EMBEDDINGS_MODEL", "none; required with a URL", Kind::Text),
+    ("search.embeddings_dimensions", "NANOBOT_EMBEDDINGS_DIMENSIONS", "none; required with a URL", Kind::Whole),
+    ("search.embeddings_api_key_env", "NANOBOT_EMBEDDINGS_API_KEY_ENV", "none (no key sent)", Kind::Text),
+    ("search.embed_per_search", "NANOBOT_EMBED_PER_SEARCH", "64", Kind::Whole),
+    ("serve.listen", "NANOBOT_SERVE_LISTEN", "127.0.0.1:8080", Kind::Text),
+    ("serve.max_concurrent_turns", "NANOBOT_SERVE_MAX_TURNS", "16", Kind::Whole),
+    ("serve.request_timeout_secs", "NANOBOT_SERVE_REQUEST_TIMEOUT_SECS", "120", Kind::Whole),
+    ("serve.body_limit_bytes", "NANOBOT_SERVE_BODY_LIMIT_BYTES", "20971520", Kind::Whole),
+    ("serve.cors_origins", "NANOBOT_SERVE_CORS_ORIGINS", "none (CORS off)", Kind::List),
 ];
 
 /// The keys of each `[[serve.keys]]` table (no variables: secrets come from the variable
@@ -442,4 +264,27 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KEYS;
+
+    /// The README's table names every key with its variable, so a user can find each.
+    #[test]
+    fn the_readme_names_every_key_and_its_variable() {
+        let readme = include_str!("../../README.md");
+        for (key, var, _, _) in KEYS {
+            let row = format!("| `{key}` | `{var}` |");
+            assert!(readme.contains(&row), "the README has no row {row}");
+        }
+    }
+
+    #[test]
+    fn a_misspelt_key_names_the_nearest_and_a_stranger_only_the_closest() {
+        let near = super::unknown("llm.modle", KEYS.iter().map(|k| k.0));
+        assert!(near.ends_with("did you mean llm.model?"), "{near}");
+        let far = super::unknown("colour", KEYS.iter().map(|k| k.0));
+        assert!(far.contains("the nearest is"), "{far}");
+    }
 }
