@@ -291,8 +291,13 @@ fn peer_workload(name: &str) -> &str {
     }
 }
 
-/// Runs every row whose peer workload is in `only` (all when empty).
-pub(crate) fn run(root: &Path, only: &[String]) -> Result<(), String> {
+/// Runs every row whose peer workload is in `args` (all when none); `--before REV` also
+/// measures our benchmarks as they were at REV, in the same job, beside today's.
+pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
+    let (before_rev, only) = match args {
+        [flag, rev, rest @ ..] if flag == "--before" => (Some(rev.as_str()), rest),
+        _ => (None, args),
+    };
     let chosen: Vec<&Row> = ROWS
         .iter()
         .filter(|r| only.is_empty() || only.iter().any(|o| o == peer_workload(r.ours.0)))
@@ -321,6 +326,28 @@ pub(crate) fn run(root: &Path, only: &[String]) -> Result<(), String> {
         run_peer(root, &workloads, &out_dir)?
     };
 
+    let ours = measure_ours(root, &chosen, &Tree::Here)?;
+    let before = before_rev
+        .map(|rev| {
+            let tree = crate::before::checkout(root, rev)?;
+            measure_ours(root, &chosen, &tree)
+        })
+        .transpose()?;
+    report(&chosen, &peer, &ours, before.as_ref(), &out_dir)
+}
+
+/// Where our benchmarks are built from: this checkout, or an earlier commit's.
+pub(crate) enum Tree {
+    Here,
+    /// A worktree of an earlier commit, built in a target directory of its own.
+    At {
+        dir: PathBuf,
+        target: PathBuf,
+    },
+}
+
+/// Runs the benches the rows need in `tree`, their figures merged by workload.
+fn measure_ours(root: &Path, chosen: &[&Row], tree: &Tree) -> Result<Value, String> {
     let mut ours = serde_json::Map::new();
     let mut benches: Vec<(&str, &str)> = chosen.iter().map(|r| r.ours_bench).collect();
     benches.sort();
@@ -339,7 +366,7 @@ pub(crate) fn run(root: &Path, only: &[String]) -> Result<(), String> {
             .collect();
         names.sort();
         names.dedup();
-        let report = run_ours(root, package, bench, &names.join(","))?;
+        let report = run_ours(root, tree, package, bench, &names.join(","))?;
         // A bench prints either {"workloads": {...}} or one workload's figures (the token
         // bench). Figures of one workload from several benches are merged.
         let workloads = match report.get("workloads").and_then(Value::as_object) {
@@ -355,24 +382,40 @@ pub(crate) fn run(root: &Path, only: &[String]) -> Result<(), String> {
             }
         }
     }
-    let ours = Value::Object(ours);
+    Ok(Value::Object(ours))
+}
 
+/// Prints every row (with the earlier commit's figures when measured) and writes the report.
+fn report(
+    chosen: &[&Row],
+    peer: &Value,
+    ours: &Value,
+    before: Option<&Value>,
+    out_dir: &Path,
+) -> Result<(), String> {
     let mut rows = Vec::new();
-    println!(
-        "\n{:<58} {:>12} {:>12} {:>9} {:>9}",
-        "figure", "peer", "ours", "ratio", "floor"
-    );
-    for row in &chosen {
-        let ours_v = number(&ours, row.ours)?;
+    if before.is_some() {
+        println!(
+            "\n{:<58} {:>12} {:>12} {:>12} {:>9} {:>9} {:>9}",
+            "figure", "peer", "before", "ours", "before", "ratio", "floor"
+        );
+    } else {
+        println!(
+            "\n{:<58} {:>12} {:>12} {:>9} {:>9}",
+            "figure", "peer", "ours", "ratio", "floor"
+        );
+    }
+    for row in chosen {
+        let ours_v = number(ours, row.ours)?;
         let peer_v = row
             .peer
             .map(|at| number(&peer["workloads"], at))
             .transpose()?;
-        let floor_v = row.floor.map(|at| number(&ours, at)).transpose()?;
+        let floor_v = row.floor.map(|at| number(ours, at)).transpose()?;
         if let Some((peer_at, ours_at)) = row.check {
             let (p, o) = (
                 number(&peer["workloads"], peer_at)?,
-                number(&ours, ours_at)?,
+                number(ours, ours_at)?,
             );
             if p != o {
                 return Err(format!(
@@ -383,18 +426,35 @@ pub(crate) fn run(root: &Path, only: &[String]) -> Result<(), String> {
         }
         let ratio = peer_v.map(|p| p / ours_v);
         let floor_share = floor_v.map(|f| f / ours_v);
+        let before_v = before.map(|b| number(b, row.ours)).transpose()?;
+        let before_ratio = peer_v.zip(before_v).map(|(p, b)| p / b);
         let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| fmt_value(row.ours.1, v));
-        println!(
-            "{:<58} {:>12} {:>12} {:>9} {:>9}",
-            row.label,
-            show(peer_v),
-            fmt_value(row.ours.1, ours_v),
-            ratio.map_or("-".to_owned(), |r| format!("{r:.1}x")),
-            floor_share.map_or("-".to_owned(), |f| format!("{f:.2}")),
-        );
-        rows.push(json!({"figure": row.label, "peer": peer_v, "ours": ours_v, "ratio": ratio, "floor_over_ours": floor_share}));
+        let times = |r: Option<f64>| r.map_or("-".to_owned(), |r| format!("{r:.1}x"));
+        let floor = floor_share.map_or("-".to_owned(), |f| format!("{f:.2}"));
+        if before.is_some() {
+            println!(
+                "{:<58} {:>12} {:>12} {:>12} {:>9} {:>9} {:>9}",
+                row.label,
+                show(peer_v),
+                show(before_v),
+                fmt_value(row.ours.1, ours_v),
+                times(before_ratio),
+                times(ratio),
+                floor,
+            );
+        } else {
+            println!(
+                "{:<58} {:>12} {:>12} {:>9} {:>9}",
+                row.label,
+                show(peer_v),
+                fmt_value(row.ours.1, ours_v),
+                times(ratio),
+                floor,
+            );
+        }
+        rows.push(json!({"figure": row.label, "peer": peer_v, "ours": ours_v, "ratio": ratio, "floor_over_ours": floor_share, "before": before_v, "ratio_before": before_ratio}));
     }
-    let report = json!({"rows": rows, "peer": peer, "ours": ours});
+    let report = json!({"rows": rows, "peer": peer, "ours": ours, "before": before});
     let path = out_dir.join("report.json");
     std::fs::write(
         &path,
@@ -402,7 +462,12 @@ pub(crate) fn run(root: &Path, only: &[String]) -> Result<(), String> {
     )
     .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     println!(
-        "\nratio = peer / ours (above 1: we are faster or smaller); floor = floor / ours (1 is the physical limit)"
+        "\nratio = peer / ours (above 1: we are faster or smaller); floor = floor / ours (1 is the physical limit){}",
+        if before.is_some() {
+            "; before = the earlier commit's figure and its ratio, measured in this job"
+        } else {
+            ""
+        }
     );
     println!("full report: {}", path.display());
     Ok(())
@@ -425,7 +490,7 @@ fn number(report: &Value, (workload, path): At) -> Result<f64, String> {
         .ok_or_else(|| format!("the report has no number at {workload}.{}", path.join(".")))
 }
 
-fn target_dir(root: &Path) -> PathBuf {
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
     env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"))
@@ -478,14 +543,36 @@ fn run_peer(root: &Path, workloads: &[&str], out_dir: &Path) -> Result<Value, St
     serde_json::from_str(&text).map_err(|e| format!("the peer's report is not JSON: {e}"))
 }
 
-/// Runs one of our bench binaries; it prints one JSON object on stdout.
-fn run_ours(root: &Path, package: &str, bench: &str, only: &str) -> Result<Value, String> {
-    println!("==> ours: cargo bench -p {package} --bench {bench} -- --only {only}");
-    let output = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+/// Runs one of our bench binaries in `tree`; it prints one JSON object on stdout. In an
+/// earlier commit the bench's package is found by the bench's name (packages were renamed).
+fn run_ours(
+    root: &Path,
+    tree: &Tree,
+    package: &str,
+    bench: &str,
+    only: &str,
+) -> Result<Value, String> {
+    let mut command = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()));
+    let package = match tree {
+        Tree::Here => {
+            command.current_dir(root);
+            package.to_owned()
+        }
+        Tree::At { dir, target } => {
+            command.current_dir(dir).env("CARGO_TARGET_DIR", target);
+            crate::before::package_of_bench(dir, bench)?
+        }
+    };
+    let package = package.as_str();
+    let at = match tree {
+        Tree::Here => String::new(),
+        Tree::At { dir, .. } => format!(" (in {})", dir.display()),
+    };
+    println!("==> ours{at}: cargo bench -p {package} --bench {bench} -- --only {only}");
+    let output = command
         .args([
             "bench", "--quiet", "--locked", "-p", package, "--bench", bench, "--", "--only", only,
         ])
-        .current_dir(root)
         .stderr(std::process::Stdio::inherit())
         .output()
         .map_err(|e| format!("could not run cargo bench: {e}"))?;

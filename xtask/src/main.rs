@@ -13,10 +13,13 @@
 //! - `fuzz [--seconds N]`: every fuzz target for N seconds (default 60).
 //! - `deps`: only the dependency-direction check.
 //! - `size`: only the size check (library files under 600 lines, functions under 80).
-//! - `bench [workload ...]`: the Python peer and our benchmarks in one job, as ratios.
+//! - `bench [--before REV] [workload ...]`: the Python peer and our benchmarks in one job,
+//!   as ratios; with `--before`, an earlier commit's benchmarks beside today's.
 //! - `llm install|start|stop|status`: a real small model served on 127.0.0.1.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+#[path = "bench_before.rs"]
+mod before;
 mod bench;
 mod campaign;
 mod deps;
@@ -65,7 +68,7 @@ fn main() -> ExitCode {
         },
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|deps|bench [workload ...]|campaign --short|--long SECONDS|llm <install|start|stop|status>>"
+                "usage: cargo xtask <ci|deps|bench [--before REV] [workload ...]|campaign --short|--long SECONDS|llm <install|start|stop|status>>"
             );
             eprintln!(
                 "  ci    everything CI checks, with every service it needs (--quick: no services, no campaign)"
