@@ -413,10 +413,7 @@ fn report(
             .transpose()?;
         let floor_v = row.floor.map(|at| number(ours, at)).transpose()?;
         if let Some((peer_at, ours_at)) = row.check {
-            let (p, o) = (
-                number(&peer["workloads"], peer_at)?,
-                number(ours, ours_at)?,
-            );
+            let (p, o) = (number(&peer["workloads"], peer_at)?, number(ours, ours_at)?);
             if p != o {
                 return Err(format!(
                     "{}: the peer counted {p} and we counted {o}; not the same work",

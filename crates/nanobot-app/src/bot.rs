@@ -222,7 +222,14 @@ impl Bot {
                 "This chat has no memory (its sender is unknown); nothing to archive.".into(),
             );
         }
-        Ok(self.agent.new_session(&self.memory, key).await?)
+        Ok(self.commands().new_session(key).await?)
+    }
+
+    /// The chat's commands and the operator's reports on this command's scope.
+    pub fn commands(&self) -> nanobot_memory::ScopeCommands<'_> {
+        nanobot_memory::ScopeCommands::new(&self.agent, &self.memory)
+            .schedule(self.schedule.as_ref())
+            .workspace(&self.config.workspace)
     }
 }
 

@@ -173,6 +173,7 @@ impl From<nanobot_memory::AssemblyError> for AppError {
             AssemblyError::Dream(e) => AppError::Dream(e),
             AssemblyError::Turn(e) => AppError::from(e),
             AssemblyError::Postgres(e) => AppError::Storage(e.to_string()),
+            AssemblyError::NotFound { what } => AppError::NotFound(what),
             AssemblyError::Io { ref source, .. }
                 if source.kind() == std::io::ErrorKind::NotFound =>
             {

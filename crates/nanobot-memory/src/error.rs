@@ -22,6 +22,11 @@ pub enum AssemblyError {
         /// The system's error.
         source: std::io::Error,
     },
+    /// What an operator named does not exist (a session, a scope, a link).
+    NotFound {
+        /// What, and where to look instead.
+        what: String,
+    },
     /// The operation was refused, and nothing was changed (`why` says what to do instead).
     Refused {
         /// Why, and what to do instead.
@@ -52,6 +57,7 @@ impl fmt::Display for AssemblyError {
                 write!(f, "{} {what}: {source}", path.display())
             }
             AssemblyError::Refused { why } => write!(f, "{why}"),
+            AssemblyError::NotFound { what } => write!(f, "{what}"),
             AssemblyError::Sessions(e) => write!(f, "sessions: {e}"),
             AssemblyError::Memory(e) => write!(f, "memory: {e}"),
             AssemblyError::Scope(e) => write!(f, "scope: {e}"),
@@ -67,7 +73,9 @@ impl fmt::Display for AssemblyError {
 impl std::error::Error for AssemblyError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            AssemblyError::Incomplete { .. } | AssemblyError::Refused { .. } => None,
+            AssemblyError::Incomplete { .. }
+            | AssemblyError::Refused { .. }
+            | AssemblyError::NotFound { .. } => None,
             AssemblyError::Io { source, .. } => Some(source),
             AssemblyError::Sessions(e) => Some(e),
             AssemblyError::Memory(e) => Some(e),

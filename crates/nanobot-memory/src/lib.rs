@@ -3,6 +3,7 @@
 
 mod bot;
 mod builder;
+pub mod commands;
 mod error;
 #[cfg(feature = "files")]
 mod files;
@@ -19,6 +20,7 @@ pub mod transfer;
 
 pub use bot::{Bot, Recall, Storage};
 pub use builder::BotBuilder;
+pub use commands::ScopeCommands;
 pub use error::AssemblyError;
 #[cfg(feature = "files")]
 pub use files::{FileBackend, FileOptions, Layout, ScopeFiles};

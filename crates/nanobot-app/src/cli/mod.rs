@@ -257,25 +257,22 @@ async fn transfer(
 
 /// `nanobot sessions ...`.
 async fn sessions(bot: &Bot, command: &SessionsCommand) -> Result<String, AppError> {
-    match command {
-        SessionsCommand::List => commands::sessions_list(bot).await,
-        SessionsCommand::Show { key } => {
-            commands::sessions_show(bot, &session_key(key, "the session key")?).await
-        }
-        SessionsCommand::Export { key } => {
-            commands::sessions_export(bot, &session_key(key, "the session key")?).await
-        }
-        SessionsCommand::Delete { key } => {
-            commands::sessions_delete(bot, &session_key(key, "the session key")?).await
-        }
-    }
+    let commands = bot.commands();
+    let key = |text: &str| session_key(text, "the session key");
+    Ok(match command {
+        SessionsCommand::List => commands.sessions_list().await?,
+        SessionsCommand::Show { key: k } => commands.session_show(&key(k)?).await?,
+        SessionsCommand::Export { key: k } => commands.session_export(&key(k)?).await?,
+        SessionsCommand::Delete { key: k } => commands.session_delete(&key(k)?).await?,
+    })
 }
 
 /// `nanobot memory ...`.
 async fn memory(bot: &Bot, command: &MemoryCommand) -> Result<String, AppError> {
-    match command {
-        MemoryCommand::Show => commands::memory_show(bot).await,
-        MemoryCommand::History { count } => commands::memory_history(bot, *count).await,
+    let commands = bot.commands();
+    Ok(match command {
+        MemoryCommand::Show => commands.memory_show().await?,
+        MemoryCommand::History { count } => commands.memory_history(*count).await?,
         MemoryCommand::Search {
             query,
             sources,
@@ -290,12 +287,12 @@ async fn memory(bot: &Bot, command: &MemoryCommand) -> Result<String, AppError> 
                 limit: *limit,
                 json: *json,
             };
-            commands::memory_search(bot, &search).await
+            commands::memory_search(bot, &search).await?
         }
-        MemoryCommand::Reindex => commands::memory_reindex(bot).await,
-        MemoryCommand::Log { id } => commands::dream_log(bot, id.as_deref()).await,
-        MemoryCommand::Restore { id } => commands::dream_restore(bot, Some(id)).await,
-    }
+        MemoryCommand::Reindex => commands::memory_reindex(bot).await?,
+        MemoryCommand::Log { id } => commands.dream_log(id.as_deref()).await?,
+        MemoryCommand::Restore { id } => commands.dream_restore(Some(id)).await?,
+    })
 }
 
 /// `nanobot dream ...`.
