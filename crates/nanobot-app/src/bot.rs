@@ -53,6 +53,8 @@ pub struct Bot {
     pub builder: Arc<ContextBuilder>,
     /// The `search_memory` tool the turns offer (with the configured embedder, if any).
     pub search: Arc<SearchMemory>,
+    /// The library bot all of the above come from (for the operator's commands).
+    pub assembled: nanobot_memory::Bot,
 }
 
 impl std::fmt::Debug for Bot {
@@ -179,6 +181,7 @@ impl Bot {
                 .search()
                 .cloned()
                 .ok_or_else(|| AppError::Usage("memory search is off".into()))?,
+            assembled,
         })
     }
 

@@ -3,12 +3,12 @@
 
 use std::fmt::Write as _;
 
-use chrono::Utc;
 use nanobot_dream::Trigger;
+use nanobot_memory::ScopeProposal;
 use nanobot_memory_scope::{LinkAction, LinkRecord, ScopeKey, Subject, UserKey, links_in_force};
-use nanobot_memory_store::{Document, HistoryJournal, MemoryDocumentsExt};
+use nanobot_memory_store::{Document, MemoryDocumentsExt};
 
-use crate::bot::{Bot, ScopeSummary, Storage};
+use crate::bot::{Bot, ScopeSummary};
 use crate::error::AppError;
 
 /// A scope as an operator writes it: `agent`, `user:<platform:id>`, `chat:<channel:id>`, or
@@ -34,25 +34,6 @@ fn describe(summary: &ScopeSummary) -> String {
     )
 }
 
-/// The agent scope's holdings, through its stores.
-async fn agent_summary(bot: &Bot) -> Result<ScopeSummary, AppError> {
-    let memory = bot.agent.memory(&ScopeKey::local(Subject::Agent)).await?;
-    let entries = memory.journal.latest_cursor().await?;
-    let dream = memory.journal.dream_cursor().await?;
-    let location = match &bot.storage {
-        Storage::Postgres(store) => format!("schema {}, scope agent", store.schema().name()),
-        _ => "the workspace".into(),
-    };
-    let sessions = memory.sessions.list().await?.len();
-    Ok(ScopeSummary::counted(
-        Subject::Agent,
-        location,
-        sessions,
-        entries,
-        dream,
-    ))
-}
-
 fn link_line(record: &LinkRecord) -> String {
     format!(
         "{} → {} (by {}, {})",
@@ -69,7 +50,7 @@ pub async fn list(bot: &Bot) -> Result<String, AppError> {
         "Isolation: {} (memory.isolation)\nScopes:\n",
         bot.config.memory.isolation.name()
     );
-    let agent = agent_summary(bot).await?;
+    let agent = bot.assembled.agent_summary().await?;
     let _ = writeln!(out, "  agent  ({})  {}", agent.location, describe(&agent));
     for scope in bot.storage.scopes().await? {
         let name = scope
@@ -107,7 +88,7 @@ pub async fn list(bot: &Bot) -> Result<String, AppError> {
 pub async fn show(bot: &Bot, scope: &str) -> Result<String, AppError> {
     let subject = parse_scope(scope)?;
     let summary = if subject.is_agent() {
-        agent_summary(bot).await?
+        bot.assembled.agent_summary().await?
     } else {
         bot.storage.scope(&subject).await?.ok_or_else(|| {
             AppError::NotFound(format!(
@@ -173,16 +154,12 @@ pub async fn link(
     let mut out = String::new();
     for identity in identities {
         let identity = user(identity)?;
-        let record = LinkRecord {
-            action: LinkAction::Link,
-            identity: identity.clone(),
-            target: target.clone(),
-            by: by.to_owned(),
-            at: Utc::now(),
-        };
-        bot.links.append(record.clone()).await?;
+        let (record, own) = bot
+            .assembled
+            .link(identity.clone(), target.clone(), by)
+            .await?;
         let _ = writeln!(out, "Linked: {}", link_line(&record));
-        if let Some(own) = bot.storage.scope(&Subject::User(identity.clone())).await? {
+        if let Some(own) = own {
             let _ = writeln!(
                 out,
                 "  {identity} had memory of its own ({}); it is kept, unused while linked.",
@@ -196,18 +173,7 @@ pub async fn link(
 /// `nanobot scopes unlink IDENTITY`.
 pub async fn unlink(bot: &Bot, identity: &str, by: &str) -> Result<String, AppError> {
     let identity = user(identity)?;
-    let links = links_in_force(&bot.links.records().await?);
-    let Some(target) = links.get(&identity).cloned() else {
-        return Err(AppError::NotFound(format!("{identity} is not linked")));
-    };
-    let record = LinkRecord {
-        action: LinkAction::Unlink,
-        identity: identity.clone(),
-        target,
-        by: by.to_owned(),
-        at: Utc::now(),
-    };
-    bot.links.append(record.clone()).await?;
+    let record = bot.assembled.unlink(&identity, by).await?;
     Ok(format!(
         "Unlinked: {identity} no longer shares {}'s memory (by {}, {}); its next turns use its own.",
         record.target,
@@ -219,42 +185,24 @@ pub async fn unlink(bot: &Bot, identity: &str, by: &str) -> Result<String, AppEr
 /// `nanobot scopes delete SCOPE --yes`.
 pub async fn delete(bot: &Bot, scope: &str, yes: bool) -> Result<String, AppError> {
     let subject = parse_scope(scope)?;
-    if subject.is_agent() {
-        return Err(AppError::Usage(
-            "the agent scope is the workspace itself; it is not erased by this command".into(),
-        ));
-    }
-    let held = bot.storage.scope(&subject).await?;
-    if !yes {
+    if !yes && !subject.is_agent() {
+        let held = bot.storage.scope(&subject).await?;
+        let held = held.map_or("it holds nothing yet".to_owned(), |s| {
+            format!("{} ({})", s.location, describe(&s))
+        });
         return Err(AppError::Usage(format!(
-            "this erases {subject} for good: {} and every link naming it; add --yes",
-            held.map_or("it holds nothing yet".to_owned(), |s| format!(
-                "{} ({})",
-                s.location,
-                describe(&s)
-            ))
+            "this erases {subject} for good: {held} and every link naming it; add --yes"
         )));
     }
-    bot.agent
-        .forget_memory(&ScopeKey::local(subject.clone()))
-        .await;
-    let removed = bot.storage.erase(&subject).await?;
-    let links = match &subject {
-        Subject::User(user) => bot.links.forget(user).await?,
-        _ => 0,
-    };
-    if !removed && links == 0 {
-        return Err(AppError::NotFound(format!(
-            "there is no scope {subject} to erase"
-        )));
-    }
+    let erased = bot.assembled.erase_scope(&subject).await?;
     Ok(format!(
-        "Erased {subject}: {}; {links} link record(s) removed.",
-        if removed {
+        "Erased {subject}: {}; {} link record(s) removed.",
+        if erased.removed {
             "its sessions, journal, documents, versions and Dream records are gone"
         } else {
             "it held nothing"
-        }
+        },
+        erased.links
     ))
 }
 
@@ -283,37 +231,17 @@ pub async fn dream_all(bot: &Bot) -> Result<String, AppError> {
 
 /// `nanobot dream proposals [--dismiss N...]`.
 pub async fn proposals(bot: &Bot, dismiss: &[usize]) -> Result<String, AppError> {
-    let mut all = Vec::new();
-    for scope in bot.storage.scopes().await? {
-        let memory = bot
-            .agent
-            .memory(&ScopeKey::local(scope.subject.clone()))
-            .await?;
-        for (index, proposal) in memory.dream.proposals().await?.into_iter().enumerate() {
-            all.push((memory.clone(), index, proposal));
-        }
-    }
     if !dismiss.is_empty() {
-        if let Some(bad) = dismiss.iter().find(|n| **n == 0 || **n > all.len()) {
-            return Err(AppError::Usage(format!(
-                "there is no proposal {bad} (there are {})",
-                all.len()
-            )));
-        }
-        let mut done = Vec::new();
-        for (n, (memory, index, proposal)) in all.iter().enumerate() {
-            if dismiss.contains(&(n + 1)) {
-                memory.dream.dismiss_proposals(&[*index]).await?;
-                done.push(format!(
-                    "{} {} from {}",
-                    n + 1,
-                    proposal.path,
-                    memory.scope.subject
-                ));
-            }
-        }
+        let done: Vec<String> = bot
+            .assembled
+            .dismiss_proposals(dismiss)
+            .await?
+            .iter()
+            .map(|(n, p)| format!("{n} {} from {}", p.proposal.path, p.memory.scope.subject))
+            .collect();
         return Ok(format!("Dismissed: {}.", done.join("; ")));
     }
+    let all = bot.assembled.proposals().await?;
     if all.is_empty() {
         return Ok(
             "No proposals: no user's or chat's Dream proposed a change to SOUL.md or a skill."
@@ -321,7 +249,13 @@ pub async fn proposals(bot: &Bot, dismiss: &[usize]) -> Result<String, AppError>
         );
     }
     let mut out = String::new();
-    for (n, (memory, _, proposal)) in all.iter().enumerate() {
+    for (
+        n,
+        ScopeProposal {
+            memory, proposal, ..
+        },
+    ) in all.iter().enumerate()
+    {
         let _ = writeln!(
             out,
             "{}. {} proposes a change to {} ({}, from journal entries {}-{}):",

@@ -10,6 +10,7 @@ mod files;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 mod models;
 mod offload;
+mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod scopes;
@@ -29,6 +30,7 @@ pub use models::{EmbeddingOptions, embedder};
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub use models::{ModelOptions, Provider, model_client};
 pub use offload::OffWorker;
+pub use operator::{Erased, ScopeProposal};
 #[cfg(feature = "postgres")]
 pub use postgres::{PgBackend, connect};
 pub use scopes::ScopeSummary;

@@ -5,4 +5,6 @@ mod builder;
 #[cfg(feature = "files")]
 mod files;
 #[cfg(feature = "files")]
+mod operator;
+#[cfg(feature = "files")]
 mod stall;
