@@ -9,7 +9,7 @@ use nanobot_memory::scope::{ScopeKey, Subject, UserKey};
 use nanobot_memory::sessions::SessionKey;
 use nanobot_memory::{AssemblyError, Bot, IsolationMode, ScopeCommands, Speaker};
 
-async fn two_users(root: &TempDir) -> Bot {
+async fn two_users(root: &TempDir) -> Result<Bot, AssemblyError> {
     let bot = Bot::builder()
         .files(root.path().join("ws"))
         .isolation(IsolationMode::User)
@@ -17,21 +17,18 @@ async fn two_users(root: &TempDir) -> Bot {
             ScriptedLlm::new().then_text("Hi one.").then_text("Hi two."),
         ))
         .build()
-        .await
-        .unwrap();
+        .await?;
     for user in ["telegram:1", "telegram:2"] {
-        bot.turn(&Speaker::user(user), user, "Hello.")
-            .await
-            .unwrap();
+        bot.turn(&Speaker::user(user), user, "Hello.").await?;
     }
-    bot.finish().await.unwrap();
-    bot
+    bot.finish().await?;
+    Ok(bot)
 }
 
 #[tokio::test]
 async fn links_erasure_and_their_refusals() {
     let root = TempDir::new("operator-scopes");
-    let bot = two_users(&root).await;
+    let bot = two_users(&root).await.unwrap();
     let (one, two) = (
         UserKey::parse("telegram:1").unwrap(),
         UserKey::parse("telegram:2").unwrap(),
@@ -71,7 +68,7 @@ async fn links_erasure_and_their_refusals() {
 #[tokio::test]
 async fn a_scopes_commands_answer_as_nanobot_does() {
     let root = TempDir::new("operator-commands");
-    let bot = two_users(&root).await;
+    let bot = two_users(&root).await.unwrap();
     let scope = ScopeKey::local(Subject::User(UserKey::parse("telegram:1").unwrap()));
     let memory = bot.memory(&scope).await.unwrap();
     let commands = ScopeCommands::new(bot.agent(), &memory);
