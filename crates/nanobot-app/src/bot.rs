@@ -332,47 +332,15 @@ fn saturating_u32(value: usize) -> u32 {
     u32::try_from(value).unwrap_or(u32::MAX)
 }
 
-/// Runs Dream on the bot's schedule until `stop` is notified: at each due time, every scope
-/// with unread history gets its run (idle scopes cost nothing); `report` hears each scope's
-/// first line of what its run did (nothing for a run with nothing to do).
+/// Runs Dream on the bot's schedule until `stop` is notified (nothing when Dream is off);
+/// `report` hears each scope's first line of what its run did.
 pub fn spawn_dream_schedule(
     bot: Arc<Bot>,
     stop: Arc<tokio::sync::Notify>,
     report: impl Fn(&ScopeKey, String) + Send + Sync + 'static,
 ) {
-    let Some(schedule) = bot.schedule.clone() else {
-        return;
-    };
-    tokio::spawn(async move {
-        loop {
-            let now = bot.clock.now();
-            let Ok(Some(next)) = bot.memory.dream.next_run(&schedule, now).await else {
-                return;
-            };
-            let wait = (next - now).to_std().unwrap_or_default();
-            tokio::select! {
-                () = stop.notified() => return,
-                () = tokio::time::sleep(wait) => {}
-            }
-            let Ok(results) = bot
-                .agent
-                .dream_tick(nanobot_dream::Trigger::Scheduled)
-                .await
-            else {
-                continue;
-            };
-            for (scope, result) in results {
-                let line = match result {
-                    Ok(run) if run.status == nanobot_dream::RunStatus::NothingToDo => continue,
-                    Ok(run) => nanobot_dream::format::run_reply(&run)
-                        .lines()
-                        .next()
-                        .unwrap_or("")
-                        .to_owned(),
-                    Err(e) => format!("failed: {e}"),
-                };
-                report(&scope, line);
-            }
-        }
-    });
+    if let Some(schedule) = bot.schedule.clone() {
+        let (agent, memory) = (bot.agent.clone(), bot.memory.clone());
+        nanobot_memory::background::spawn_dream_schedule(agent, memory, schedule, stop, report);
+    }
 }

@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use nanobot_serve::Server;
 
@@ -45,7 +44,8 @@ pub async fn serve(
         tracing::info!(%scope, "dream: {line}");
     });
     if let Some(ttl) = bot.agent.settings().idle_ttl {
-        spawn_idle_sweeper(bot.agent.clone(), ttl, stop.clone());
+        let agent = bot.agent.clone();
+        nanobot_memory::background::spawn_idle_sweeper(agent, ttl, stop.clone(), log_compaction);
     }
     let mut server = Server::new(bot.agent.clone(), settings).with_search(bot.search.clone());
     if let Storage::Postgres(store) = &bot.storage {
@@ -82,38 +82,19 @@ pub async fn serve(
     bot.finish().await
 }
 
-/// One task compacts the idle sessions of every open scope (the CLI bot has one scope and
-/// its own task): it looks every quarter of the idle time, at least every second and at
-/// most every minute, until `stop`.
-fn spawn_idle_sweeper(
-    agent: Arc<nanobot_turn::Agent>,
-    ttl: Duration,
-    stop: Arc<tokio::sync::Notify>,
-) {
-    let every = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                () = stop.notified() => return,
-                () = tokio::time::sleep(every) => {}
-            }
-            for (scope, done) in agent.compact_idle().await {
-                // Scopes and sessions name people: logged as hashes.
-                let scope = nanobot_serve::log_id(&scope.subject.to_string());
-                let session = done.key.log_id();
-                match &done.result {
-                    Ok(Some(record)) => tracing::info!(
-                        %scope,
-                        %session,
-                        messages = record.end - record.start,
-                        "idle session archived"
-                    ),
-                    Ok(None) => {}
-                    Err(error) => {
-                        tracing::warn!(%scope, %session, %error, "idle compaction failed")
-                    }
-                }
-            }
-        }
-    });
+/// What the idle sweep of the server logs: every archive, and every failure.
+fn log_compaction(scope: &nanobot_memory_scope::ScopeKey, done: &nanobot_memory_core::Compacted) {
+    // Scopes and sessions name people: logged as hashes.
+    let scope = nanobot_serve::log_id(&scope.subject.to_string());
+    let session = done.key.log_id();
+    match &done.result {
+        Ok(Some(record)) => tracing::info!(
+            %scope,
+            %session,
+            messages = record.end - record.start,
+            "idle session archived"
+        ),
+        Ok(None) => {}
+        Err(error) => tracing::warn!(%scope, %session, %error, "idle compaction failed"),
+    }
 }
