@@ -231,6 +231,7 @@ impl Bot {
     /// The chat's commands and the operator's reports on this command's scope.
     pub fn commands(&self) -> nanobot_memory::ScopeCommands<'_> {
         nanobot_memory::ScopeCommands::new(&self.agent, &self.memory)
+            .with_search(&self.search)
             .schedule(self.schedule.as_ref())
             .workspace(&self.config.workspace)
     }

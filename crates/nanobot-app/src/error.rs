@@ -174,6 +174,7 @@ impl From<nanobot_memory::AssemblyError> for AppError {
             AssemblyError::Turn(e) => AppError::from(e),
             AssemblyError::Postgres(e) => AppError::Storage(e.to_string()),
             AssemblyError::NotFound { what } => AppError::NotFound(what),
+            AssemblyError::Search(e) => AppError::Search(e),
             AssemblyError::Io { ref source, .. }
                 if source.kind() == std::io::ErrorKind::NotFound =>
             {

@@ -62,6 +62,11 @@ impl VectorLane {
         VectorLane { index, embedder }
     }
 
+    /// The model whose vectors this lane makes.
+    pub fn model(&self) -> nanobot_llm_port::EmbeddingModel {
+        self.embedder.model()
+    }
+
     /// Ready, or paused by a model change.
     pub async fn state(&self) -> Result<LaneState, IndexError> {
         let configured = self.embedder.model();

@@ -38,6 +38,8 @@ pub enum AssemblyError {
     Memory(nanobot_memory_store::MemoryError),
     /// A scope could not be resolved, opened or listed.
     Scope(nanobot_memory_scope::ScopeError),
+    /// Memory search (its index, or feeding it) failed.
+    Search(nanobot_memory_search::IndexingError),
     /// The model client could not be built (a bad URL, a missing key).
     Llm(nanobot_llm_port::LlmError),
     /// The Dream schedule is invalid.
@@ -61,6 +63,7 @@ impl fmt::Display for AssemblyError {
             AssemblyError::Sessions(e) => write!(f, "sessions: {e}"),
             AssemblyError::Memory(e) => write!(f, "memory: {e}"),
             AssemblyError::Scope(e) => write!(f, "scope: {e}"),
+            AssemblyError::Search(e) => write!(f, "memory search: {e}"),
             AssemblyError::Llm(e) => write!(f, "model: {e}"),
             AssemblyError::Dream(e) => write!(f, "Dream: {e}"),
             AssemblyError::Turn(e) => write!(f, "{e}"),
@@ -80,6 +83,7 @@ impl std::error::Error for AssemblyError {
             AssemblyError::Sessions(e) => Some(e),
             AssemblyError::Memory(e) => Some(e),
             AssemblyError::Scope(e) => Some(e),
+            AssemblyError::Search(e) => Some(e),
             AssemblyError::Llm(e) => Some(e),
             AssemblyError::Dream(e) => Some(e),
             AssemblyError::Turn(e) => Some(e),
@@ -131,6 +135,13 @@ from!(Sessions, nanobot_session_store::SessionError);
 from!(Memory, nanobot_memory_store::MemoryError);
 from!(Scope, nanobot_memory_scope::ScopeError);
 from!(Llm, nanobot_llm_port::LlmError);
+from!(Search, nanobot_memory_search::IndexingError);
+
+impl From<nanobot_memory_index::IndexError> for AssemblyError {
+    fn from(e: nanobot_memory_index::IndexError) -> Self {
+        AssemblyError::Search(e.into())
+    }
+}
 from!(Dream, nanobot_dream::DreamError);
 from!(Turn, nanobot_turn::TurnError);
 #[cfg(feature = "postgres")]

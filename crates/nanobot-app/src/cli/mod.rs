@@ -289,7 +289,7 @@ async fn memory(bot: &Bot, command: &MemoryCommand) -> Result<String, AppError> 
             };
             commands::memory_search(bot, &search).await?
         }
-        MemoryCommand::Reindex => commands::memory_reindex(bot).await?,
+        MemoryCommand::Reindex => commands.memory_reindex().await?,
         MemoryCommand::Log { id } => commands.dream_log(id.as_deref()).await?,
         MemoryCommand::Restore { id } => commands.dream_restore(Some(id)).await?,
     })

@@ -5,6 +5,7 @@
 
 mod dream;
 mod reports;
+mod search;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -35,6 +36,7 @@ pub struct ScopeCommands<'a> {
     memory: &'a Arc<ScopeMemory>,
     schedule: Option<&'a DreamSchedule>,
     workspace: Option<&'a Path>,
+    search: Option<&'a Arc<nanobot_turn::SearchMemory>>,
 }
 
 impl<'a> ScopeCommands<'a> {
@@ -45,12 +47,19 @@ impl<'a> ScopeCommands<'a> {
             memory,
             schedule: None,
             workspace: None,
+            search: None,
         }
     }
 
     /// The same, with Dream's schedule (`/status` says when it runs next).
     pub fn schedule(mut self, schedule: Option<&'a DreamSchedule>) -> Self {
         self.schedule = schedule;
+        self
+    }
+
+    /// The same, with the bot's memory search (`memory_search`, `memory_reindex`).
+    pub fn with_search(mut self, search: &'a Arc<nanobot_turn::SearchMemory>) -> Self {
+        self.search = Some(search);
         self
     }
 

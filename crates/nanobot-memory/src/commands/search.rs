@@ -1,0 +1,116 @@
+//! Memory search as an operator reads it: the hits with their sources, times and scores,
+//! and the index rebuilt on request.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Instant;
+
+use nanobot_memory_index::{MemoryIndex, SearchRequest};
+
+use super::ScopeCommands;
+use crate::AssemblyError;
+
+impl ScopeCommands<'_> {
+    /// Brings the scope's index up to date, then searches it: numbered hits, or their JSON
+    /// (`json`; its notes are logged instead of printed).
+    pub async fn memory_search(
+        &self,
+        request: &SearchRequest,
+        json: bool,
+    ) -> Result<String, AssemblyError> {
+        let search = self.search()?;
+        let found = search.search(self.memory, self.index()?, request).await?;
+        // The index must be current for a search a person asked for: a failed pass fails it.
+        found.indexing?;
+        let mut notes = Vec::new();
+        match &found.embedding {
+            Some(Ok(pass)) if pass.more => notes.push(format!(
+                "some of memory has no vector yet: each search embeds {} chunks, `nanobot memory reindex` embeds them all",
+                search.embed_per_search()
+            )),
+            Some(Err(error)) => notes.push(format!("embedding failed: {error}")),
+            _ => {}
+        }
+        notes.extend(found.note);
+        let hits = found.hits;
+        if json {
+            for note in &notes {
+                tracing::warn!("{note}");
+            }
+            return Ok(serde_json::to_string_pretty(&hits).unwrap_or_else(|_| "[]".into()));
+        }
+        let notes: String = notes.iter().map(|n| format!("\n({n})")).collect();
+        if hits.is_empty() {
+            return Ok(format!(
+                "Nothing in memory matches {:?}.{notes}",
+                request.query
+            ));
+        }
+        let mut out = String::new();
+        for (n, hit) in hits.iter().enumerate() {
+            let at = hit.at.map_or_else(
+                || "-".to_owned(),
+                |at| at.format("%Y-%m-%d %H:%M").to_string(),
+            );
+            let (source, score, snippet) = (&hit.source, hit.score, &hit.snippet);
+            let _ = writeln!(
+                out,
+                "[{}] {source} · {at} · score {score:.2}\n    {snippet}\n",
+                n + 1
+            );
+        }
+        Ok(format!("{}{notes}", out.trim_end()))
+    }
+
+    /// Feeds the scope's index everything again, in place (searches meanwhile still find
+    /// what was indexed), then every vector again with the configured model (which also
+    /// resumes a lane a model change paused).
+    pub async fn memory_reindex(&self) -> Result<String, AssemblyError> {
+        let index = self.index()?;
+        let started = Instant::now();
+        let counter = self.agent.counter().clone();
+        let pass = self
+            .memory
+            .indexer(index.clone(), counter)
+            .reindex()
+            .await?;
+        let stats = index.stats().await?;
+        let mut said = format!(
+            "Search index rebuilt in {:.1} s: {} history entries, {} memory files, {} messages of {} sessions ({} chunks).",
+            started.elapsed().as_secs_f64(),
+            pass.entries,
+            pass.documents,
+            pass.messages,
+            pass.sessions,
+            stats.chunks
+        );
+        if let Some(lane) = self.search()?.vector_lane(self.memory) {
+            let started = Instant::now();
+            let embedded = lane.reembed().await?;
+            let _ = write!(
+                said,
+                "\nEmbedded {} chunks with {} in {:.1} s.",
+                embedded.embedded,
+                lane.model().name,
+                started.elapsed().as_secs_f64()
+            );
+        }
+        Ok(said)
+    }
+
+    fn index(&self) -> Result<Arc<dyn MemoryIndex>, AssemblyError> {
+        self.memory
+            .index
+            .clone()
+            .ok_or_else(|| AssemblyError::NotFound {
+                what: "this storage keeps no search index, so memory search is not available"
+                    .into(),
+            })
+    }
+
+    fn search(&self) -> Result<&Arc<nanobot_turn::SearchMemory>, AssemblyError> {
+        self.search.ok_or_else(|| AssemblyError::NotFound {
+            what: "this bot has memory search off".into(),
+        })
+    }
+}
