@@ -6,15 +6,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nanobot_context_builder::{BuilderConfig, ContextBuilder, Host};
+use nanobot_context_builder::Host;
 use nanobot_dream::DreamSchedule;
 use nanobot_llm_port::{Clock, Embedder, LlmClient, TextSink, TokenCounter};
-use nanobot_memory::settings::Backend;
 use nanobot_memory::{AssemblyError, FileBackend, Recall};
-use nanobot_memory_core::ConsolidationConfig;
-use nanobot_memory_scope::{LinkTable, ModeResolver, NoMemoryReason, ScopeKey, Subject};
+use nanobot_memory_scope::{NoMemoryReason, ScopeKey, Subject};
 use nanobot_session_store::SessionKey;
-use nanobot_turn::{Agent, AgentSettings, ScopeMemory, SearchMemory};
+use nanobot_turn::{Agent, ScopeMemory, SearchMemory};
 
 pub use nanobot_memory::{ScopeSummary, Speaker, Storage};
 pub use nanobot_turn::{
@@ -35,22 +33,12 @@ pub struct Bot {
     pub agent: Arc<Agent>,
     /// Where every scope is kept (for the commands that list or erase scopes).
     pub storage: Storage,
-    /// Operator links between identities.
-    pub links: Arc<dyn LinkTable>,
-    /// The identity resolver (isolation mode, links, fail closed).
-    pub resolver: Arc<ModeResolver>,
     /// The memory this command works in.
     pub memory: Arc<ScopeMemory>,
     /// Why turns run without memory, when they do (fail closed).
     pub no_memory: Option<NoMemoryReason>,
     /// The Dream schedule (`None` when disabled).
     pub schedule: Option<DreamSchedule>,
-    /// The model.
-    pub llm: Arc<dyn LlmClient>,
-    /// The clock.
-    pub clock: Arc<dyn Clock>,
-    /// The prompt builder.
-    pub builder: Arc<ContextBuilder>,
     /// The `search_memory` tool the turns offer (with the configured embedder, if any).
     pub search: Arc<SearchMemory>,
     /// The library bot all of the above come from (for the operator's commands).
@@ -99,32 +87,6 @@ pub fn file_backend(
     )?)
 }
 
-/// The agent's settings from the configuration.
-fn agent_settings(config: &Config) -> AgentSettings {
-    let llm = &config.llm;
-    let mut settings =
-        AgentSettings::new(llm.model.clone(), llm.context_window, llm.max_output_tokens);
-    settings.temperature = llm.temperature;
-    settings.turn_wait = Duration::from_secs(config.storage.turn_wait_secs);
-    let mut consolidation =
-        ConsolidationConfig::new(llm.model.clone(), llm.context_window, llm.max_output_tokens);
-    consolidation.ratio = config.memory.consolidation_ratio;
-    consolidation.structured_first = config.memory.archive_with_schema;
-    consolidation.temperature = llm.temperature;
-    // An archive call may take as long as any other call to this model.
-    consolidation.call_timeout = llm.request_timeout();
-    settings.consolidation = consolidation;
-    let dream = &mut settings.dream;
-    config.dream.apply(dream);
-    // Dream writes whole files: it needs more room to answer than a chat turn.
-    dream.max_output_tokens = saturating_u32(llm.max_output_tokens.max(1_024));
-    dream.batch_tokens = (llm.context_window / 3).max(256);
-    dream.prompt_file_chars = (llm.context_window).clamp(1_000, 16_000);
-    settings.dream_enabled = config.dream.enabled;
-    settings.idle_ttl = config.memory.idle_ttl();
-    settings
-}
-
 impl Bot {
     /// Opens the workspace of `config` with `llm` in the agent's own scope, creating what
     /// is missing.
@@ -169,14 +131,9 @@ impl Bot {
             memory,
             no_memory,
             config,
-            builder: agent.builder().clone(),
             agent,
             storage,
-            links: assembled.links().clone(),
-            resolver: assembled.resolver().clone(),
             schedule,
-            llm,
-            clock,
             search: assembled
                 .search()
                 .cloned()
@@ -243,31 +200,29 @@ async fn assemble(
     llm: Arc<dyn LlmClient>,
     clock: Arc<dyn Clock>,
 ) -> Result<nanobot_memory::Bot, AppError> {
+    let turn_wait = Duration::from_secs(config.storage.turn_wait_secs);
+    let settings = config
+        .llm
+        .agent_settings(&config.memory, &config.dream, turn_wait);
+    let mut context = config.llm.context(Host::this_build());
+    // This bot offers the model no tools, so the tool notes are left out.
+    context.tool_contract = false;
+    let bot_ids = config
+        .memory
+        .bot_keys()
+        .map_err(|e| config.invalid(e.within("memory")))?;
     let mut builder = nanobot_memory::Bot::builder()
         .llm(llm)
         .clock(clock)
-        .settings(agent_settings(config))
-        .context(builder_config(config))
+        .settings(settings)
+        .context(context)
         .isolation(config.memory.isolation)
-        .bot_ids(
-            config
-                .memory
-                .bot_keys()
-                .map_err(|e| config.invalid(e.within("memory")))?,
-        )
+        .bot_ids(bot_ids)
         .progress(progress_printer());
     if let Some(embedder) = embedder(config)? {
         builder = builder.embedder(embedder, config.search.embed_per_search);
     }
-    let storage = &config.storage;
-    builder = if storage.backend == Backend::Postgres {
-        let url = database_url(config)?;
-        builder
-            .postgres_with(url, &storage.schema, storage.durability)
-            .agent_dir(&config.workspace)
-    } else {
-        builder.files_with(&config.workspace, storage.file_options())
-    };
+    let builder = config.storage.open_in(builder, &config.workspace)?;
     builder.build().await.map_err(|e| match e {
         AssemblyError::Postgres(e) => crate::pg::store_error(config, e),
         other => other.into(),
@@ -286,20 +241,6 @@ pub fn database_url(config: &Config) -> Result<&str, AppError> {
             reason: "storage.backend is postgres: set the database URL (NANOBOT_DATABASE_URL)"
                 .into(),
         })
-}
-
-/// The context builder's settings for this app.
-fn builder_config(config: &Config) -> BuilderConfig {
-    // This bot offers the model no tools, so the tool notes are left out.
-    let mut builder_config = BuilderConfig::new(Host::this_build());
-    builder_config.tool_contract = false;
-    // The builder's caps suit large windows; a small window gets proportional ones, so
-    // unprocessed history or a grown MEMORY.md cannot fill it.
-    let window = config.llm.context_window;
-    builder_config.limits.recent_history_tokens = (window / 5).clamp(200, 8_000);
-    builder_config.limits.memory_tokens = (window / 4).clamp(400, 16_000);
-    builder_config.limits.bootstrap_file_tokens = (window / 8).clamp(200, 8_000);
-    builder_config
 }
 
 /// Dream's steps: on a terminal one line rewritten in place, otherwise plain lines (on
@@ -326,11 +267,6 @@ pub fn clear_progress() {
         let _ = write!(err, "\r\x1b[2K");
         let _ = err.flush();
     }
-}
-
-/// A `u32` setting from a `usize` one, saturating instead of wrapping.
-fn saturating_u32(value: usize) -> u32 {
-    u32::try_from(value).unwrap_or(u32::MAX)
 }
 
 /// Runs Dream on the bot's schedule until `stop` is notified (nothing when Dream is off);

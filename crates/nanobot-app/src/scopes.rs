@@ -4,11 +4,10 @@
 use std::fmt::Write as _;
 
 use nanobot_dream::Trigger;
-use nanobot_memory::ScopeProposal;
-use nanobot_memory_scope::{LinkAction, LinkRecord, ScopeKey, Subject, UserKey, links_in_force};
-use nanobot_memory_store::{Document, MemoryDocumentsExt};
+use nanobot_memory::operator::{describe, link_line};
+use nanobot_memory_scope::{Subject, UserKey};
 
-use crate::bot::{Bot, ScopeSummary};
+use crate::bot::Bot;
 use crate::error::AppError;
 
 /// A scope as an operator writes it: `agent`, `user:<platform:id>`, `chat:<channel:id>`, or
@@ -27,120 +26,14 @@ fn user(text: &str) -> Result<UserKey, AppError> {
     UserKey::parse(text.trim()).map_err(|e| AppError::Usage(e.to_string()))
 }
 
-fn describe(summary: &ScopeSummary) -> String {
-    format!(
-        "{} session(s), {} journal entries ({} unread by Dream)",
-        summary.sessions, summary.entries, summary.unread
-    )
-}
-
-fn link_line(record: &LinkRecord) -> String {
-    format!(
-        "{} → {} (by {}, {})",
-        record.identity,
-        record.target,
-        record.by,
-        record.at.format("%Y-%m-%d %H:%M UTC")
-    )
-}
-
 /// `nanobot scopes list`.
 pub async fn list(bot: &Bot) -> Result<String, AppError> {
-    let mut out = format!(
-        "Isolation: {} (memory.isolation)\nScopes:\n",
-        bot.config.memory.isolation.name()
-    );
-    let agent = bot.assembled.agent_summary().await?;
-    let _ = writeln!(out, "  agent  ({})  {}", agent.location, describe(&agent));
-    for scope in bot.storage.scopes().await? {
-        let name = scope
-            .location
-            .strip_prefix(&format!("{}/", bot.workspace().display()))
-            .unwrap_or(&scope.location)
-            .to_owned();
-        let _ = writeln!(out, "  {}  {name}  {}", scope.subject, describe(&scope));
-    }
-    let records = bot.links.records().await?;
-    let links = links_in_force(&records);
-    if links.is_empty() {
-        out.push_str("Links: none");
-    } else {
-        out.push_str("Links:");
-        for (identity, target) in &links {
-            let made = records
-                .iter()
-                .rev()
-                .find(|r| r.identity == *identity && r.action == LinkAction::Link);
-            match made {
-                Some(record) => {
-                    let _ = write!(out, "\n  {}", link_line(record));
-                }
-                None => {
-                    let _ = write!(out, "\n  {identity} → {target}");
-                }
-            }
-        }
-    }
-    Ok(out)
+    Ok(bot.assembled.scopes_report(bot.workspace()).await?)
 }
 
 /// `nanobot scopes show SCOPE`.
 pub async fn show(bot: &Bot, scope: &str) -> Result<String, AppError> {
-    let subject = parse_scope(scope)?;
-    let summary = if subject.is_agent() {
-        bot.assembled.agent_summary().await?
-    } else {
-        bot.storage.scope(&subject).await?.ok_or_else(|| {
-            AppError::NotFound(format!(
-                "there is no scope {subject} (it is made by its first turn)"
-            ))
-        })?
-    };
-    let mut out = format!("Scope: {subject}\nWhere: {}\n", summary.location);
-    let _ = writeln!(out, "Holds: {}", describe(&summary));
-    let memory = bot.agent.memory(&ScopeKey::local(subject.clone())).await?;
-    for document in [Document::User, Document::Memory] {
-        let text = memory.documents.read_text(document).await?;
-        let _ = writeln!(
-            out,
-            "{}: {}",
-            document.path(),
-            text.map_or("none".to_owned(), |t| format!("{} bytes", t.len()))
-        );
-    }
-    if let Subject::User(user) = &subject {
-        let records = bot.links.records().await?;
-        let links = links_in_force(&records);
-        let sharing: Vec<String> = links
-            .iter()
-            .filter(|(_, t)| *t == user)
-            .map(|(i, _)| i.to_string())
-            .collect();
-        if let Some(target) = links.get(user) {
-            let _ = writeln!(
-                out,
-                "Linked: turns of {user} use {target}'s memory, not this one"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "Shared with: {}",
-            if sharing.is_empty() {
-                "nobody".to_owned()
-            } else {
-                sharing.join(", ")
-            }
-        );
-    }
-    if !subject.is_agent() {
-        let proposals = memory.dream.proposals().await?;
-        let _ = write!(
-            out,
-            "Proposals to the shared files: {} (nanobot dream proposals)",
-            proposals.len()
-        );
-    }
-    Ok(out.trim_end().to_owned())
+    Ok(bot.assembled.scope_report(&parse_scope(scope)?).await?)
 }
 
 /// `nanobot scopes link TARGET IDENTITY...`.
@@ -241,37 +134,5 @@ pub async fn proposals(bot: &Bot, dismiss: &[usize]) -> Result<String, AppError>
             .collect();
         return Ok(format!("Dismissed: {}.", done.join("; ")));
     }
-    let all = bot.assembled.proposals().await?;
-    if all.is_empty() {
-        return Ok(
-            "No proposals: no user's or chat's Dream proposed a change to SOUL.md or a skill."
-                .into(),
-        );
-    }
-    let mut out = String::new();
-    for (
-        n,
-        ScopeProposal {
-            memory, proposal, ..
-        },
-    ) in all.iter().enumerate()
-    {
-        let _ = writeln!(
-            out,
-            "{}. {} proposes a change to {} ({}, from journal entries {}-{}):",
-            n + 1,
-            memory.scope.subject,
-            proposal.path,
-            proposal.at.format("%Y-%m-%d %H:%M UTC"),
-            proposal.entries.0,
-            proposal.entries.1
-        );
-        if let Some(diff) = proposal.diff() {
-            for line in diff.unified.lines() {
-                let _ = writeln!(out, "   {line}");
-            }
-        }
-    }
-    out.push_str("Apply one by editing the file; then remove it with --dismiss N.");
-    Ok(out)
+    Ok(bot.assembled.proposals_report().await?)
 }

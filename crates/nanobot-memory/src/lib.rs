@@ -11,7 +11,7 @@ mod files;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 mod models;
 mod offload;
-mod operator;
+pub mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod scopes;

@@ -44,7 +44,7 @@ pub(super) async fn chat(bot: Arc<Bot>, key: SessionKey) -> Result<(), AppError>
 fn spawn_background(bot: &Arc<Bot>, shutdown: &Arc<tokio::sync::Notify>) {
     if let Some(autocompact) = bot.memory.autocompact.clone() {
         let stop = shutdown.clone();
-        let (sessions, clock) = (bot.memory.sessions.clone(), bot.clock.clone());
+        let (sessions, clock) = (bot.memory.sessions.clone(), bot.agent.clock().clone());
         tokio::spawn(
             autocompact.run(async move { stop.notified().await }, move |done| {
                 if let Ok(Some(record)) = &done.result {

@@ -3,6 +3,7 @@
 //! the key at fault. Reading a file and the environment is the application's job; with the
 //! `serde` feature each section deserializes from its table (unknown keys refused).
 
+mod assemble;
 mod llm;
 mod memory;
 mod storage;

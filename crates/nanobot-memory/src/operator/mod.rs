@@ -1,6 +1,10 @@
 //! What an operator does to a bot's scopes beyond its turns: the agent scope's holdings,
 //! identity links, erasure (right to be forgotten), and the review queue of what users' and
-//! chats' Dreams proposed for the shared files.
+//! chats' Dreams proposed for the shared files; and what an operator reads of them.
+
+mod reports;
+
+pub use reports::{describe, link_line};
 
 use std::sync::Arc;
 
