@@ -13,6 +13,11 @@ use std::path::{Path, PathBuf};
 const MAX_FILE_LINES: usize = 600;
 /// The longest function, in lines.
 const MAX_FN_LINES: usize = 80;
+/// The app's whole `src`, in lines: it wires the library crates and prints; what a bot
+/// builder could reuse belongs in them (issue 29).
+const MAX_APP_LINES: usize = 2_800;
+/// The app crate.
+const APP: &str = "crates/nanobot-app/src/";
 
 /// Files (`crates/x/src/f.rs`) and functions (`crates/x/src/f.rs::name`) allowed over the
 /// limits, each with the reason it stays. An entry that is no longer over its limit fails
@@ -31,6 +36,7 @@ struct Oversize {
 /// Checks every library source file of the workspace at `root`.
 pub(crate) fn check(root: &Path) -> Result<(), String> {
     let mut found = Vec::new();
+    let mut app_lines = 0;
     for file in library_sources(root)? {
         let text = std::fs::read_to_string(&file)
             .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
@@ -39,8 +45,17 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
             .unwrap_or(&file)
             .to_string_lossy()
             .replace('\\', "/");
+        if relative.starts_with(APP) {
+            app_lines += text.lines().count();
+        }
         found.extend(oversized(&relative, &text));
     }
+    if app_lines > MAX_APP_LINES {
+        return Err(format!(
+            "{APP} holds {app_lines} lines, over its {MAX_APP_LINES}: move what a bot builder could reuse into the library crates"
+        ));
+    }
+    println!("the app: {app_lines} lines of src (at most {MAX_APP_LINES})");
     judge(&found, ALLOWED)
 }
 

@@ -229,20 +229,6 @@ async fn assemble(
     })
 }
 
-/// `storage.database_url`, which PostgreSQL storage needs.
-pub fn database_url(config: &Config) -> Result<&str, AppError> {
-    config
-        .storage
-        .database_url
-        .as_deref()
-        .ok_or_else(|| AppError::Config {
-            key: "storage.database_url".into(),
-            file: config.source.clone(),
-            reason: "storage.backend is postgres: set the database URL (NANOBOT_DATABASE_URL)"
-                .into(),
-        })
-}
-
 /// Dream's steps: on a terminal one line rewritten in place, otherwise plain lines (on
 /// stderr, so scripted output stays clean).
 fn progress_printer() -> nanobot_dream::Progress {

@@ -9,7 +9,7 @@ use crate::error::AppError;
 
 /// The PostgreSQL store the configuration names, migrated.
 pub async fn connect(config: &Config) -> Result<PgStore, AppError> {
-    let url = crate::bot::database_url(config)?;
+    let url = (config.storage.database_url()).map_err(|e| config.invalid(e.within("storage")))?;
     let storage = &config.storage;
     nanobot_memory::connect(url, &storage.schema, storage.durability)
         .await

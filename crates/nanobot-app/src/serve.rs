@@ -45,7 +45,12 @@ pub async fn serve(
     });
     if let Some(ttl) = bot.agent.settings().idle_ttl {
         let agent = bot.agent.clone();
-        nanobot_memory::background::spawn_idle_sweeper(agent, ttl, stop.clone(), log_compaction);
+        nanobot_memory::background::spawn_idle_sweeper(
+            agent,
+            ttl,
+            stop.clone(),
+            nanobot_serve::log_compaction,
+        );
     }
     let mut server = Server::new(bot.agent.clone(), settings).with_search(bot.search.clone());
     if let Storage::Postgres(store) = &bot.storage {
@@ -80,21 +85,4 @@ pub async fn serve(
     stop.notify_waiters();
     // Sessions written, background consolidations finished.
     bot.finish().await
-}
-
-/// What the idle sweep of the server logs: every archive, and every failure.
-fn log_compaction(scope: &nanobot_memory_scope::ScopeKey, done: &nanobot_memory_core::Compacted) {
-    // Scopes and sessions name people: logged as hashes.
-    let scope = nanobot_serve::log_id(&scope.subject.to_string());
-    let session = done.key.log_id();
-    match &done.result {
-        Ok(Some(record)) => tracing::info!(
-            %scope,
-            %session,
-            messages = record.end - record.start,
-            "idle session archived"
-        ),
-        Ok(None) => {}
-        Err(error) => tracing::warn!(%scope, %session, %error, "idle compaction failed"),
-    }
 }

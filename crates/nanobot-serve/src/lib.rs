@@ -200,6 +200,24 @@ pub fn log_id(id: &str) -> String {
         .collect()
 }
 
+/// What a server logs of an idle compaction: every archive and every failure, its scope
+/// and session as [`log_id`]s (they name people).
+pub fn log_compaction(
+    scope: &nanobot_memory_scope::ScopeKey,
+    done: &nanobot_memory_core::Compacted,
+) {
+    let scope = log_id(&scope.subject.to_string());
+    let session = done.key.log_id();
+    match &done.result {
+        Ok(Some(record)) => {
+            let messages = record.end - record.start;
+            tracing::info!(%scope, %session, messages, "idle session archived")
+        }
+        Ok(None) => {}
+        Err(error) => tracing::warn!(%scope, %session, %error, "idle compaction failed"),
+    }
+}
+
 /// Liveness: never authenticated.
 async fn health() -> Response {
     (StatusCode::OK, axum::Json(json!({"status": "ok"}))).into_response()

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use nanobot_llm_port::{TextSink, TokioClock};
-use nanobot_memory_store::{Document, MemoryDocumentsExt};
+use nanobot_memory_store::MemoryDocumentsExt;
 use nanobot_session_store::SessionKey;
 
 use clap::{CommandFactory, Parser};
@@ -419,19 +419,4 @@ fn progress(out: &mut dyn Write, text: &str) {
         let _ = writeln!(out, "{text}");
     }
     let _ = out.flush();
-}
-
-/// Writes the default documents of a new workspace (used by `init` and the demo).
-pub async fn initialize(bot: &Bot) -> Result<Vec<Document>, AppError> {
-    Ok(bot.memory.documents.initialize().await?)
-}
-
-/// Reads a document (for the demo's closing summary).
-pub async fn document(bot: &Bot, document: Document) -> Result<String, AppError> {
-    Ok(bot
-        .memory
-        .documents
-        .read_text(document)
-        .await?
-        .unwrap_or_default())
 }

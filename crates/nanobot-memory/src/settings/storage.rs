@@ -101,10 +101,7 @@ impl StorageSettings {
         self.database_url = self.database_url.take().filter(|u| !u.trim().is_empty());
         match (&self.database_url, self.backend) {
             (None, Backend::Postgres) => {
-                return Err(InvalidOption::new(
-                    "database_url",
-                    "storage.backend is postgres: set the database URL (NANOBOT_DATABASE_URL), e.g. postgres://user@127.0.0.1:5432/nanobot",
-                ));
+                self.database_url()?;
             }
             (Some(url), _)
                 if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) =>
@@ -120,6 +117,16 @@ impl StorageSettings {
         nanobot_store_postgres::Schema::new(&self.schema)
             .map_err(|e| InvalidOption::new("schema", e.to_string()))?;
         Ok(())
+    }
+
+    /// The PostgreSQL URL, which PostgreSQL storage needs.
+    pub fn database_url(&self) -> Result<&str, InvalidOption> {
+        self.database_url.as_deref().ok_or_else(|| {
+            InvalidOption::new(
+                "database_url",
+                "storage.backend is postgres: set the database URL (NANOBOT_DATABASE_URL), e.g. postgres://user@127.0.0.1:5432/nanobot",
+            )
+        })
     }
 
     /// The file backend's options.
