@@ -389,6 +389,6 @@ async fn a_failed_background_consolidation_is_reported() {
         status.contains("Last background failure: ") && status.contains("consolidation: "),
         "{status}"
     );
-    let shown = commands::sessions_show(&bot, &k).await.unwrap();
+    let shown = bot.commands().session_show(&k).await.unwrap();
     assert!(shown.contains("Last background failure: "), "{shown}");
 }
