@@ -44,13 +44,7 @@ fn options(durability: &str) -> Result<(FileStoreOptions, JournalDurability), St
         "always" => (Durability::Always, JournalDurability::Always),
         other => return Err(format!("unknown durability {other:?}")),
     };
-    Ok((
-        FileStoreOptions {
-            durability: session,
-            ..FileStoreOptions::default()
-        },
-        journal,
-    ))
+    Ok((FileStoreOptions::default().durability(session), journal))
 }
 
 fn key() -> Result<SessionKey, String> {

@@ -162,10 +162,9 @@ fn block_on<T>(work: impl std::future::Future<Output = Result<T, String>>) -> Re
 }
 
 fn file_sessions(dir: &Path, broken: Option<BrokenRule>) -> Result<FileSessionStore, String> {
-    let options = FileStoreOptions {
-        durability: Durability::None,
-        clock: Arc::new(Still),
-    };
+    let options = FileStoreOptions::default()
+        .durability(Durability::None)
+        .clock(Arc::new(Still));
     match broken {
         Some(rule) => FileSessionStore::broken(dir, options, rule),
         None => FileSessionStore::open(dir, options),

@@ -53,19 +53,15 @@ async fn network(plan: &Plan, url: &str, family: &mut Family) -> Result<(), Stri
         .map_err(|e| format!("the fault proxy did not start: {e}"))?;
     let metrics = tokio::runtime::Handle::current().metrics();
     let tasks_before = metrics.num_alive_tasks();
-    let store = PgStore::connect(
-        &proxy.url(url),
-        PgOptions {
-            schema: schema.clone(),
-            max_connections: 4,
-            statement_timeout: TIMEOUT,
-            acquire_timeout: TIMEOUT,
-            durability: Durability::Always,
-            ..PgOptions::default()
-        },
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+    let mut options = PgOptions::default();
+    options.schema = schema.clone();
+    options.max_connections = 4;
+    options.statement_timeout = TIMEOUT;
+    options.acquire_timeout = TIMEOUT;
+    options.durability = Durability::Always;
+    let store = PgStore::connect(&proxy.url(url), options)
+        .await
+        .map_err(|e| e.to_string())?;
     let scope = store
         .scope(&ScopeKey::local(Subject::Agent))
         .await

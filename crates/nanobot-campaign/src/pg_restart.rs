@@ -125,17 +125,13 @@ async fn restarts(
         } else {
             Durability::TurnEnd
         };
-        let store = PgStore::connect(
-            url,
-            PgOptions {
-                schema: schema.clone(),
-                acquire_timeout: Duration::from_secs(2),
-                durability,
-                ..PgOptions::default()
-            },
-        )
-        .await
-        .map_err(|e| format!("round {round}: {e}"))?;
+        let mut options = PgOptions::default();
+        options.schema = schema.clone();
+        options.acquire_timeout = Duration::from_secs(2);
+        options.durability = durability;
+        let store = PgStore::connect(url, options)
+            .await
+            .map_err(|e| format!("round {round}: {e}"))?;
         let scope = store
             .scope(&ScopeKey::local(Subject::Agent))
             .await

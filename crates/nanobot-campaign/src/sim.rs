@@ -333,12 +333,10 @@ async fn one_seed(
     });
     let mut kinds = Vec::with_capacity(SCRIPT_STEPS);
     let llm = Arc::new(script(&mut rng, &mut kinds));
-    let config = ConsolidationConfig {
-        safety_margin: 0,
-        ratio: 0.5,
-        call_timeout: Duration::from_secs(30),
-        ..ConsolidationConfig::new("archive-model", 300 + rng.below(1_500) as usize, 0)
-    };
+    let mut config = ConsolidationConfig::new("archive-model", 300 + rng.below(1_500) as usize, 0);
+    config.safety_margin = 0;
+    config.ratio = 0.5;
+    config.call_timeout = Duration::from_secs(30);
     let consolidator = Consolidator::new(
         config,
         llm.clone(),
@@ -669,11 +667,10 @@ async fn dream_seed(seed: u64, broken: Option<BrokenRule>) -> Result<u64, String
         } else {
             ScriptedLlm::new().then_text("nothing worth keeping")
         };
+        let mut config = DreamConfig::new("dream-model");
+        config.lease_ttl = ttl;
         Dream::new(
-            DreamConfig {
-                lease_ttl: ttl,
-                ..DreamConfig::new("dream-model")
-            },
+            config,
             Arc::new(Stalling {
                 inner: script,
                 delay,

@@ -133,10 +133,7 @@ pub(crate) struct Stores {
 }
 
 pub(crate) fn open(dir: &Path, level: Level, broken: Option<BrokenRule>) -> Result<Stores, String> {
-    let options = FileStoreOptions {
-        durability: level.session(),
-        ..FileStoreOptions::default()
-    };
+    let options = FileStoreOptions::default().durability(level.session());
     let sessions = match broken {
         Some(rule) => FileSessionStore::broken(dir.join("sessions"), options, rule),
         None => FileSessionStore::open(dir.join("sessions"), options),

@@ -37,6 +37,7 @@ pub const COMPACTABLE_TOOLS: [&str; 8] = [
 
 /// How requests are governed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GovernorConfig {
     /// The request's input budget in tokens; 0 turns compaction and snipping off.
     pub input_budget: usize,
@@ -122,6 +123,7 @@ pub struct Offload {
 
 /// What governance did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GovernReport {
     /// Placeholder assistant messages removed.
     pub placeholders_removed: usize,

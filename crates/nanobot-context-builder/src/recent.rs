@@ -11,6 +11,7 @@ use crate::Summary;
 
 /// What happened to the journal entries a build was given.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecentHistoryReport {
     /// Entries in the turn's scope (after the entry-count cap and the summary's duplicate).
     pub considered: usize,

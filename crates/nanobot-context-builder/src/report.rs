@@ -92,6 +92,7 @@ impl Part {
 
 /// One part's size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PartReport {
     /// Which part.
     pub part: Part,
@@ -137,6 +138,7 @@ pub enum HistoryTokens {
 
 /// The build report: every part's size, what was left out or cut, and the stable prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BuildReport {
     /// Every part present, in prompt order; their tokens add up to [`BuildReport::total_tokens`].
     pub parts: Vec<PartReport>,

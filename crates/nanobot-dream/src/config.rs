@@ -44,6 +44,7 @@ impl DreamMode {
 /// How a run is bounded. Defaults keep a run to a few minutes and a known cost even with a
 /// weak model that loops.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DreamConfig {
     /// The model to ask.
     pub model: String,

@@ -62,6 +62,7 @@ const SCHEMA: &str = "
 
 /// Something the index found wrong with its file and mended by starting again.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Repair {
     /// The index file.
     pub path: PathBuf,
@@ -207,10 +208,8 @@ impl MemoryIndex for SqliteIndex {
                 "SELECT count(*), count(DISTINCT grp) FROM chunks",
                 [],
                 |row| {
-                    Ok(IndexStats {
-                        chunks: row.get::<_, i64>(0)? as usize,
-                        groups: row.get::<_, i64>(1)? as usize,
-                    })
+                    let count = |i: usize| row.get::<_, i64>(i).map(|n| n as usize);
+                    Ok(IndexStats::new(count(0)?, count(1)?))
                 },
             )
         })

@@ -11,6 +11,7 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// Where and how to reach the Messages API.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AnthropicConfig {
     /// The API root (`https://api.anthropic.com`).
     pub base_url: String,

@@ -105,11 +105,19 @@ impl fmt::Display for ApiKey {
 
 /// How long to wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Timeouts {
     /// Establishing the connection.
     pub connect: Duration,
     /// Between two pieces of the answer (a stalled server is given up after this).
     pub idle: Duration,
+}
+
+impl Timeouts {
+    /// `connect` to connect, and at most `idle` between two pieces of an answer.
+    pub fn new(connect: Duration, idle: Duration) -> Self {
+        Timeouts { connect, idle }
+    }
 }
 
 impl Default for Timeouts {

@@ -10,6 +10,7 @@ use crate::wire::{StreamAssembler, body, parse_response};
 
 /// Where and how to reach an OpenAI-compatible server.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct OpenAiConfig {
     /// The API root, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8088/v1`.
     pub base_url: String,

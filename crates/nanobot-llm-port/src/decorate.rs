@@ -21,6 +21,7 @@ use crate::time::Clock;
 
 /// How [`Retry`] waits between attempts.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RetryPolicy {
     /// Retries after the first attempt; 0 turns retrying off.
     pub max_retries: u32,

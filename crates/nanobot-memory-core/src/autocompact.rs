@@ -56,6 +56,7 @@ impl Schedule {
 
 /// What one compaction pass did.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Compacted {
     /// The session.
     pub key: SessionKey,

@@ -6,6 +6,7 @@ use crate::error::ConsolidationError;
 
 /// How the Consolidator sizes prompts and archives.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ConsolidationConfig {
     /// The model archives are asked of.
     pub model: String,

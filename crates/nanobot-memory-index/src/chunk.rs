@@ -137,6 +137,7 @@ pub fn session_chunk(
 /// How a memory file is cut: at headings, then a long section into windows of about
 /// `max_tokens` with `overlap_tokens` repeated from the window before (OpenClaw's 400/80).
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Chunking {
     /// The most tokens a chunk should hold.
     pub max_tokens: usize,

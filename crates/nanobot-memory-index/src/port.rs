@@ -117,11 +117,19 @@ pub struct Hit {
 
 /// A count of what an index holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct IndexStats {
     /// Chunks held.
     pub chunks: usize,
     /// Groups (entries, files, messages) held.
     pub groups: usize,
+}
+
+impl IndexStats {
+    /// `chunks` chunks in `groups` groups (what a backend counts).
+    pub fn new(chunks: usize, groups: usize) -> Self {
+        IndexStats { chunks, groups }
+    }
 }
 
 /// A whole group's new chunks; no chunks removes the group.

@@ -27,6 +27,7 @@ pub type SessionFilter = Arc<dyn Fn(&SessionKey) -> bool + Send + Sync>;
 
 /// What one pass indexed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct IndexPass {
     /// Journal entries indexed.
     pub entries: usize,

@@ -179,6 +179,7 @@ impl SearchMemoryTool {
 
 /// What one call of the tool gives back.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SearchOutcome {
     /// The tool result's text.
     pub text: String,

@@ -42,6 +42,7 @@ impl LaneState {
 
 /// What an embedding pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EmbedPass {
     /// Chunks given a vector.
     pub embedded: usize,

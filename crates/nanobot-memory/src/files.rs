@@ -141,10 +141,9 @@ impl FileBackend {
         let agent_documents = Arc::new(FileDocuments::open(workspace)?);
         Ok(FileBackend {
             dirs: ScopeDirs::new(workspace),
-            store_options: FileStoreOptions {
-                durability: options.durability,
-                clock: clock.clone(),
-            },
+            store_options: FileStoreOptions::default()
+                .durability(options.durability)
+                .clock(clock.clone()),
             nanobot_layout,
             sessions_root: options.sessions_root.clone(),
             clock,

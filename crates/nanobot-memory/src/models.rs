@@ -114,10 +114,7 @@ impl ModelOptions {
     }
 
     fn timeouts(&self) -> Timeouts {
-        Timeouts {
-            connect: Duration::from_secs(10),
-            idle: self.request_timeout,
-        }
+        Timeouts::new(Duration::from_secs(10), self.request_timeout)
     }
 }
 
@@ -205,10 +202,10 @@ impl EmbeddingOptions {
 pub fn embedder(options: &EmbeddingOptions) -> Result<Arc<dyn Embedder>, AssemblyError> {
     let mut openai = nanobot_llm_openai::OpenAiConfig::new(&options.base_url, &options.model)
         .with_api_key(options.api_key.clone())
-        .with_timeouts(Timeouts {
-            connect: Duration::from_secs(10),
-            idle: options.request_timeout,
-        });
+        .with_timeouts(Timeouts::new(
+            Duration::from_secs(10),
+            options.request_timeout,
+        ));
     openai.provider = "the embeddings server".into();
     Ok(Arc::new(nanobot_llm_openai::OpenAiEmbedder::new(
         openai,

@@ -25,11 +25,9 @@ pub async fn connect(
     schema: &str,
     durability: Durability,
 ) -> Result<PgStore, AssemblyError> {
-    let options = PgOptions {
-        schema: schema.to_owned(),
-        durability,
-        ..PgOptions::default()
-    };
+    let mut options = PgOptions::default();
+    options.schema = schema.to_owned();
+    options.durability = durability;
     Ok(PgStore::connect(url, options).await?)
 }
 

@@ -24,6 +24,7 @@ use crate::{AssemblyError, FileBackend, FileOptions};
 
 /// How one copy went.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Transfer {
     /// Scopes visited.
     pub scopes: usize,

@@ -30,6 +30,7 @@ use tokio::sync::Semaphore;
 
 /// How the server behaves; the app fills it from the configuration file.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ServeSettings {
     /// The model name `/v1/models` lists and requests may name (the agent's).
     pub model_name: String,

@@ -169,9 +169,11 @@ impl Drop for TempDir {
 }
 
 fn manager(dir: &Path, durability: Durability) -> SessionManager {
-    let options = FileStoreOptions {
-        durability,
-        clock: Arc::new(SystemClock),
+    let options = {
+        let mut value = FileStoreOptions::default();
+        value.durability = durability;
+        value.clock = Arc::new(SystemClock);
+        value
     };
     let store = FileSessionStore::open(dir, options).unwrap();
     SessionManager::new(Arc::new(store), Arc::new(SystemClock), Arc::new(Cl100kBase))

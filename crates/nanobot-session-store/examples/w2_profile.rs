@@ -16,9 +16,10 @@ fn main() {
         .build()
         .unwrap();
     let key = SessionKey::new("bench:load").unwrap();
-    let options = || FileStoreOptions {
-        clock: Arc::new(SystemClock),
-        ..FileStoreOptions::default()
+    let options = || {
+        let mut value = FileStoreOptions::default();
+        value.clock = Arc::new(SystemClock);
+        value
     };
     rt.block_on(async {
         let store = FileSessionStore::open(&dir, options()).unwrap();

@@ -48,6 +48,7 @@ pub type Replayed = Arc<Map<String, Value>>;
 
 /// How much history to return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HistoryOptions {
     /// At most this many messages before cleaning (0: no cap). Production replay uses 0.
     pub max_messages: usize,

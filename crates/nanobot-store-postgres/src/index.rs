@@ -285,10 +285,7 @@ impl MemoryIndex for PgIndex {
                 .await
                 .map_err(failed("count the index"))?;
                 let count = |i: usize| usize::try_from(row.get::<i64, _>(i)).unwrap_or(0);
-                Ok(IndexStats {
-                    chunks: count(0),
-                    groups: count(1),
-                })
+                Ok(IndexStats::new(count(0), count(1)))
             })
             .await
     }

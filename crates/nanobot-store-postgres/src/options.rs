@@ -4,6 +4,7 @@ use super::*;
 
 /// How a store connects and behaves.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct PgOptions {
     /// The schema every table lives in (created when missing).
     pub schema: String,

@@ -197,10 +197,8 @@ impl Agent {
     ) -> Result<BuiltPrompt, TurnError> {
         let handle = memory.sessions.get_or_create(key).await?;
         let summary = handle.read(summary_of);
-        let options = HistoryOptions {
-            max_tokens: self.settings.replay_budget(),
-            ..HistoryOptions::default()
-        };
+        let mut options = HistoryOptions::default();
+        options.max_tokens = self.settings.replay_budget();
         let (rows, history_tokens) = handle.read(|s| {
             get_history_counted(
                 s.messages(),

@@ -1,7 +1,7 @@
 //! The configuration: a TOML file, then environment overrides, then checks. The sections
 //! are the crates' own types (`[storage]`, `[llm]`, `[memory]`, `[search]` from
 //! `nanobot-memory`, `[dream]` from `nanobot-dream`, `[serve]` from `nanobot-serve`); this
-//! module reads the file and the variables ([`keys::KEYS`]) into them and names the file in
+//! module reads the file and the variables (`keys::KEYS`) into them and names the file in
 //! every error.
 
 mod keys;

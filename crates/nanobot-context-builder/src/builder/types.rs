@@ -4,6 +4,7 @@ use super::*;
 
 /// Caps that keep a prompt bounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Limits {
     /// `MEMORY.md` beyond this many tokens is cut, with a visible marker.
     pub memory_tokens: usize,
@@ -31,6 +32,7 @@ impl Default for Limits {
 
 /// How a bot's prompts are built; fixed for the builder's life.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BuilderConfig {
     /// The machine the identity names.
     pub host: Host,

@@ -101,6 +101,7 @@ pub enum RunStatus {
 
 /// What a run did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RunReport {
     /// How it ended.
     pub status: RunStatus,
@@ -173,6 +174,7 @@ impl RunReport {
 
 /// What a restore did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RestoreReport {
     /// The version whose earlier state was restored.
     pub undone: Version,

@@ -343,9 +343,10 @@ async fn a_stopped_run_is_all_or_nothing() {
                 }
                 llm
             },
-            nanobot_dream::DreamConfig {
-                max_steps: 4,
-                ..config()
+            {
+                let mut value = config();
+                value.max_steps = 4;
+                value
             },
             |r| *r == StopReason::StepBudget { steps: 4 },
         ),
@@ -354,9 +355,10 @@ async fn a_stopped_run_is_all_or_nothing() {
             ScriptedLlm::new()
                 .then_tool_call("c", "edit_file", soul_edit().1)
                 .then_tool_call("d", "list_files", json!({})),
-            nanobot_dream::DreamConfig {
-                max_tokens: 10,
-                ..config()
+            {
+                let mut value = config();
+                value.max_tokens = 10;
+                value
             },
             |r| matches!(r, StopReason::TokenBudget { .. }),
         ),
@@ -544,9 +546,10 @@ async fn fast_forward_when_disabled() {
 // Bad configuration is refused with its key.
 #[test]
 fn bad_configuration_is_named() {
-    let cfg = nanobot_dream::DreamConfig {
-        max_steps: 0,
-        ..config()
+    let cfg = {
+        let mut value = config();
+        value.max_steps = 0;
+        value
     };
     assert_eq!(
         cfg.validate().unwrap_err().to_string(),
@@ -569,9 +572,10 @@ async fn runs_record_their_time() {
 // The journal is compacted after a completed run, never dropping unread entries.
 #[tokio::test]
 async fn the_journal_is_compacted_after_a_completed_run() {
-    let cfg = nanobot_dream::DreamConfig {
-        journal_max_entries: 2,
-        ..config()
+    let cfg = {
+        let mut value = config();
+        value.journal_max_entries = 2;
+        value
     };
     let f = fixture_with(script(&[], "ok"), cfg);
     f.append(&["1", "2", "3", "4", "5"]).await;

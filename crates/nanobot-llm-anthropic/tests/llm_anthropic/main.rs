@@ -31,9 +31,11 @@ fn client(server: &FakeServer, stream: bool) -> AnthropicClient {
             .with_base_url(server.url())
             .with_api_key(ApiKey::new("sk-ant-SECRET-7"))
             .streaming(stream)
-            .with_timeouts(Timeouts {
-                connect: Duration::from_secs(2),
-                idle: Duration::from_millis(800),
+            .with_timeouts({
+                let mut value = Timeouts::default();
+                value.connect = Duration::from_secs(2);
+                value.idle = Duration::from_millis(800);
+                value
             }),
     )
     .unwrap()

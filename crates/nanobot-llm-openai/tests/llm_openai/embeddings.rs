@@ -17,9 +17,11 @@ fn embedder(server: &FakeServer, dimensions: usize) -> OpenAiEmbedder {
     OpenAiEmbedder::new(
         OpenAiConfig::new(format!("{}/v1", server.url()), MODEL)
             .with_api_key(ApiKey::new("sk-test-SECRET-42"))
-            .with_timeouts(Timeouts {
-                connect: Duration::from_secs(2),
-                idle: Duration::from_millis(800),
+            .with_timeouts({
+                let mut value = Timeouts::default();
+                value.connect = Duration::from_secs(2);
+                value.idle = Duration::from_millis(800);
+                value
             }),
         dimensions,
     )

@@ -18,9 +18,11 @@ fn local(stream: bool) -> Option<OpenAiClient> {
         OpenAiClient::new(
             OpenAiConfig::new(url, "local")
                 .streaming(stream)
-                .with_timeouts(Timeouts {
-                    connect: Duration::from_secs(5),
-                    idle: Duration::from_secs(120),
+                .with_timeouts({
+                    let mut value = Timeouts::default();
+                    value.connect = Duration::from_secs(5);
+                    value.idle = Duration::from_secs(120);
+                    value
                 }),
         )
         .unwrap(),

@@ -37,9 +37,11 @@ fn client(server: &FakeServer, stream: bool) -> OpenAiClient {
             .with_api_key(ApiKey::new("sk-test-SECRET-42"))
             .with_header("x-title", "nanobot-rs tests")
             .streaming(stream)
-            .with_timeouts(Timeouts {
-                connect: Duration::from_secs(2),
-                idle: Duration::from_millis(800),
+            .with_timeouts({
+                let mut value = Timeouts::default();
+                value.connect = Duration::from_secs(2);
+                value.idle = Duration::from_millis(800);
+                value
             }),
     )
     .unwrap()
@@ -384,9 +386,10 @@ async fn works_with_the_retry_decorator() {
     .await;
     let retry = nanobot_llm_port::Retry::new(
         client(&server, false),
-        nanobot_llm_port::RetryPolicy {
-            initial_backoff: Duration::from_millis(1),
-            ..nanobot_llm_port::RetryPolicy::default()
+        {
+            let mut value = nanobot_llm_port::RetryPolicy::default();
+            value.initial_backoff = Duration::from_millis(1);
+            value
         },
         std::sync::Arc::new(nanobot_llm_port::TokioClock::system()),
     );

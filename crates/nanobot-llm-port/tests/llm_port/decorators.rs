@@ -20,9 +20,10 @@ fn clock() -> Arc<dyn Clock> {
 }
 
 fn no_jitter() -> RetryPolicy {
-    RetryPolicy {
-        jitter: 0.0,
-        ..RetryPolicy::default()
+    {
+        let mut value = RetryPolicy::default();
+        value.jitter = 0.0;
+        value
     }
 }
 
@@ -114,13 +115,15 @@ async fn permanent_and_context_errors_are_not_retried() {
 
 #[test]
 fn backoff_is_capped_and_jitter_stays_in_its_band() {
-    let policy = RetryPolicy {
-        max_retries: 100,
-        initial_backoff: Duration::from_millis(500),
-        max_backoff: Duration::from_secs(10),
-        multiplier: 3.0,
-        jitter: 0.5,
-        max_retry_after: Duration::from_secs(60),
+    let policy = {
+        let mut value = RetryPolicy::default();
+        value.max_retries = 100;
+        value.initial_backoff = Duration::from_millis(500);
+        value.max_backoff = Duration::from_secs(10);
+        value.multiplier = 3.0;
+        value.jitter = 0.5;
+        value.max_retry_after = Duration::from_secs(60);
+        value
     };
     assert_eq!(policy.backoff(0), Duration::from_millis(500));
     assert_eq!(policy.backoff(1), Duration::from_millis(1500));
@@ -143,9 +146,10 @@ fn backoff_is_capped_and_jitter_stays_in_its_band() {
 
 #[tokio::test(start_paused = true)]
 async fn jittered_waits_are_within_the_band_and_seeded() {
-    let policy = RetryPolicy {
-        jitter: 1.0,
-        ..RetryPolicy::default()
+    let policy = {
+        let mut value = RetryPolicy::default();
+        value.jitter = 1.0;
+        value
     };
     let mut elapsed = Vec::new();
     for _ in 0..2 {

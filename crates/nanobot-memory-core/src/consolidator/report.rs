@@ -135,6 +135,7 @@ pub struct ArchiveRecord {
 
 /// What a consolidation did.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct ConsolidationReport {
     /// The prompt estimate before (provider-reported tokens when given).
     pub estimate_before: usize,

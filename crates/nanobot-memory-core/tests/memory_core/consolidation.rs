@@ -336,13 +336,15 @@ async fn invalid_settings_are_refused() {
     let fixture = Fixture::new(vec![]).await;
     for config in [
         ConsolidationConfig::new("m", 8_192, 8_192),
-        ConsolidationConfig {
-            ratio: 0.05,
-            ..ConsolidationConfig::new("m", 8_192, 1_024)
+        {
+            let mut value = ConsolidationConfig::new("m", 8_192, 1_024);
+            value.ratio = 0.05;
+            value
         },
-        ConsolidationConfig {
-            ratio: 0.99,
-            ..ConsolidationConfig::new("m", 8_192, 1_024)
+        {
+            let mut value = ConsolidationConfig::new("m", 8_192, 1_024);
+            value.ratio = 0.99;
+            value
         },
     ] {
         let result = {

@@ -125,10 +125,11 @@ impl Fixture {
 
 /// Window, no answer cap and no safety margin, as nanobot's loop tests set them.
 pub fn config(window: usize, ratio: f64) -> ConsolidationConfig {
-    ConsolidationConfig {
-        safety_margin: 0,
-        ratio,
-        ..ConsolidationConfig::new("archive-model", window, 0)
+    {
+        let mut value = ConsolidationConfig::new("archive-model", window, 0);
+        value.safety_margin = 0;
+        value.ratio = ratio;
+        value
     }
 }
 

@@ -52,9 +52,11 @@ fn a_long_section_becomes_overlapping_windows_that_cover_it() {
         .map(|i| format!("Paragraph {i} says something about topic number {i} in detail."))
         .collect();
     let text = format!("## Long\n\n{}\n", paragraphs.join("\n\n"));
-    let chunking = Chunking {
-        max_tokens: 100,
-        overlap_tokens: 20,
+    let chunking = {
+        let mut value = Chunking::default();
+        value.max_tokens = 100;
+        value.overlap_tokens = 20;
+        value
     };
     let chunks = memory_chunks("MEMORY.md", &text, None, &counter, chunking);
     assert!(chunks.len() > 5, "{} chunks", chunks.len());
@@ -82,16 +84,12 @@ fn a_long_section_becomes_overlapping_windows_that_cover_it() {
 fn a_long_line_without_spaces_is_cut_too() {
     let counter = Cl100kBase::new();
     let text = format!("## 中文\n\n{}\n", "用户喜欢喝茶".repeat(200));
-    let chunks = memory_chunks(
-        "MEMORY.md",
-        &text,
-        None,
-        &counter,
-        Chunking {
-            max_tokens: 100,
-            overlap_tokens: 10,
-        },
-    );
+    let chunks = memory_chunks("MEMORY.md", &text, None, &counter, {
+        let mut value = Chunking::default();
+        value.max_tokens = 100;
+        value.overlap_tokens = 10;
+        value
+    });
     assert!(chunks.len() > 3);
     let joined: String = chunks.iter().map(|c| c.text.as_str()).collect();
     assert!(joined.matches("喝茶").count() >= 190);

@@ -92,6 +92,7 @@ pub(crate) use crate::durability::Durability;
 
 /// How a [`FileSessionStore`] behaves.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct FileStoreOptions {
     /// When writes reach stable storage.
     pub durability: Durability,
@@ -105,6 +106,20 @@ impl Default for FileStoreOptions {
             durability: Durability::default(),
             clock: Arc::new(SystemClock),
         }
+    }
+}
+
+impl FileStoreOptions {
+    /// The same options with `durability`.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// The same options with timestamps from `clock`.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 }
 

@@ -549,9 +549,11 @@ async fn a_stale_rewrite_is_a_conflict() {
 async fn durability_always_and_none_both_round_trip() {
     for durability in [Durability::Always, Durability::None, Durability::TurnEnd] {
         let dir = TempDir::new("durable");
-        let options = FileStoreOptions {
-            durability,
-            clock: Arc::new(FixedClock),
+        let options = {
+            let mut value = FileStoreOptions::default();
+            value.durability = durability;
+            value.clock = Arc::new(FixedClock);
+            value
         };
         let store = FileSessionStore::open(dir.path(), options).unwrap();
         let k = key("cli:durable");
@@ -983,10 +985,11 @@ async fn open_for_replay_matches_the_full_replay() {
     let options = [
         HistoryOptions::default(),
         HistoryOptions::with_token_budget(3_000),
-        HistoryOptions {
-            max_messages: 5,
-            extend_to_user: true,
-            ..HistoryOptions::default()
+        {
+            let mut value = HistoryOptions::default();
+            value.max_messages = 5;
+            value.extend_to_user = true;
+            value
         },
     ];
     for (case, pointer) in [0usize, 1, 150, 390, 396, 400].into_iter().enumerate() {

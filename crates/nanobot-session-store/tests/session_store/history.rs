@@ -21,9 +21,10 @@ fn all(messages: &[StoredMessage]) -> Vec<String> {
 }
 
 fn cap(n: usize) -> HistoryOptions {
-    HistoryOptions {
-        max_messages: n,
-        ..HistoryOptions::default()
+    {
+        let mut value = HistoryOptions::default();
+        value.max_messages = n;
+        value
     }
 }
 
@@ -282,10 +283,11 @@ fn case_71_72_extend_to_user() {
     (0..4).for_each(|i| messages.extend(tt("r", i)));
     messages.push(a("done"));
     assert!(history(&messages, 0, cap(8)).len() <= 8);
-    let extended = HistoryOptions {
-        max_messages: 8,
-        extend_to_user: true,
-        ..HistoryOptions::default()
+    let extended = {
+        let mut value = HistoryOptions::default();
+        value.max_messages = 8;
+        value.extend_to_user = true;
+        value
     };
     let out = history(&messages, 0, extended);
     assert!(out.len() > 8);
@@ -295,10 +297,11 @@ fn case_71_72_extend_to_user() {
     let mut messages = vec![u("old"), a("a"), u("long")];
     (0..8).for_each(|i| messages.extend(tt("l", i)));
     messages.extend([a("final"), u("new question"), a("new answer")]);
-    let extended = HistoryOptions {
-        max_messages: 6,
-        extend_to_user: true,
-        ..HistoryOptions::default()
+    let extended = {
+        let mut value = HistoryOptions::default();
+        value.max_messages = 6;
+        value.extend_to_user = true;
+        value
     };
     assert_eq!(
         contents(&history(&messages, 0, extended)),
@@ -315,9 +318,10 @@ fn case_73_74_cli_apps_and_runtime_context() {
         all(std::slice::from_ref(&plain)),
         [format!("please use @drawio{crumb}")]
     );
-    let public = HistoryOptions {
-        include_runtime_context: false,
-        ..HistoryOptions::default()
+    let public = {
+        let mut value = HistoryOptions::default();
+        value.include_runtime_context = false;
+        value
     };
     assert_eq!(
         contents(&history(&[plain], 0, public)),

@@ -13,13 +13,11 @@ use nanobot_session_store::{
 use crate::support::{TempDir, a, at, key, u};
 
 fn store(dir: &Path, durability: Durability) -> FileSessionStore {
-    FileSessionStore::open(
-        dir.join("sessions"),
-        FileStoreOptions {
-            durability,
-            ..FileStoreOptions::default()
-        },
-    )
+    FileSessionStore::open(dir.join("sessions"), {
+        let mut value = FileStoreOptions::default();
+        value.durability = durability;
+        value
+    })
     .unwrap()
 }
 
@@ -142,13 +140,11 @@ async fn every_failed_operation_is_an_error_and_nothing_acknowledged_is_lost() {
             let acknowledged = std::sync::atomic::AtomicUsize::new(0);
             let outcome = {
                 let _watching = observe::watch(&root, plan.clone());
-                let store = FileSessionStore::open(
-                    root.join("sessions"),
-                    FileStoreOptions {
-                        durability: Durability::TurnEnd,
-                        ..FileStoreOptions::default()
-                    },
-                );
+                let store = FileSessionStore::open(root.join("sessions"), {
+                    let mut value = FileStoreOptions::default();
+                    value.durability = Durability::TurnEnd;
+                    value
+                });
                 match store {
                     Ok(store) => {
                         ten_turns(&store, &|count| {

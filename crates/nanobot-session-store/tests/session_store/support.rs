@@ -79,13 +79,11 @@ impl Clock for FixedClock {
 }
 
 pub(crate) fn file_store(dir: &std::path::Path) -> FileSessionStore {
-    FileSessionStore::open(
-        dir,
-        FileStoreOptions {
-            clock: Arc::new(FixedClock),
-            ..FileStoreOptions::default()
-        },
-    )
+    FileSessionStore::open(dir, {
+        let mut value = FileStoreOptions::default();
+        value.clock = Arc::new(FixedClock);
+        value
+    })
     .unwrap()
 }
 

@@ -59,14 +59,12 @@ fn say(fact: &str) {
 
 async fn open(schema: &str) -> PgStore {
     let url = nanobot_store_postgres::testing::url().unwrap();
-    PgStore::connect(
-        &url,
-        PgOptions {
-            schema: schema.to_owned(),
-            max_connections: 2,
-            ..PgOptions::default()
-        },
-    )
+    PgStore::connect(&url, {
+        let mut value = PgOptions::default();
+        value.schema = schema.to_owned();
+        value.max_connections = 2;
+        value
+    })
     .await
     .unwrap()
 }
@@ -189,15 +187,13 @@ async fn stalled(schema: &str, count: usize) {
 /// and keeps it (renewed in the background) until the parent kills this process.
 async fn hold_turn(schema: &str, ttl_secs: usize) {
     let url = nanobot_store_postgres::testing::url().unwrap();
-    let store = PgStore::connect(
-        &url,
-        PgOptions {
-            schema: schema.to_owned(),
-            max_connections: 2,
-            turn_ttl: Duration::from_secs(ttl_secs as u64),
-            ..PgOptions::default()
-        },
-    )
+    let store = PgStore::connect(&url, {
+        let mut value = PgOptions::default();
+        value.schema = schema.to_owned();
+        value.max_connections = 2;
+        value.turn_ttl = Duration::from_secs(ttl_secs as u64);
+        value
+    })
     .await
     .unwrap();
     let scope = store.scope(&ScopeKey::local(Subject::Agent)).await.unwrap();

@@ -183,16 +183,14 @@ async fn behind_proxy(max_connections: u32) -> (PgStore, FaultProxy, PgStore) {
     let owner = TestSchema::new(&url).store().await;
     let upstream = FaultProxy::upstream_of(&url).expect("the test database's address");
     let proxy = FaultProxy::start(upstream).await.unwrap();
-    let store = PgStore::connect(
-        &proxy.url(&url),
-        PgOptions {
-            schema: owner.schema().name().to_owned(),
-            max_connections,
-            statement_timeout: Duration::from_secs(1),
-            acquire_timeout: Duration::from_secs(1),
-            ..PgOptions::default()
-        },
-    )
+    let store = PgStore::connect(&proxy.url(&url), {
+        let mut value = PgOptions::default();
+        value.schema = owner.schema().name().to_owned();
+        value.max_connections = max_connections;
+        value.statement_timeout = Duration::from_secs(1);
+        value.acquire_timeout = Duration::from_secs(1);
+        value
+    })
     .await
     .unwrap();
     (owner, proxy, store)

@@ -509,10 +509,11 @@ fn consolidator(
         Arc::new(nanobot_llm_port::Cl100kBase),
     ));
     let consolidator = Consolidator::new(
-        ConsolidationConfig {
-            safety_margin: 0,
-            ratio: 0.5,
-            ..ConsolidationConfig::new("archive-model", 100_000, 0)
+        {
+            let mut value = ConsolidationConfig::new("archive-model", 100_000, 0);
+            value.safety_margin = 0;
+            value.ratio = 0.5;
+            value
         },
         Arc::new(Together(barrier.clone())),
         scope.clone(),

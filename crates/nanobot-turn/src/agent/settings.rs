@@ -4,6 +4,7 @@ use super::*;
 
 /// How an agent's turns and memory policies are set.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AgentSettings {
     /// The model to ask.
     pub model: String,
@@ -68,6 +69,7 @@ impl AgentSettings {
 
 /// What one turn did.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct TurnReport {
     /// The answer.
     pub answer: String,
