@@ -51,7 +51,7 @@ pub struct BotBuilder {
     bot_ids: Vec<UserKey>,
     search: bool,
     embedder: Option<(Arc<dyn Embedder>, usize)>,
-    #[cfg(feature = "openai")]
+    #[cfg(feature = "embeddings")]
     embeddings: Option<(crate::EmbeddingOptions, usize)>,
     clock: Option<Arc<dyn Clock>>,
     counter: Option<Arc<dyn TokenCounter>>,
@@ -70,7 +70,7 @@ impl Default for BotBuilder {
             bot_ids: Vec::new(),
             search: true,
             embedder: None,
-            #[cfg(feature = "openai")]
+            #[cfg(feature = "embeddings")]
             embeddings: None,
             clock: None,
             counter: None,
@@ -221,7 +221,7 @@ impl BotBuilder {
     }
 
     /// Search by meaning too, with an OpenAI-compatible embeddings server.
-    #[cfg(feature = "openai")]
+    #[cfg(feature = "embeddings")]
     pub fn embeddings(mut self, options: crate::EmbeddingOptions) -> Self {
         self.embeddings = Some((options, nanobot_turn::DEFAULT_EMBED_PER_SEARCH));
         self
@@ -380,9 +380,9 @@ impl BotBuilder {
             return Ok(None);
         }
         let mut search = SearchMemory::new(counter.clone());
-        #[cfg(feature = "openai")]
+        #[cfg(feature = "embeddings")]
         if let Some((options, per_search)) = &self.embeddings {
-            search = search.with_embedder(crate::models::embedder(options)?, *per_search);
+            search = search.with_embedder(crate::embeddings::embedder(options)?, *per_search);
         }
         if let Some((embedder, per_search)) = &self.embedder {
             search = search.with_embedder(embedder.clone(), *per_search);

@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use nanobot_index_sqlite::SqliteIndex;
 use nanobot_llm_port::{Clock, TokenCounter};
-use nanobot_memory_index::{LazyIndex, SearchIndex};
 use nanobot_memory_scope::{FileLinks, ScopeDirs, ScopeKey, Subject};
 use nanobot_memory_store::{
     FileDocuments, FileJournal, FileLease, GitVersions, JournalDurability, MemoryDocuments,
@@ -263,15 +261,17 @@ impl FileBackend {
         let versions = files
             .versions
             .map(|g| Arc::new(g) as Arc<dyn MemoryVersions>);
-        Ok(ScopeStores::stepwise(
+        let stores = ScopeStores::stepwise(
             sessions,
             journal,
             documents,
             prompt_files,
             versions,
             Arc::new(FileLease::open(&root)?),
-        )
-        .with_search_index(Arc::new(lazy_index(root))))
+        );
+        #[cfg(feature = "search")]
+        let stores = stores.with_search_index(Arc::new(lazy_index(root)));
+        Ok(stores)
     }
 
     /// A user's or a chat's documents: its own private files, the agent's shared ones
@@ -295,9 +295,10 @@ impl FileBackend {
 
 /// The search index: a derived SQLite file in the scope directory, opened when the scope's
 /// memory is first searched (nanobot-ai never reads it).
-fn lazy_index(dir: PathBuf) -> LazyIndex {
-    LazyIndex::new(Box::new(move || {
-        let index = SqliteIndex::open_in(&dir)?;
+#[cfg(feature = "search")]
+fn lazy_index(dir: PathBuf) -> nanobot_memory_index::LazyIndex {
+    nanobot_memory_index::LazyIndex::new(Box::new(move || {
+        let index = nanobot_index_sqlite::SqliteIndex::open_in(&dir)?;
         // Derived data: a damaged file was set aside and is fed again by the next indexing
         // pass; the user hears of it, nothing fails.
         for repair in index.repairs() {
@@ -307,7 +308,7 @@ fn lazy_index(dir: PathBuf) -> LazyIndex {
                 repair.reason
             );
         }
-        Ok(Arc::new(index) as Arc<dyn SearchIndex>)
+        Ok(Arc::new(index) as Arc<dyn nanobot_memory_index::SearchIndex>)
     }))
 }
 

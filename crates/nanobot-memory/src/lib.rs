@@ -5,6 +5,8 @@ pub mod background;
 mod bot;
 mod builder;
 pub mod commands;
+#[cfg(feature = "embeddings")]
+mod embeddings;
 mod error;
 #[cfg(feature = "files")]
 mod files;
@@ -23,11 +25,11 @@ pub mod transfer;
 pub use bot::{Bot, Recall, Storage};
 pub use builder::BotBuilder;
 pub use commands::ScopeCommands;
+#[cfg(feature = "embeddings")]
+pub use embeddings::{EmbeddingOptions, embedder};
 pub use error::AssemblyError;
 #[cfg(feature = "files")]
 pub use files::{FileBackend, FileOptions, Layout, ScopeFiles};
-#[cfg(feature = "openai")]
-pub use models::{EmbeddingOptions, embedder};
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub use models::{ModelOptions, Provider, model_client};
 pub use offload::OffWorker;

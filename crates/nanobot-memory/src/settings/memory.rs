@@ -177,7 +177,7 @@ impl SearchSettings {
     }
 
     /// The embedding model's options, with `api_key`, when one is configured.
-    #[cfg(feature = "openai")]
+    #[cfg(feature = "embeddings")]
     pub fn embedding_options(
         &self,
         api_key: Option<nanobot_llm_http::ApiKey>,
