@@ -25,9 +25,7 @@ pub async fn connect(
     schema: &str,
     durability: Durability,
 ) -> Result<PgStore, AssemblyError> {
-    let mut options = PgOptions::default();
-    options.schema = schema.to_owned();
-    options.durability = durability;
+    let options = PgOptions::default().schema(schema).durability(durability);
     Ok(PgStore::connect(url, options).await?)
 }
 

@@ -29,6 +29,26 @@ pub struct PgOptions {
 }
 
 impl PgOptions {
+    /// The same options in another schema.
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// The same options with another durability.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// The same options with a pool of at most `connections`, each waited for at most
+    /// `acquire_timeout`.
+    pub fn pool(mut self, connections: u32, acquire_timeout: Duration) -> Self {
+        self.max_connections = connections;
+        self.acquire_timeout = acquire_timeout;
+        self
+    }
+
     /// [`PgOptions::call_timeout`], or one and a half times the statement timeout (45 s
     /// when there is none).
     pub fn effective_call_timeout(&self) -> Duration {
