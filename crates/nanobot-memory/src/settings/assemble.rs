@@ -9,7 +9,7 @@ use nanobot_dream::DreamSettings;
 use nanobot_memory_core::ConsolidationConfig;
 use nanobot_turn::AgentSettings;
 
-use super::{Backend, LlmSettings, MemorySettings, StorageSettings};
+use super::{LlmSettings, MemorySettings, StorageSettings};
 use crate::{AssemblyError, BotBuilder};
 
 impl LlmSettings {
@@ -62,17 +62,18 @@ impl StorageSettings {
         builder: BotBuilder,
         workspace: &Path,
     ) -> Result<BotBuilder, AssemblyError> {
-        match (self.backend, &self.database_url) {
+        match self.backend {
             #[cfg(feature = "postgres")]
-            (Backend::Postgres, Some(url)) => Ok(builder
-                .postgres_with(url, &self.schema, self.durability)
-                .agent_dir(workspace)),
-            (Backend::Postgres, _) => Err(AssemblyError::Incomplete {
-                what: "storage.backend is postgres: set the database URL (NANOBOT_DATABASE_URL)"
-                    .into(),
-            }),
+            super::Backend::Postgres => {
+                let url = self.database_url().map_err(|e| AssemblyError::Incomplete {
+                    what: e.within("storage").to_string(),
+                })?;
+                Ok(builder
+                    .postgres_with(url, &self.schema, self.durability)
+                    .agent_dir(workspace))
+            }
             #[cfg(feature = "files")]
-            (Backend::Files, _) => Ok(builder.files_with(workspace, self.file_options())),
+            super::Backend::Files => Ok(builder.files_with(workspace, self.file_options())),
             #[allow(unreachable_patterns)]
             _ => {
                 let _ = (builder, workspace);
