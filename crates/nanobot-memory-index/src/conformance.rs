@@ -1,6 +1,6 @@
 //! The search conformance suite every `MemoryIndex` backend runs, over the labelled corpus
-//! in `tests/fixtures/search` (300 journal entries, 3 memory files, 50 sessions, 60
-//! queries). [`run`] fails with a message naming the check and the query.
+//! in `fixtures/search` (300 journal entries, 3 memory files, 50 sessions, 60 queries),
+//! embedded in the crate at build time so the suite runs from a registry package. [`run`] fails with a message naming the check and the query.
 //!
 //! What it holds a backend to:
 //! - lexical recall@5 at least 0.95 on exact tokens and 0.9 on Chinese queries (paraphrase
@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use nanobot_llm_port::tokens::Cl100kBase;
@@ -68,81 +68,120 @@ pub struct Fixture {
     pub queries: Vec<LabelledQuery>,
 }
 
+/// The corpus's files, by name relative to its root (written by `build.rs`).
+const EMBEDDED: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/corpus.rs"));
+
 impl Fixture {
-    /// Where the corpus is in this repository.
-    pub fn default_dir() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/search")
+    /// The labelled corpus this crate carries (`fixtures/search`).
+    pub fn embedded() -> Result<Fixture, String> {
+        let read = |name: &str| {
+            EMBEDDED
+                .iter()
+                .find(|(file, _)| *file == name)
+                .map(|(_, text)| (*text).to_owned())
+                .ok_or_else(|| format!("{name}: not in the embedded corpus"))
+        };
+        let sessions = EMBEDDED
+            .iter()
+            .map(|(file, _)| *file)
+            .filter(|file| file.starts_with("sessions/") && file.ends_with(".jsonl"))
+            .map(str::to_owned)
+            .collect();
+        Fixture::from_files(read, sessions)
     }
 
-    /// Reads the corpus in `dir`.
+    /// Reads a corpus of the same shape from `dir` (`workspace/`, `sessions/*.jsonl`,
+    /// `queries.json`).
     pub fn load(dir: &Path) -> Result<Fixture, String> {
-        let read = |path: PathBuf| {
+        let read = |name: &str| {
+            let path = dir.join(name);
             std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
         };
-        let workspace = dir.join("workspace");
-        let mut chunks: Vec<Chunk> = Vec::new();
-        let history = read(workspace.join("memory/history.jsonl"))?;
-        for (number, line) in history.lines().enumerate() {
-            let entry: Value = serde_json::from_str(line)
-                .map_err(|e| format!("history.jsonl line {}: {e}", number + 1))?;
-            let cursor = entry["cursor"]
-                .as_u64()
-                .ok_or_else(|| format!("history.jsonl line {}: no cursor", number + 1))?;
-            chunks.push(journal_chunk(
-                cursor,
-                entry["timestamp"].as_str().unwrap_or_default(),
-                entry["content"].as_str().unwrap_or_default(),
-            ));
-        }
+        let sessions_dir = dir.join("sessions");
+        let sessions = std::fs::read_dir(&sessions_dir)
+            .map_err(|e| format!("{}: {e}", sessions_dir.display()))?
+            .filter_map(|entry| entry.ok())
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".jsonl"))
+            .map(|name| format!("sessions/{name}"))
+            .collect();
+        Fixture::from_files(read, sessions)
+    }
+
+    /// Cuts the corpus into chunks as a backend would index it; `read` gives a file's text
+    /// by its name relative to the corpus root.
+    fn from_files(
+        read: impl Fn(&str) -> Result<String, String>,
+        mut sessions: Vec<String>,
+    ) -> Result<Fixture, String> {
+        let mut chunks = journal_chunks(&read("workspace/memory/history.jsonl")?)?;
         let counter = Cl100kBase::new();
-        for (name, path) in [
-            ("MEMORY.md", workspace.join("memory/MEMORY.md")),
-            ("USER.md", workspace.join("USER.md")),
-            ("SOUL.md", workspace.join("SOUL.md")),
+        for (name, file) in [
+            ("MEMORY.md", "workspace/memory/MEMORY.md"),
+            ("USER.md", "workspace/USER.md"),
+            ("SOUL.md", "workspace/SOUL.md"),
         ] {
-            let text = read(path)?;
             chunks.extend(memory_chunks(
                 name,
-                &text,
+                &read(file)?,
                 parse_timestamp("2026-11-30 00:00"),
                 &counter,
                 Chunking::default(),
             ));
         }
-        let mut session_files: Vec<PathBuf> = std::fs::read_dir(dir.join("sessions"))
-            .map_err(|e| format!("{}: {e}", dir.join("sessions").display()))?
-            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-            .filter(|path| path.extension().is_some_and(|ext| ext == "jsonl"))
-            .collect();
-        session_files.sort();
-        for path in session_files {
-            let text = read(path.clone())?;
-            let mut lines = text.lines();
-            let meta: Value = serde_json::from_str(lines.next().unwrap_or_default())
-                .map_err(|e| format!("{}: metadata: {e}", path.display()))?;
-            let key = meta["key"]
-                .as_str()
-                .ok_or_else(|| format!("{}: no key", path.display()))?
-                .to_owned();
-            for (seq, line) in lines.enumerate() {
-                let message: Value = serde_json::from_str(line)
-                    .map_err(|e| format!("{}: message {seq}: {e}", path.display()))?;
-                chunks.extend(session_chunk(
-                    &key,
-                    seq,
-                    message["role"].as_str().unwrap_or_default(),
-                    message["content"].as_str().unwrap_or_default(),
-                    message["timestamp"].as_str(),
-                ));
-            }
+        sessions.sort();
+        for name in sessions {
+            chunks.extend(session_chunks(&name, &read(&name)?)?);
         }
-        let queries: Vec<LabelledQuery> = serde_json::from_str(&read(dir.join("queries.json"))?)
+        let queries: Vec<LabelledQuery> = serde_json::from_str(&read("queries.json")?)
             .map_err(|e| format!("queries.json: {e}"))?;
         Ok(Fixture {
             updates: GroupUpdate::from_chunks(chunks),
             queries,
         })
     }
+}
+
+/// One chunk per journal entry of a `history.jsonl`.
+fn journal_chunks(history: &str) -> Result<Vec<Chunk>, String> {
+    let mut chunks = Vec::new();
+    for (number, line) in history.lines().enumerate() {
+        let entry: Value = serde_json::from_str(line)
+            .map_err(|e| format!("history.jsonl line {}: {e}", number + 1))?;
+        let cursor = entry["cursor"]
+            .as_u64()
+            .ok_or_else(|| format!("history.jsonl line {}: no cursor", number + 1))?;
+        chunks.push(journal_chunk(
+            cursor,
+            entry["timestamp"].as_str().unwrap_or_default(),
+            entry["content"].as_str().unwrap_or_default(),
+        ));
+    }
+    Ok(chunks)
+}
+
+/// The chunks of one session file in nanobot-ai's line format (metadata, then messages).
+fn session_chunks(name: &str, text: &str) -> Result<Vec<Chunk>, String> {
+    let mut lines = text.lines();
+    let meta: Value = serde_json::from_str(lines.next().unwrap_or_default())
+        .map_err(|e| format!("{name}: metadata: {e}"))?;
+    let key = meta["key"]
+        .as_str()
+        .ok_or_else(|| format!("{name}: no key"))?
+        .to_owned();
+    let mut chunks = Vec::new();
+    for (seq, line) in lines.enumerate() {
+        let message: Value =
+            serde_json::from_str(line).map_err(|e| format!("{name}: message {seq}: {e}"))?;
+        chunks.extend(session_chunk(
+            &key,
+            seq,
+            message["role"].as_str().unwrap_or_default(),
+            message["content"].as_str().unwrap_or_default(),
+            message["timestamp"].as_str(),
+        ));
+    }
+    Ok(chunks)
 }
 
 /// Recall@k of one kind of query.
@@ -205,7 +244,7 @@ where
     F: Fn(&'static str) -> Fut,
     Fut: Future<Output = Arc<dyn MemoryIndex>>,
 {
-    let fixture = Fixture::load(&Fixture::default_dir())?;
+    let fixture = Fixture::embedded()?;
     let a = open("a").await;
     a.replace(fixture.updates.clone())
         .await

@@ -36,6 +36,61 @@ pub use lease::*;
 pub use scope::*;
 pub use versions::*;
 
+/// The methods of the memory ports and their extension traits, by trait: what a suite
+/// that must exercise every port method (the isolation suite of `nanobot-turn`)
+/// enumerates. Kept beside the traits; this crate's tests hold it to their sources with
+/// [`nanobot_session_store::conformance::declared_methods`].
+pub const PORT_METHODS: &[(&str, &[&str])] = &[
+    (
+        "HistoryJournal",
+        &[
+            "append",
+            "read_since",
+            "read_last",
+            "latest_cursor",
+            "dream_cursor",
+            "set_dream_cursor",
+            "compact",
+            "capabilities",
+            "append_one",
+            "unprocessed",
+            "unprocessed_newest",
+        ],
+    ),
+    (
+        "MemoryDocuments",
+        &[
+            "read",
+            "write",
+            "skills",
+            "read_skill",
+            "write_skill",
+            "delete_skill",
+            "read_aux",
+            "write_aux",
+            "stamp",
+            "capabilities",
+            "read_text",
+            "skill_names",
+            "initialize",
+        ],
+    ),
+    ("MemoryVersions", &["commit", "log", "resolve", "files_at"]),
+    (
+        "MemoryLease",
+        &[
+            "try_acquire",
+            "renew",
+            "check",
+            "release",
+            "holder",
+            "capabilities",
+        ],
+    ),
+    ("SessionArchive", &["commit_archive", "find_archive"]),
+    ("MemoryCommit", &["commit", "recover"]),
+];
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

@@ -29,6 +29,54 @@ mod shared;
 pub use cases::*;
 pub use shared::*;
 
+/// The methods of the [`SessionStore`](crate::SessionStore) port and its extension trait:
+/// what a suite that must exercise every port method (the isolation suite of
+/// `nanobot-turn`) enumerates. Kept beside the trait; this crate's tests hold it to the
+/// trait's source with [`declared_methods`], so a new method cannot be missed.
+pub const PORT_METHODS: &[(&str, &[&str])] = &[(
+    "SessionStore",
+    &[
+        "load",
+        "append",
+        "rewrite",
+        "list",
+        "delete",
+        "open_for_replay",
+        "flush",
+        "try_lock_turn",
+        "current_revision",
+        "capabilities",
+        "save_changes",
+    ],
+)];
+
+/// Every method declared in `pub trait <port>` and `pub trait <port>Ext` of a port's
+/// `source`, in order: how a port crate's test checks its `PORT_METHODS` list.
+pub fn declared_methods(source: &str, port: &str) -> Vec<String> {
+    let mut methods = Vec::new();
+    let mut inside = false;
+    for line in source.lines() {
+        if let Some(rest) = line.strip_prefix("pub trait ") {
+            let name = identifier(rest);
+            inside = name == port || name == format!("{port}Ext");
+        } else if inside && line.starts_with('}') {
+            inside = false;
+        } else if inside && let Some(at) = line.find("fn ") {
+            let name = identifier(&line[at + 3..]);
+            if !name.is_empty() && !methods.contains(&name) {
+                methods.push(name);
+            }
+        }
+    }
+    methods
+}
+
+fn identifier(text: &str) -> String {
+    text.chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
+
 use chrono::NaiveDate;
 use serde_json::json;
 

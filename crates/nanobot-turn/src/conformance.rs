@@ -4,8 +4,10 @@
 //! journal reads, session list, by-key or by-cursor reads, versions, locks or lease. A group
 //! chat in `user` isolation sees neither.
 //!
-//! The suite enumerates the methods of every memory port from their source: a port method
-//! this suite does not exercise fails it, so a new method cannot arrive without a case.
+//! The suite enumerates the methods of every memory port from the lists the port crates
+//! keep beside their traits (each held to its trait's source by that crate's tests): a port
+//! method this suite does not exercise fails it, so a new method cannot arrive without a
+//! case. Nothing here reads a file, so the suite runs from a registry package.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
@@ -97,67 +99,13 @@ pub const COVERED: &[(&str, &[&str])] = &[
     ("MemoryCommit", &["commit", "recover"]),
 ];
 
-/// The sources of the memory ports (the traits and their extension traits).
-const PORT_SOURCES: &[(&str, &str)] = &[
-    (
-        "SessionStore",
-        include_str!("../../nanobot-session-store/src/store.rs"),
-    ),
-    (
-        "HistoryJournal",
-        include_str!("../../nanobot-memory-store/src/journal.rs"),
-    ),
-    (
-        "MemoryDocuments",
-        include_str!("../../nanobot-memory-store/src/documents.rs"),
-    ),
-    (
-        "MemoryVersions",
-        include_str!("../../nanobot-memory-store/src/versions.rs"),
-    ),
-    (
-        "MemoryLease",
-        include_str!("../../nanobot-memory-store/src/lease.rs"),
-    ),
-    (
-        "SessionArchive",
-        include_str!("../../nanobot-memory-store/src/archive.rs"),
-    ),
-    (
-        "MemoryCommit",
-        include_str!("../../nanobot-memory-store/src/commit.rs"),
-    ),
-];
-
-/// Every method declared in the port's trait and its extension traits (`pub trait
-/// <Port>`, `pub trait <Port>Ext`) in each port's source, by port.
+/// Every method of every memory port, by trait, as the port crates list it (each port
+/// crate's tests hold its list to the trait's source).
 pub fn port_methods() -> Vec<(&'static str, Vec<String>)> {
-    PORT_SOURCES
+    nanobot_session_store::conformance::PORT_METHODS
         .iter()
-        .map(|(port, source)| {
-            let mut methods = Vec::new();
-            let mut inside = false;
-            for line in source.lines() {
-                if let Some(rest) = line.strip_prefix("pub trait ") {
-                    let name: String = rest
-                        .chars()
-                        .take_while(|c| c.is_alphanumeric() || *c == '_')
-                        .collect();
-                    inside = name == *port || name == format!("{port}Ext");
-                } else if inside && line.starts_with('}') {
-                    inside = false;
-                } else if inside && let Some(at) = line.find("fn ") {
-                    let name: String = line[at + 3..]
-                        .chars()
-                        .take_while(|c| c.is_alphanumeric() || *c == '_')
-                        .collect();
-                    if !name.is_empty() && !methods.contains(&name) {
-                        methods.push(name);
-                    }
-                }
-            }
-            (*port, methods)
-        })
+        .chain(nanobot_memory_store::conformance::PORT_METHODS)
+        .map(|(port, methods)| (*port, methods.iter().map(|m| (*m).to_owned()).collect()))
         .collect()
 }
 

@@ -1,5 +1,5 @@
 //! `nanobot memory search` and `nanobot memory reindex` over the labelled search corpus
-//! (`tests/fixtures/search`, a nanobot-ai workspace and 50 sessions): the hits the labels
+//! (`crates/nanobot-memory-index/fixtures/search`, a nanobot-ai workspace and 50 sessions): the hits the labels
 //! name, the same hits after the side index is deleted or damaged, bad arguments named.
 
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::{nanobot, text};
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/search")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../nanobot-memory-index/fixtures/search")
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -56,7 +56,7 @@ async fn top_fives(index: &SqliteIndex, fixture: &Fixture) -> Vec<Vec<Hit>> {
 /// Acceptance 4: deleting the side index and indexing again gives the same top 5.
 #[tokio::test]
 async fn a_deleted_index_rebuilt_gives_the_same_top_five_for_every_query() {
-    let fixture = Fixture::load(&Fixture::default_dir()).expect("fixture");
+    let fixture = Fixture::embedded().expect("fixture");
     let dir = TempDir::new("index-sqlite-rebuild");
     let index = SqliteIndex::open_in(dir.path()).expect("open");
     load(&index, &fixture).await;
@@ -108,7 +108,7 @@ async fn a_file_that_is_not_a_database_is_rebuilt_and_reported() {
 /// open, started again and reported.
 #[tokio::test]
 async fn damaged_pages_are_found_on_open() {
-    let fixture = Fixture::load(&Fixture::default_dir()).expect("fixture");
+    let fixture = Fixture::embedded().expect("fixture");
     let dir = TempDir::new("index-sqlite-pages");
     let path = dir.path().join(INDEX_FILE);
     {
@@ -190,7 +190,7 @@ fn set_user_version(path: &Path, version: i64) {
 /// the next call, mended, and that call still answers.
 #[tokio::test]
 async fn damage_found_in_the_middle_of_a_call_is_mended() {
-    let fixture = Fixture::load(&Fixture::default_dir()).expect("fixture");
+    let fixture = Fixture::embedded().expect("fixture");
     let dir = TempDir::new("index-sqlite-live");
     let path = dir.path().join(INDEX_FILE);
     let index = SqliteIndex::open(&path).expect("open");

@@ -65,7 +65,7 @@ fn arguments_are_read_and_checked() {
 }
 
 async fn fixture_tool(budget: usize) -> SearchMemoryTool {
-    let fixture = Fixture::load(&Fixture::default_dir()).unwrap();
+    let fixture = Fixture::embedded().unwrap();
     let index = Arc::new(InMemoryIndex::new());
     index.replace(fixture.updates).await.unwrap();
     SearchMemoryTool::new(index, Arc::new(Cl100kBase::new()), budget)

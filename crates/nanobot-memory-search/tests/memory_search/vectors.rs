@@ -10,7 +10,7 @@ use nanobot_memory_index::{HashingEmbedder, InMemoryIndex, MemoryIndex, SearchRe
 use nanobot_memory_search::{LaneState, SearchMemoryTool, VectorLane};
 
 async fn fixture_index() -> (Arc<InMemoryIndex>, Fixture) {
-    let fixture = Fixture::load(&Fixture::default_dir()).unwrap();
+    let fixture = Fixture::embedded().unwrap();
     let index = Arc::new(InMemoryIndex::new());
     index.replace(fixture.updates.clone()).await.unwrap();
     (index, fixture)

@@ -118,3 +118,23 @@ fn file_scope(workspace: &std::path::Path) -> ScopeParts {
         lease,
     }
 }
+
+/// The method lists the isolation suite enumerates are the traits', method for method.
+#[test]
+fn the_port_method_lists_are_the_traits() {
+    use nanobot_memory_store::conformance::PORT_METHODS;
+    use nanobot_session_store::conformance::declared_methods;
+    let sources = [
+        ("HistoryJournal", include_str!("../../src/journal.rs")),
+        ("MemoryDocuments", include_str!("../../src/documents.rs")),
+        ("MemoryVersions", include_str!("../../src/versions.rs")),
+        ("MemoryLease", include_str!("../../src/lease.rs")),
+        ("SessionArchive", include_str!("../../src/archive.rs")),
+        ("MemoryCommit", include_str!("../../src/commit.rs")),
+    ];
+    assert_eq!(PORT_METHODS.len(), sources.len());
+    for ((port, listed), (name, source)) in PORT_METHODS.iter().zip(sources) {
+        assert_eq!(*port, name);
+        assert_eq!(declared_methods(source, port), *listed, "{port}");
+    }
+}

@@ -23,3 +23,13 @@ nanobot_session_store::session_store_conformance!(
         async move { file_store(&dir) }
     }
 );
+
+/// The method list the isolation suite enumerates is the trait's, method for method.
+#[test]
+fn the_port_method_list_is_the_traits() {
+    use nanobot_session_store::conformance::{PORT_METHODS, declared_methods};
+    let source = include_str!("../../src/store.rs");
+    for (port, listed) in PORT_METHODS {
+        assert_eq!(declared_methods(source, port), *listed, "{port}");
+    }
+}

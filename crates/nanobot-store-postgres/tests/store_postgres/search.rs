@@ -75,7 +75,7 @@ async fn an_index_emptied_and_fed_again_gives_the_same_top_five() {
     if !available() {
         return;
     }
-    let fixture = Fixture::load(&Fixture::default_dir()).unwrap();
+    let fixture = Fixture::embedded().unwrap();
     let store = store().await;
     let index = index_of(&store, "rebuild").await;
     index.replace(fixture.updates.clone()).await.unwrap();
