@@ -11,6 +11,7 @@
 //! | `backend` | ports, backend kits | free (that is why it is a crate of its own) |
 //! | `backend-kit` | ports | free; code several backends share (`nanobot-llm-http`) |
 //! | `app` | anything but support and tooling | free |
+//! | `testkit` | ports, policies, the turn | never a backend; only dev-dependencies of other crates may name it (`nanobot-testkit`: the suites in one crate) |
 //! | `foundation` | nothing | as `port`; every layer may depend on it (`nanobot-fs-support`) |
 //! | `support`, `tooling` | nothing | only dev-dependencies of other crates may name them |
 
@@ -122,6 +123,11 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
 }
 
 fn workspace_crates(root: &Path) -> Result<Vec<Crate>, String> {
+    parse_crates(&metadata(root)?)
+}
+
+/// `cargo metadata --no-deps` of the workspace at `root`.
+pub(crate) fn metadata(root: &Path) -> Result<Value, String> {
     let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
         .args(["metadata", "--format-version", "1", "--no-deps", "--locked"])
         .current_dir(root)
@@ -133,9 +139,8 @@ fn workspace_crates(root: &Path) -> Result<Vec<Crate>, String> {
             String::from_utf8_lossy(&output.stderr)
         ));
     }
-    let metadata: Value = serde_json::from_slice(&output.stdout)
-        .map_err(|e| format!("cargo metadata printed something that is not JSON: {e}"))?;
-    parse_crates(&metadata)
+    serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("cargo metadata printed something that is not JSON: {e}"))
 }
 
 /// Reads the workspace crates out of `cargo metadata --no-deps` output.
@@ -151,7 +156,7 @@ pub(crate) fn parse_crates(metadata: &Value) -> Result<Vec<Crate>, String> {
         let layer = nanobot["layer"].as_str().ok_or_else(|| {
             format!(
                 "crate `{name}` does not name its layer: add [package.metadata.nanobot] layer = \
-                 \"port\" | \"policy\" | \"turn\" | \"backend\" | \"assembly\" | \"app\" | \"support\" | \"tooling\""
+                 \"port\" | \"policy\" | \"turn\" | \"backend\" | \"assembly\" | \"app\" | \"testkit\" | \"support\" | \"tooling\""
             )
         })?;
         if ![
@@ -163,6 +168,7 @@ pub(crate) fn parse_crates(metadata: &Value) -> Result<Vec<Crate>, String> {
             "backend-kit",
             "foundation",
             "app",
+            "testkit",
             "support",
             "tooling",
         ]
@@ -225,6 +231,7 @@ fn allowed_internal(layer: &str) -> &'static [&'static str] {
         ],
         "backend" => &["port", "backend-kit", "foundation"],
         "backend-kit" => &["port", "foundation"],
+        "testkit" => &["port", "policy", "turn", "foundation"],
         "app" => &[
             "port",
             "policy",
