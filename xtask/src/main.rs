@@ -13,6 +13,11 @@
 //! - `fuzz [--seconds N]`: every fuzz target for N seconds (default 60).
 //! - `deps`: only the dependency-direction check.
 //! - `size`: only the size check (library files under 600 lines, functions under 80).
+//! - `package`: every publishable crate packaged and verified, and the outside consumer
+//!   (`tests/consumer`) built and tested from those packages only (`ci` runs it too, with
+//!   `cargo deny check licenses bans sources` and each feature of the assembly crate and
+//!   the ports alone).
+//! - `release-check`: `cargo semver-checks` against the last `v*` tag.
 //! - `bench [--before REV] [workload ...]`: the Python peer and our benchmarks in one job,
 //!   as ratios; with `--before`, an earlier commit's benchmarks beside today's.
 //! - `llm install|start|stop|status`: a real small model served on 127.0.0.1.
@@ -25,6 +30,8 @@ mod campaign;
 mod deps;
 mod fuzz;
 mod llm;
+mod package;
+mod release;
 mod services;
 mod size;
 
@@ -40,6 +47,8 @@ fn main() -> ExitCode {
         Some("ci") => ci(&root, &args[1..]),
         Some("deps") => deps::check(&root),
         Some("size") => size::check(&root),
+        Some("package") => package::run(&root),
+        Some("release-check") => release::release_check(&root),
         Some("bench") => bench::run(&root, &args[1..]),
         Some("campaign") => campaign::run(&root, &args[1..]),
         Some("llm") => llm::run(&root, &args[1..]),
@@ -68,12 +77,16 @@ fn main() -> ExitCode {
         },
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|deps|bench [--before REV] [workload ...]|campaign --short|--long SECONDS|llm <install|start|stop|status>>"
+                "usage: cargo xtask <ci|deps|package|release-check|bench [--before REV] [workload ...]|campaign --short|--long SECONDS|llm <install|start|stop|status>>"
             );
             eprintln!(
                 "  ci    everything CI checks, with every service it needs (--quick: no services, no campaign)"
             );
             eprintln!("  deps  only the dependency-direction check");
+            eprintln!(
+                "  package  every publishable crate packaged, and the outside consumer built from them"
+            );
+            eprintln!("  release-check  cargo semver-checks against the last v* tag");
             eprintln!("  bench the Python peer and our benchmarks in one job, as ratios");
             eprintln!(
                 "  campaign  the reliability campaign (--short in CI, --long SECONDS before a release)"
@@ -257,8 +270,14 @@ fn checks(root: &Path, mode: CiMode) -> Result<(), String> {
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
     if mode == CiMode::Quick {
-        println!("\n--quick: no reliability campaign");
+        println!("\n--quick: no packaging, dependency policy, each-feature check or campaign");
     } else {
+        timed("dependency policy (cargo deny)", || release::deny(root))?;
+        timed(
+            "each feature alone: the assembly crate and the ports (cargo hack, about 3 minutes)",
+            || release::each_feature(root),
+        )?;
+        package::run(root)?;
         timed("reliability campaign (short)", || {
             campaign::run(root, &["--short".to_owned()])
         })?;
@@ -293,6 +312,16 @@ fn report_skips(log: &Path, mode: CiMode) {
     for (reason, tests) in by_reason {
         println!("  {} x {reason}: {}", tests.len(), tests.join(", "));
     }
+}
+
+/// Whether `cargo <args>` runs and succeeds (its output dropped).
+pub(crate) fn runs_quietly(args: &[&str]) -> bool {
+    Command::new(cargo())
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 fn has_nextest(root: &Path) -> bool {

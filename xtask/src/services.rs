@@ -1,5 +1,6 @@
 //! What `cargo xtask ci` provides before its checks, so README's one test command runs the
-//! whole suite on a fresh machine: git, cargo-fuzz, the local PostgreSQL (started when it is
+//! whole suite on a fresh machine: git, the cargo plugins (cargo-fuzz, cargo-hack,
+//! cargo-deny), the local PostgreSQL (started when it is
 //! installed but stopped, with its `test` database), the pinned nanobot-ai peer, the pinned
 //! official `openai` client, a test build, and the three local models (started here and
 //! stopped at the end).
@@ -90,11 +91,13 @@ pub(crate) fn provide(root: &Path) -> Result<Provided, String> {
     let started = Instant::now();
     let mut provided = Provided::default();
     provided.add("git", "a second", git())?;
-    provided.add(
-        "cargo-fuzz (for the fuzz smoke)",
-        "about 30 s the first time (compiled from crates.io), then a second",
-        cargo_fuzz(),
-    )?;
+    for (subcommand, krate, what, usual) in CARGO_TOOLS {
+        provided.add(
+            &format!("cargo {subcommand} ({what})"),
+            usual,
+            cargo_tool(subcommand, krate, what),
+        )?;
+    }
     provided.add(
         "PostgreSQL on 127.0.0.1:5432 and its test database",
         "a few seconds",
@@ -256,23 +259,50 @@ fn git() -> Step {
     })
 }
 
-fn cargo_fuzz() -> Step {
-    println!("\n==> cargo-fuzz: every fuzz target runs briefly in the campaign");
+/// Cargo plugins the checks run, pinned: (subcommand, crate@version, what for, usual time
+/// the first time).
+const CARGO_TOOLS: [(&str, &str, &str, &str); 3] = [
+    (
+        "fuzz",
+        "cargo-fuzz",
+        "every fuzz target runs briefly in the campaign",
+        "about 30 s the first time (compiled from crates.io), then a second",
+    ),
+    (
+        "hack",
+        "cargo-hack@0.6.46",
+        "the assembly crate and the ports build with each feature alone",
+        "about 1 minute the first time (compiled from crates.io), then a second",
+    ),
+    (
+        "deny",
+        "cargo-deny@0.20.2",
+        "licences, duplicate versions and sources of the dependency tree",
+        "about 4 minutes the first time (compiled from crates.io), then a second",
+    ),
+];
+
+/// Installs a cargo plugin (`cargo install --locked`) unless `cargo <subcommand>` runs.
+fn cargo_tool(subcommand: &str, krate: &str, what: &str) -> Step {
+    println!(
+        "
+==> cargo {subcommand}: {what}"
+    );
     timed_step(|| {
-        if runs(crate::cargo(), &["fuzz", "--version"]) {
+        if runs(crate::cargo(), &[subcommand, "--version"]) {
             return Ok(Vec::new());
         }
-        println!("$ cargo install --locked cargo-fuzz");
+        println!("$ cargo install --locked {krate}");
         let installed = Command::new(crate::cargo())
-            .args(["install", "--locked", "cargo-fuzz"])
+            .args(["install", "--locked", krate])
             .status()
             .is_ok_and(|s| s.success());
-        if installed && runs(crate::cargo(), &["fuzz", "--version"]) {
+        if installed && runs(crate::cargo(), &[subcommand, "--version"]) {
             Ok(Vec::new())
         } else {
             Err(Missing::new(
-                "cargo-fuzz could not be installed",
-                "cargo install --locked cargo-fuzz",
+                format!("{krate} could not be installed"),
+                format!("cargo install --locked {krate}"),
             ))
         }
     })
