@@ -29,7 +29,7 @@ mod shared;
 pub use cases::*;
 pub use shared::*;
 
-/// The methods of the [`SessionStore`](crate::SessionStore) port and its extension trait:
+/// The methods of the [`SessionStore`] port and its extension trait:
 /// what a suite that must exercise every port method (the isolation suite of
 /// `nanobot-turn`) enumerates. Kept beside the trait; this crate's tests hold it to the
 /// trait's source with [`declared_methods`], so a new method cannot be missed.
