@@ -278,7 +278,7 @@ const CARGO_TOOLS: [(&str, &str, &str, &str); 3] = [
         "deny",
         "cargo-deny@0.20.2",
         "licences, duplicate versions and sources of the dependency tree",
-        "about 4 minutes the first time (compiled from crates.io), then a second",
+        "about 3 minutes the first time (compiled from crates.io), then a second",
     ),
 ];
 
