@@ -146,7 +146,7 @@ fn ci_with_services(root: &Path) -> Result<(), String> {
     let started = Instant::now();
     println!(
         "cargo xtask ci: first the services the suite needs, then the checks \
-         (about 52 minutes from nothing on 2 cores, about 25 when built and installed; \
+         (about 52 minutes from nothing on 2 cores, about 35 when built and installed; \
          `cargo xtask ci --quick` skips the services and the campaign)"
     );
     let provided = services::provide(root)?;
