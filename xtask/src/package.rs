@@ -44,24 +44,35 @@ pub(crate) fn run(root: &Path) -> Result<(), String> {
     )
 }
 
+/// A crate a registry may hold.
+struct Publishable {
+    name: String,
+    version: String,
+}
+
 /// The workspace crates a registry may hold, by name.
-fn publishable(root: &Path) -> Result<Vec<String>, String> {
+fn publishable(root: &Path) -> Result<Vec<Publishable>, String> {
     let metadata = crate::deps::metadata(root)?;
     let members: Vec<&str> = metadata["workspace_members"]
         .as_array()
         .map(|ids| ids.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let mut names: Vec<String> = metadata["packages"]
+    let mut crates: Vec<Publishable> = metadata["packages"]
         .as_array()
         .ok_or("cargo metadata: no packages")?
         .iter()
         .filter(|p| p["id"].as_str().is_some_and(|id| members.contains(&id)))
         // `publish = false` is an empty list of registries; absent means any.
         .filter(|p| p["publish"].as_array().is_none_or(|r| !r.is_empty()))
-        .filter_map(|p| p["name"].as_str().map(str::to_owned))
+        .filter_map(|p| {
+            Some(Publishable {
+                name: p["name"].as_str()?.to_owned(),
+                version: p["version"].as_str()?.to_owned(),
+            })
+        })
         .collect();
-    names.sort();
-    Ok(names)
+    crates.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(crates)
 }
 
 fn target_dir(root: &Path) -> PathBuf {
@@ -77,10 +88,10 @@ fn target_dir(root: &Path) -> PathBuf {
         .unwrap_or_else(|| root.join("target"))
 }
 
-fn package(root: &Path, crates: &[String]) -> Result<(), String> {
+fn package(root: &Path, crates: &[Publishable]) -> Result<(), String> {
     let mut args = vec!["package", "--locked", "--allow-dirty"];
-    for name in crates {
-        args.extend(["-p", name.as_str()]);
+    for krate in crates {
+        args.extend(["-p", krate.name.as_str()]);
     }
     println!("$ cargo {}", args.join(" "));
     crate::status(
@@ -96,7 +107,7 @@ fn package(root: &Path, crates: &[String]) -> Result<(), String> {
 fn directory_source(
     root: &Path,
     target: &Path,
-    crates: &[String],
+    crates: &[Publishable],
     source: &Path,
 ) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(source);
@@ -116,8 +127,7 @@ fn directory_source(
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    let version = workspace_version(root)?;
-    for name in crates {
+    for Publishable { name, version } in crates {
         let file = target
             .join("package")
             .join(format!("{name}-{version}.crate"));
@@ -132,17 +142,6 @@ fn directory_source(
     }
     println!("{} packages beside the vendored crates", crates.len());
     Ok(())
-}
-
-fn workspace_version(root: &Path) -> Result<String, String> {
-    let manifest =
-        std::fs::read_to_string(root.join("Cargo.toml")).map_err(|e| format!("Cargo.toml: {e}"))?;
-    manifest
-        .lines()
-        .find_map(|line| line.strip_prefix("version = \""))
-        .and_then(|rest| rest.strip_suffix('"'))
-        .map(str::to_owned)
-        .ok_or_else(|| "Cargo.toml: no [workspace.package] version".to_owned())
 }
 
 fn unpack(file: &Path, into: &Path) -> Result<(), String> {
