@@ -20,6 +20,9 @@
 //! - `release-check`: `cargo semver-checks` against the last `v*` tag.
 //! - `bench [--before REV] [workload ...]`: the Python peer and our benchmarks in one job,
 //!   as ratios; with `--before`, an earlier commit's benchmarks beside today's.
+//! - `eval search [ARGS]`: the memory-search evaluation (`crates/nanobot-search-eval`): every
+//!   labelled corpus into every backend (PostgreSQL where `NANOBOT_TEST_PG_URL` is set),
+//!   each lane beside a textbook BM25; a table, and `target/eval/search.json`.
 //! - `llm install|start|stop|status`: a real small model served on 127.0.0.1.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -52,6 +55,10 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&root, &args[1..]),
         Some("campaign") => campaign::run(&root, &args[1..]),
         Some("llm") => llm::run(&root, &args[1..]),
+        Some("eval") => match args.get(1).map(String::as_str) {
+            Some("search") => eval_search(&root, &args[2..]),
+            _ => Err("usage: cargo xtask eval search [--corpus DIR]... [--backends ...] [--storage ...] [--report FILE]".into()),
+        },
         Some("demo") => llm::demo(&root, &args[1..]),
         Some("fuzz") => match args.get(1..) {
             Some([flag, n]) if flag == "--seconds" => n
@@ -88,6 +95,7 @@ fn main() -> ExitCode {
             );
             eprintln!("  release-check  cargo semver-checks against the last v* tag");
             eprintln!("  bench the Python peer and our benchmarks in one job, as ratios");
+            eprintln!("  eval search  search quality per lane and backend beside a textbook BM25");
             eprintln!(
                 "  campaign  the reliability campaign (--short in CI, --long SECONDS before a release)"
             );
@@ -103,6 +111,31 @@ fn main() -> ExitCode {
             eprintln!("xtask: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `cargo xtask eval search`: the evaluation binary, built for release, with the arguments
+/// given (its report under `target/eval/` unless `--report` says otherwise).
+fn eval_search(root: &Path, args: &[String]) -> Result<(), String> {
+    eprintln!("eval search: building the evaluation (release; about 2 minutes the first time)");
+    let status = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(root)
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "--locked",
+            "-p",
+            "nanobot-search-eval",
+            "--",
+        ])
+        .args(args)
+        .status()
+        .map_err(|e| format!("cargo run: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("the search evaluation failed ({status})"))
     }
 }
 

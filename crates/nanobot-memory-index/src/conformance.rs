@@ -10,7 +10,9 @@
 //! - a write is searchable when `replace` returns, and gone when a removal returns;
 //! - the request's sources, time bound and limit are kept; bad requests are refused;
 //! - marks are kept per scope, changed and removed;
-//! - snippets of at most 400 characters, one hit per source.
+//! - snippets of at most 400 characters, one hit per source;
+//! - other forms of a word found ("went" for "go", "painted" for "painting"), and a name
+//!   held by most chunks still deciding whose fact comes first (issue 31).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -97,42 +99,34 @@ impl Fixture {
             let path = dir.join(name);
             std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
         };
-        let sessions_dir = dir.join("sessions");
-        let sessions = std::fs::read_dir(&sessions_dir)
-            .map_err(|e| format!("{}: {e}", sessions_dir.display()))?
-            .filter_map(|entry| entry.ok())
-            .map(|entry| entry.file_name().to_string_lossy().into_owned())
-            .filter(|name| name.ends_with(".jsonl"))
-            .map(|name| format!("sessions/{name}"))
-            .collect();
-        Fixture::from_files(read, sessions)
+        Fixture::from_files(read, session_files(dir)?)
+    }
+
+    /// The chunks of a corpus in `dir` whose questions are not of this suite's kinds: its
+    /// sessions (`sessions/*.jsonl`), and its workspace's journal and memory files where
+    /// `workspace/` has them (each is optional).
+    pub fn load_chunks(dir: &Path) -> Result<Vec<GroupUpdate>, String> {
+        let read = |name: &str| {
+            let path = dir.join(name);
+            match std::fs::read_to_string(&path) {
+                Ok(text) => Ok(Some(text)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(format!("{}: {e}", path.display())),
+            }
+        };
+        Ok(GroupUpdate::from_chunks(corpus_chunks(
+            read,
+            session_files(dir)?,
+        )?))
     }
 
     /// Cuts the corpus into chunks as a backend would index it; `read` gives a file's text
     /// by its name relative to the corpus root.
     fn from_files(
         read: impl Fn(&str) -> Result<String, String>,
-        mut sessions: Vec<String>,
+        sessions: Vec<String>,
     ) -> Result<Fixture, String> {
-        let mut chunks = journal_chunks(&read("workspace/memory/history.jsonl")?)?;
-        let counter = Cl100kBase::new();
-        for (name, file) in [
-            ("MEMORY.md", "workspace/memory/MEMORY.md"),
-            ("USER.md", "workspace/USER.md"),
-            ("SOUL.md", "workspace/SOUL.md"),
-        ] {
-            chunks.extend(memory_chunks(
-                name,
-                &read(file)?,
-                parse_timestamp("2026-11-30 00:00"),
-                &counter,
-                Chunking::default(),
-            ));
-        }
-        sessions.sort();
-        for name in sessions {
-            chunks.extend(session_chunks(&name, &read(&name)?)?);
-        }
+        let chunks = corpus_chunks(|name| read(name).map(Some), sessions)?;
         let queries: Vec<LabelledQuery> = serde_json::from_str(&read("queries.json")?)
             .map_err(|e| format!("queries.json: {e}"))?;
         Ok(Fixture {
@@ -140,6 +134,51 @@ impl Fixture {
             queries,
         })
     }
+}
+
+/// The session files of a corpus folder, as `sessions/<name>.jsonl`.
+fn session_files(dir: &Path) -> Result<Vec<String>, String> {
+    let sessions_dir = dir.join("sessions");
+    Ok(std::fs::read_dir(&sessions_dir)
+        .map_err(|e| format!("{}: {e}", sessions_dir.display()))?
+        .filter_map(|entry| entry.ok())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".jsonl"))
+        .map(|name| format!("sessions/{name}"))
+        .collect())
+}
+
+/// The chunks of a corpus: its journal, memory files and sessions (in name order); `read`
+/// answers `None` for a file the corpus does not have.
+fn corpus_chunks(
+    read: impl Fn(&str) -> Result<Option<String>, String>,
+    mut sessions: Vec<String>,
+) -> Result<Vec<Chunk>, String> {
+    let mut chunks = match read("workspace/memory/history.jsonl")? {
+        Some(history) => journal_chunks(&history)?,
+        None => Vec::new(),
+    };
+    let counter = Cl100kBase::new();
+    for (name, file) in [
+        ("MEMORY.md", "workspace/memory/MEMORY.md"),
+        ("USER.md", "workspace/USER.md"),
+        ("SOUL.md", "workspace/SOUL.md"),
+    ] {
+        let Some(text) = read(file)? else { continue };
+        chunks.extend(memory_chunks(
+            name,
+            &text,
+            parse_timestamp("2026-11-30 00:00"),
+            &counter,
+            Chunking::default(),
+        ));
+    }
+    sessions.sort();
+    for name in sessions {
+        let text = read(&name)?.ok_or_else(|| format!("{name}: missing"))?;
+        chunks.extend(session_chunks(&name, &text)?);
+    }
+    Ok(chunks)
 }
 
 /// One chunk per journal entry of a `history.jsonl`.
@@ -280,5 +319,6 @@ where
     cleared_session(a.as_ref(), &fixture).await?;
     marks(a.as_ref(), b.as_ref()).await?;
     request_bounds(a.as_ref()).await?;
+    word_forms_and_names(b.as_ref()).await?;
     Ok(Report { recall, chunks })
 }

@@ -1,0 +1,276 @@
+//! One corpus through every lane and backend: the chunks indexed, each question asked, the
+//! figures summed per split and per kind of question.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use nanobot_index_sqlite::SqliteIndex;
+use nanobot_memory_index::{InMemoryIndex, MemoryIndex, SearchRequest};
+use nanobot_memory_scope::{ScopeKey, Subject};
+use nanobot_store_postgres::testing::TestSchema;
+use serde::Serialize;
+
+use crate::corpus::{Corpus, Storage};
+use crate::metrics::Figures;
+use crate::textbook::Textbook;
+
+/// Where the chunks are indexed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// `InMemoryIndex`, the reference.
+    Memory,
+    /// The files backend's SQLite side index.
+    Sqlite,
+    /// A scope's `PgIndex`.
+    Postgres,
+}
+
+impl Backend {
+    /// From its name on the command line.
+    pub(crate) fn parse(name: &str) -> Result<Backend, String> {
+        match name {
+            "memory" => Ok(Backend::Memory),
+            "sqlite" => Ok(Backend::Sqlite),
+            "postgres" => Ok(Backend::Postgres),
+            other => Err(format!(
+                "unknown backend {other:?} (memory, sqlite, postgres)"
+            )),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Memory => "memory",
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    /// Corpus folders.
+    pub(crate) corpora: Vec<PathBuf>,
+    /// Backends to index into.
+    pub(crate) backends: Vec<Backend>,
+    /// How the conversations are stored.
+    pub(crate) storage: Vec<Storage>,
+    /// Where the JSON report goes.
+    pub(crate) report: PathBuf,
+    /// The PostgreSQL test database, when set.
+    pub(crate) postgres_url: Option<String>,
+}
+
+/// One lane's figures on one corpus.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct LaneResult {
+    /// `textbook-bm25`, or `words` and so on.
+    pub(crate) lane: String,
+    /// `-` for the textbook (it has no backend), else the backend's name.
+    pub(crate) backend: String,
+    /// Figures per split (`tune`, `report`, `all`).
+    pub(crate) splits: BTreeMap<String, Figures>,
+    /// Figures per kind of question, over the report split.
+    pub(crate) kinds: BTreeMap<String, Figures>,
+    /// Milliseconds per question (the 95th percentile).
+    pub(crate) p95_ms: f64,
+    /// The report split's questions with no labelled source in the ten, by id.
+    pub(crate) missed: Vec<String>,
+}
+
+/// One corpus's results.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct CorpusResult {
+    /// The corpus's name.
+    pub(crate) corpus: String,
+    /// How its conversations were stored.
+    pub(crate) storage: String,
+    /// Chunks indexed.
+    pub(crate) chunks: usize,
+    /// Questions asked.
+    pub(crate) questions: usize,
+    /// Every lane's figures.
+    pub(crate) lanes: Vec<LaneResult>,
+}
+
+/// Runs every lane over `corpus`.
+pub(crate) async fn evaluate(
+    corpus: &Corpus,
+    storage: Storage,
+    options: &Options,
+) -> Result<CorpusResult, String> {
+    let textbook = Textbook::new(corpus.chunks());
+    let mut lanes = vec![
+        score(corpus, "textbook-bm25", "-", |query| {
+            let ranked = textbook.search(query, 10);
+            async move { Ok(ranked) }
+        })
+        .await?,
+    ];
+    for &backend in &options.backends {
+        let (index, _keep) = open(backend, options).await?;
+        index
+            .replace(corpus.updates.clone())
+            .await
+            .map_err(|e| format!("{}: indexing {}: {e}", backend.name(), corpus.name))?;
+        let index = index.as_ref();
+        lanes.push(
+            score(corpus, "words", backend.name(), |query| async move {
+                let request = SearchRequest::new(query).limit(10);
+                let hits = index.search(&request).await.map_err(|e| e.to_string())?;
+                Ok(hits.into_iter().map(|hit| hit.source).collect())
+            })
+            .await?,
+        );
+    }
+    Ok(CorpusResult {
+        corpus: corpus.name.clone(),
+        storage: storage.name().to_owned(),
+        chunks: corpus.chunks().count(),
+        questions: corpus.questions.len(),
+        lanes,
+    })
+}
+
+/// Something that must live as long as an index (a temporary folder, a schema).
+type Keep = Box<dyn std::any::Any>;
+
+async fn open(backend: Backend, options: &Options) -> Result<(Arc<dyn MemoryIndex>, Keep), String> {
+    match backend {
+        Backend::Memory => Ok((Arc::new(InMemoryIndex::new()), Box::new(()))),
+        Backend::Sqlite => {
+            let dir = TempDir::new()?;
+            let index =
+                SqliteIndex::open(&dir.0.join("index.sqlite")).map_err(|e| e.to_string())?;
+            Ok((Arc::new(index), Box::new(dir)))
+        }
+        Backend::Postgres => {
+            let url = options.postgres_url.as_deref().ok_or("no PostgreSQL URL")?;
+            let store = TestSchema::new(url).store().await;
+            let scope = store
+                .scope(&ScopeKey::local(Subject::Agent))
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok((Arc::new(scope.index()), Box::new(store)))
+        }
+    }
+}
+
+/// A folder removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir, String> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let path = std::env::temp_dir().join(format!(
+            "nanobot-search-eval-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(TempDir(path))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Asks every question of `lane` and sums the figures.
+async fn score<'a, F, Fut>(
+    corpus: &'a Corpus,
+    lane: &str,
+    backend: &str,
+    ask: F,
+) -> Result<LaneResult, String>
+where
+    F: Fn(&'a str) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<String>, String>>,
+{
+    let mut splits: BTreeMap<String, Figures> = BTreeMap::new();
+    let mut kinds: BTreeMap<String, Figures> = BTreeMap::new();
+    let mut times: Vec<f64> = Vec::new();
+    let mut missed: Vec<String> = Vec::new();
+    for question in &corpus.questions {
+        let started = Instant::now();
+        let ranked = ask(&question.query).await?;
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+        let figures = Figures::of(&ranked, &question.relevant);
+        let split = question.split.clone().unwrap_or_default();
+        if split == "report" {
+            kinds.entry(question.kind.clone()).or_default().add(figures);
+            if figures.hit10 == 0.0 {
+                missed.push(question.id.clone());
+            }
+        }
+        splits.entry(split).or_default().add(figures);
+        splits.entry("all".to_owned()).or_default().add(figures);
+    }
+    times.sort_by(f64::total_cmp);
+    let p95 = times
+        .get((times.len() * 95 / 100).min(times.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or(0.0);
+    Ok(LaneResult {
+        lane: lane.to_owned(),
+        backend: backend.to_owned(),
+        splits: splits.into_iter().map(|(k, v)| (k, v.mean())).collect(),
+        kinds: kinds.into_iter().map(|(k, v)| (k, v.mean())).collect(),
+        p95_ms: p95,
+        missed,
+    })
+}
+
+/// The report as Markdown: one table per corpus (the report split), then hit@5 per kind.
+pub(crate) fn markdown(results: &[CorpusResult]) -> String {
+    let mut out = String::new();
+    for result in results {
+        out += &format!(
+            "\n### {} as {} ({} chunks, {} questions; report split)\n\n",
+            result.corpus, result.storage, result.chunks, result.questions
+        );
+        out += "| lane | backend | hit@1 | hit@5 | hit@10 | MRR | nDCG@10 | p95 ms |\n";
+        out += "|---|---|---:|---:|---:|---:|---:|---:|\n";
+        for lane in &result.lanes {
+            let f = lane.splits.get("report").copied().unwrap_or_default();
+            out += &format!(
+                "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} |\n",
+                lane.lane, lane.backend, f.hit1, f.hit5, f.hit10, f.mrr, f.ndcg10, lane.p95_ms
+            );
+        }
+        let kinds: Vec<&String> = result
+            .lanes
+            .first()
+            .map(|lane| lane.kinds.keys().collect())
+            .unwrap_or_default();
+        out += &format!("\nhit@5 by kind | {} |\n", join(&kinds));
+        out += &format!("|---|{}\n", "---:|".repeat(kinds.len()));
+        for lane in &result.lanes {
+            let cells: Vec<String> = kinds
+                .iter()
+                .map(|kind| format!("{:.3}", lane.kinds.get(*kind).map_or(0.0, |f| f.hit5)))
+                .collect();
+            out += &format!(
+                "| {} {} | {} |\n",
+                lane.lane,
+                lane.backend,
+                cells.join(" | ")
+            );
+        }
+    }
+    out
+}
+
+fn join(kinds: &[&String]) -> String {
+    kinds
+        .iter()
+        .map(|k| k.as_str())
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
