@@ -1,4 +1,5 @@
-//! Search by words: term counts from the vocabulary, BM25 over FTS5, one hit per source.
+//! Search by words: the shared lexical plan (`nanobot_memory_index::LexicalQuery`) over the
+//! FTS5 vocabulary, candidates by FTS5's BM25 over the matched words, ranked by the plan.
 
 use super::*;
 
@@ -6,121 +7,118 @@ pub(super) fn search(
     connection: &Connection,
     request: &SearchRequest,
 ) -> rusqlite::Result<Vec<Hit>> {
-    let terms = query_terms(&request.query);
     let total: i64 = connection.query_row("SELECT count(*) FROM chunks", [], |row| row.get(0))?;
     if total == 0 {
         return Ok(Vec::new());
     }
-    let counted = document_counts(connection, &terms)?;
-    let documents: Vec<usize> = counted.iter().map(|(_, count)| *count as usize).collect();
-    let kept: Vec<&QueryTerm> = terms_to_search(&documents, total as usize)
-        .into_iter()
-        .map(|i| counted[i].0)
-        .collect();
-    if kept.is_empty() {
+    let query = LexicalQuery::parse(&request.query);
+    let terms = query.terms();
+    let mut answers = Vec::new();
+    for lookups in query.lookups() {
+        let mut found = Vec::new();
+        for lookup in &lookups {
+            found.push(vocabulary(connection, lookup)?);
+        }
+        answers.push(found);
+    }
+    let plan = query.plan(answers, total as usize);
+    if plan.is_empty() {
         return Ok(Vec::new());
     }
-    let newer_than = newest_only(connection, &documents, total)?;
-    let expression = kept
+    let newer_than = if plan.all_common() && total as usize > COMMON_QUERY_WINDOW {
+        newest_id(connection)?.map(|newest| newest - COMMON_QUERY_WINDOW as i64)
+    } else {
+        None
+    };
+    let candidates = candidates(connection, request, &plan.match_terms(), newer_than)?;
+    let ranked = plan.rank(candidates);
+    Ok(best_hits(
+        ranked
+            .iter()
+            .map(|(score, chunk)| (*score, chunk))
+            .collect(),
+        request.limit,
+        |chunk| snippet(&chunk.text, &terms),
+    ))
+}
+
+/// The chunks holding any of `terms` that `request` admits, best first by FTS5's BM25
+/// over those terms, at most [`CANDIDATES`], with their text.
+fn candidates(
+    connection: &Connection,
+    request: &SearchRequest,
+    terms: &[(QueryTerm, usize)],
+    newer_than: Option<i64>,
+) -> rusqlite::Result<Vec<Chunk>> {
+    let expression = terms
         .iter()
-        .map(|term| {
+        .map(|(term, _)| {
             let quoted = format!("\"{}\"", term.text.replace('"', "\"\""));
             if term.prefix { quoted + "*" } else { quoted }
         })
         .collect::<Vec<_>>()
         .join(" OR ");
     let (kinds, since) = request_bounds(request);
-    // The text is read for the hits only, after ranking: sorting every matching row with
-    // its text was most of the cost of a query whose terms are in most chunks.
+    // Ranked first, the texts joined for the best rows only: sorting every matching row
+    // with its text was most of the cost of a query whose terms are in many chunks.
     let sql = format!(
-        "SELECT c.source, c.part, c.kind, c.at, c.id, bm25(chunk_terms) AS rank
-         FROM chunk_terms JOIN chunks c ON c.id = chunk_terms.rowid
-         WHERE chunk_terms MATCH ?1 AND c.kind IN ({kinds}) AND (?2 IS NULL OR c.at >= ?2)
-           AND chunk_terms.rowid > ?4
-         ORDER BY rank, c.source, c.part
-         LIMIT ?3"
+        "WITH best AS (
+           SELECT chunk_terms.rowid AS id, bm25(chunk_terms) AS rank
+           FROM chunk_terms JOIN chunks c ON c.id = chunk_terms.rowid
+           WHERE chunk_terms MATCH ?1 AND c.kind IN ({kinds}) AND (?2 IS NULL OR c.at >= ?2)
+             AND chunk_terms.rowid > ?4
+           ORDER BY rank, c.source, c.part
+           LIMIT ?3)
+         SELECT c.grp, c.source, c.part, c.kind, c.at, c.text
+         FROM best JOIN chunks c ON c.id = best.id ORDER BY best.rank, c.source, c.part"
     );
-    let rows = (request.limit * ROWS_PER_HIT) as i64;
     let mut statement = connection.prepare(&sql)?;
-    let mut text_of = connection.prepare("SELECT text FROM chunks WHERE id = ?1")?;
-    let mut hits: Vec<Hit> = Vec::new();
-    let mut found = statement.query(params![
-        expression,
-        since,
-        rows,
-        newer_than.unwrap_or(i64::MIN)
-    ])?;
-    while let Some(row) = found.next()? {
-        if hits.len() == request.limit {
-            break;
-        }
-        let source: String = row.get(0)?;
-        if hits.iter().any(|hit| hit.source == source) {
-            continue;
-        }
-        let kind = kind_of(row.get(2)?);
-        let written: Option<String> = row.get(3)?;
-        let id: i64 = row.get(4)?;
-        let text: String = text_of.query_row([id], |row| row.get(0))?;
-        let rank: f64 = row.get(5)?;
-        hits.push(Hit {
-            source,
-            kind,
-            at: written.and_then(|text| NaiveDateTime::parse_from_str(&text, TIME_FORMAT).ok()),
-            // bm25() is lower for better matches; a hit's score is higher for better ones.
-            score: -rank,
-            snippet: snippet(&text, &terms),
-        });
-    }
-    Ok(hits)
+    let rows = statement.query_map(
+        params![
+            expression,
+            since,
+            CANDIDATES as i64,
+            newer_than.unwrap_or(i64::MIN)
+        ],
+        |row| {
+            let written: Option<String> = row.get(4)?;
+            Ok(Chunk {
+                group: row.get(0)?,
+                source: row.get(1)?,
+                part: row.get(2)?,
+                kind: kind_of(row.get(3)?),
+                at: written.and_then(|text| NaiveDateTime::parse_from_str(&text, TIME_FORMAT).ok()),
+                text: row.get(5)?,
+            })
+        },
+    )?;
+    rows.collect()
 }
 
-/// How many chunks hold each term (a prefix term: every term it begins).
-pub(super) fn document_counts<'t>(
+/// The indexed words a lookup finds, with how many chunks hold each.
+fn vocabulary(
     connection: &Connection,
-    terms: &'t [QueryTerm],
-) -> rusqlite::Result<Vec<(&'t QueryTerm, i64)>> {
-    let mut counted = Vec::new();
-    for term in terms {
-        let documents: i64 = if term.prefix {
-            connection.query_row(
-                "SELECT coalesce(sum(doc), 0) FROM chunk_vocab WHERE term >= ?1 AND term < ?1 || char(1114111)",
-                [&term.text],
-                |row| row.get(0),
-            )?
-        } else {
-            connection
-                .query_row(
-                    "SELECT doc FROM chunk_vocab WHERE term = ?1",
-                    [&term.text],
-                    |row| row.get(0),
-                )
-                .optional()?
-                .unwrap_or(0)
-        };
-        counted.push((term, documents));
-    }
-    Ok(counted)
+    lookup: &VocabularyLookup,
+) -> rusqlite::Result<Vec<(String, usize)>> {
+    let (sql, word) = match lookup {
+        VocabularyLookup::Exact(word) => {
+            ("SELECT term, doc FROM chunk_vocab WHERE term = ?1", word)
+        }
+        VocabularyLookup::Prefix(start) => (
+            "SELECT term, doc FROM chunk_vocab WHERE term >= ?1 AND term < ?1 || char(1114111) ORDER BY term",
+            start,
+        ),
+    };
+    let mut statement = connection.prepare(sql)?;
+    let rows = statement.query_map([word], |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)? as usize))
+    })?;
+    rows.collect()
 }
 
-/// When every term is common, the lowest chunk id worth ranking: the newest chunks only
-/// (ids grow with every write).
-pub(super) fn newest_only(
-    connection: &Connection,
-    documents: &[usize],
-    total: i64,
-) -> rusqlite::Result<Option<i64>> {
-    let all_common = documents
-        .iter()
-        .all(|&count| count == 0 || count as f64 / total as f64 > COMMON_TERM_SHARE);
-    if !(all_common && total as usize > COMMON_QUERY_WINDOW) {
-        return Ok(None);
-    }
-    let newest: i64 =
-        connection.query_row("SELECT coalesce(max(id), 0) FROM chunks", [], |row| {
-            row.get(0)
-        })?;
-    Ok(Some(newest - COMMON_QUERY_WINDOW as i64))
+/// The newest chunk's id (ids grow with every write), if there is any.
+fn newest_id(connection: &Connection) -> rusqlite::Result<Option<i64>> {
+    connection.query_row("SELECT max(id) FROM chunks", [], |row| row.get(0))
 }
 
 /// A request's sources as an SQL list of kind numbers, and its time bound as stored.

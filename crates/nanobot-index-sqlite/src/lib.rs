@@ -9,11 +9,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use nanobot_memory_index::{
-    COMMON_QUERY_WINDOW, COMMON_TERM_SHARE, GroupUpdate, Hit, IndexError, IndexStats, MemoryIndex,
-    QueryTerm, SearchRequest, SourceKind, VectorCache, check_updates, normalize, query_terms,
-    snippet, terms_to_search,
+    CANDIDATES, COMMON_QUERY_WINDOW, Chunk, GroupUpdate, Hit, IndexError, IndexStats, LexicalQuery,
+    MemoryIndex, QueryTerm, SearchRequest, SourceKind, VectorCache, VocabularyLookup, best_hits,
+    check_updates, normalize, snippet,
 };
-use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, ErrorCode, TransactionBehavior, params};
 
 mod lexical;
 mod vectors;
@@ -29,10 +29,6 @@ pub const SCHEMA_VERSION: i64 = 3;
 
 /// How long a write waits for another process's write to finish.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How many ranked rows a search reads per hit it returns: a long memory section has
-/// several chunks under one source, and only the best of them is a hit.
-const ROWS_PER_HIT: usize = 20;
 
 const SCHEMA: &str = "
     CREATE TABLE chunks (

@@ -5,6 +5,7 @@ mod chunk;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod lazy;
+mod lexical;
 mod memory;
 mod normalize;
 mod port;
@@ -17,6 +18,7 @@ pub use chunk::{
     parse_timestamp, session_chunk, session_prefix, session_source,
 };
 pub use lazy::{IndexOpener, LazyIndex};
+pub use lexical::{CANDIDATES, FORM_WEIGHT, LexicalPlan, LexicalQuery, VocabularyLookup};
 pub use memory::InMemoryIndex;
 pub use normalize::{MAX_TOKEN_CHARS, QueryTerm, is_cjk, normalize, query_terms, tokens};
 pub use port::{

@@ -9,10 +9,10 @@ use std::sync::{Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use crate::chunk::Chunk;
+use crate::lexical::{CANDIDATES, LexicalQuery, VocabularyLookup};
 use crate::normalize::{QueryTerm, query_terms, tokens};
 use crate::port::{
     GroupUpdate, Hit, IndexError, IndexStats, MemoryIndex, SearchRequest, check_updates,
-    terms_to_search,
 };
 use crate::snippet::snippet;
 use crate::vectors::{ChunkVector, VectorIndex, best_hits, check_vectors, cosine, other_model};
@@ -120,32 +120,72 @@ impl State {
         }
     }
 
-    /// The terms to score: each query term with the postings it stands for (a prefix
-    /// term stands for every indexed term it starts), the very common ones left out.
-    fn kept_terms(&self, terms: &[QueryTerm]) -> Vec<Vec<&HashMap<usize, u32>>> {
-        let expanded: Vec<Vec<&HashMap<usize, u32>>> = terms
-            .iter()
-            .map(|term| {
-                if term.prefix {
-                    let mut matching: Vec<(&String, &HashMap<usize, u32>)> = self
-                        .postings
-                        .iter()
-                        .filter(|(indexed, _)| indexed.starts_with(term.text.as_str()))
-                        .collect();
-                    matching.sort_by(|a, b| a.0.cmp(b.0));
-                    matching.into_iter().map(|(_, posting)| posting).collect()
-                } else {
-                    self.postings.get(&term.text).into_iter().collect()
+    /// The indexed words a vocabulary lookup finds, with how many chunks hold each.
+    fn vocabulary(&self, lookup: &VocabularyLookup) -> Vec<(String, usize)> {
+        match lookup {
+            VocabularyLookup::Exact(word) => self
+                .postings
+                .get(word)
+                .map(|posting| vec![(word.clone(), posting.len())])
+                .unwrap_or_default(),
+            VocabularyLookup::Prefix(start) => {
+                let mut found: Vec<(String, usize)> = self
+                    .postings
+                    .iter()
+                    .filter(|(indexed, _)| indexed.starts_with(start.as_str()))
+                    .map(|(indexed, posting)| (indexed.clone(), posting.len()))
+                    .collect();
+                found.sort();
+                found
+            }
+        }
+    }
+
+    /// The chunks holding `terms` that `request` admits, best first by BM25 over those
+    /// terms, at most [`CANDIDATES`].
+    fn candidates(&self, terms: &[(QueryTerm, usize)], request: &SearchRequest) -> Vec<Chunk> {
+        let average = self.total_tokens as f64 / self.chunks.max(1) as f64;
+        let total = self.chunks as f64;
+        let mut scores: HashMap<usize, f64> = HashMap::new();
+        for (term, _) in terms {
+            let postings: Vec<&HashMap<usize, u32>> = if term.prefix {
+                self.postings
+                    .iter()
+                    .filter(|(indexed, _)| indexed.starts_with(term.text.as_str()))
+                    .map(|(_, posting)| posting)
+                    .collect()
+            } else {
+                self.postings.get(&term.text).into_iter().collect()
+            };
+            for posting in postings {
+                let frequency = posting.len() as f64;
+                let idf = (1.0 + (total - frequency + 0.5) / (frequency + 0.5)).ln();
+                for (&slot, &count) in posting {
+                    let Some(stored) = self.slots.get(slot).and_then(Option::as_ref) else {
+                        continue;
+                    };
+                    let tf = f64::from(count);
+                    let norm = K1 * (1.0 - B + B * stored.length as f64 / average.max(1.0));
+                    *scores.entry(slot).or_insert(0.0) += idf * tf * (K1 + 1.0) / (tf + norm);
                 }
+            }
+        }
+        let mut ranked: Vec<(f64, &Chunk)> = scores
+            .into_iter()
+            .filter_map(|(slot, score)| {
+                let chunk = &self.slots.get(slot)?.as_ref()?.chunk;
+                request.admits(chunk).then_some((score, chunk))
             })
             .collect();
-        let documents: Vec<usize> = expanded
-            .iter()
-            .map(|postings| postings.iter().map(|p| p.len()).sum())
-            .collect();
-        terms_to_search(&documents, self.chunks)
+        ranked.sort_by(|a, b| {
+            b.0.total_cmp(&a.0)
+                .then_with(|| a.1.source.cmp(&b.1.source))
+                .then_with(|| a.1.part.cmp(&b.1.part))
+        });
+        ranked
             .into_iter()
-            .map(|i| expanded[i].clone())
+            .take(CANDIDATES)
+            .map(|(_, chunk)| chunk.clone())
             .collect()
     }
 }
@@ -180,35 +220,27 @@ impl MemoryIndex for InMemoryIndex {
 
     async fn search(&self, request: &SearchRequest) -> Result<Vec<Hit>, IndexError> {
         request.check()?;
-        let terms = query_terms(&request.query);
+        let query = LexicalQuery::parse(&request.query);
+        let terms = query.terms();
         let state = self.state();
-        let average = state.total_tokens as f64 / state.chunks.max(1) as f64;
-        let total = state.chunks as f64;
-        let mut scores: HashMap<usize, f64> = HashMap::new();
-        for postings in state.kept_terms(&terms) {
-            for posting in postings {
-                let frequency = posting.len() as f64;
-                let idf = (1.0 + (total - frequency + 0.5) / (frequency + 0.5)).ln();
-                for (&slot, &count) in posting {
-                    let Some(stored) = state.slots.get(slot).and_then(Option::as_ref) else {
-                        continue;
-                    };
-                    let tf = f64::from(count);
-                    let norm = K1 * (1.0 - B + B * stored.length as f64 / average.max(1.0));
-                    *scores.entry(slot).or_insert(0.0) += idf * tf * (K1 + 1.0) / (tf + norm);
-                }
-            }
-        }
-        let ranked: Vec<(f64, &Chunk)> = scores
-            .into_iter()
-            .filter_map(|(slot, score)| {
-                let chunk = &state.slots.get(slot)?.as_ref()?.chunk;
-                request.admits(chunk).then_some((score, chunk))
-            })
+        let answers = query
+            .lookups()
+            .iter()
+            .map(|lookups| lookups.iter().map(|l| state.vocabulary(l)).collect())
             .collect();
-        Ok(best_hits(ranked, request.limit, |chunk| {
-            snippet(&chunk.text, &terms)
-        }))
+        let plan = query.plan(answers, state.chunks);
+        if plan.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ranked = plan.rank(state.candidates(&plan.match_terms(), request));
+        Ok(best_hits(
+            ranked
+                .iter()
+                .map(|(score, chunk)| (*score, chunk))
+                .collect(),
+            request.limit,
+            |chunk| snippet(&chunk.text, &terms),
+        ))
     }
 
     async fn stats(&self) -> Result<IndexStats, IndexError> {

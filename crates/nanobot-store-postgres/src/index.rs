@@ -23,10 +23,10 @@ use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use nanobot_llm_port::EmbeddingModel;
 use nanobot_memory_index::{
-    COMMON_QUERY_WINDOW, COMMON_TERM_SHARE, CacheRefresh, Chunk, ChunkVector, GroupUpdate, Hit,
-    IndexError, IndexStats, MemoryIndex, QueryTerm, SearchRequest, SourceKind, VectorCache,
-    VectorIndex, VectorRow, VectorStamp, check_updates, check_vectors, decode_vector,
-    encode_vector, other_model, query_terms, snippet, terms_to_search,
+    CANDIDATES, COMMON_QUERY_WINDOW, CacheRefresh, Chunk, ChunkVector, GroupUpdate, Hit,
+    IndexError, IndexStats, LexicalQuery, MemoryIndex, QueryTerm, SearchRequest, SourceKind,
+    VectorCache, VectorIndex, VectorRow, VectorStamp, VocabularyLookup, best_hits, check_updates,
+    check_vectors, decode_vector, encode_vector, other_model, query_terms, snippet,
 };
 use sqlx::Row;
 

@@ -325,3 +325,56 @@ pub async fn common_query_window(index: &dyn MemoryIndex) -> Result<(), String> 
     }
     Ok(())
 }
+
+/// Issue 31's rules of the words lane, on scope b (emptied first): a name held by most
+/// chunks still decides whose fact comes first (the two cello turns differ in little else,
+/// and the tie would go to Jonas's, the lower source), other forms of a word are found, and
+/// function words ("when did ... the") rank nothing.
+pub(super) async fn word_forms_and_names(b: &dyn MemoryIndex) -> Result<(), String> {
+    b.remove_prefix("")
+        .await
+        .map_err(|e| fail("emptying scope b", e))?;
+    let turns = [
+        "Jonas: I started cello lessons last month, my teacher is strict.",
+        "Maria: I started cello lessons last month, my teacher is patient.",
+        "Maria: We went to the beach on Sunday.",
+        "Jonas: The paintings I made for the fair sold out.",
+        "Maria: Sounds lovely, well done.",
+        "Maria: I painted a lighthouse at dusk this week.",
+        "Jonas: When did the bus come?",
+        "Maria: Thanks!",
+    ];
+    b.replace(
+        turns
+            .iter()
+            .enumerate()
+            .map(|(i, text)| GroupUpdate {
+                group: format!("history#{}", 7001 + i),
+                chunks: vec![journal_chunk(7001 + i as u64, "2026-11-02 10:00", text)],
+            })
+            .collect(),
+    )
+    .await
+    .map_err(|e| fail("loading scope b", e))?;
+    for (query, expected) in [
+        ("When did Maria start cello lessons?", "history#7002"),
+        ("When did Jonas start cello lessons?", "history#7001"),
+        ("Where did Maria go?", "history#7003"),
+        ("What is Maria painting?", "history#7006"),
+        ("Which paintings did Jonas sell?", "history#7004"),
+    ] {
+        let hits = b
+            .search(&SearchRequest::new(query).limit(3))
+            .await
+            .map_err(|e| fail("word forms and names", e))?;
+        if hits.first().map(|hit| hit.source.as_str()) != Some(expected) {
+            return Err(format!(
+                "word forms and names: {query:?} should find {expected} first, found {:?}",
+                hits.iter().map(|hit| &hit.source).collect::<Vec<_>>()
+            ));
+        }
+    }
+    b.remove_prefix("")
+        .await
+        .map_err(|e| fail("emptying scope b", e))
+}

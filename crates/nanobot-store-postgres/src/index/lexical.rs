@@ -1,4 +1,6 @@
-//! Search by words: term counts, BM25 ranking over the GIN index, hits with their groups.
+//! Search by words: the shared lexical plan (`nanobot_memory_index::LexicalQuery`) over the
+//! per-scope term counts, candidates from the GIN index ranked by BM25's idf times
+//! `ts_rank`, then ranked by the plan.
 
 use super::*;
 
@@ -66,80 +68,125 @@ impl PgIndex {
         Ok(())
     }
 
-    /// How many chunks the index holds, and how many hold each term (a prefix term: the
-    /// sum over the terms it starts), in one round trip.
-    pub(super) async fn counts(
+    /// How many chunks the index holds, and what each vocabulary lookup finds (the indexed
+    /// words and how many chunks hold each), in one round trip.
+    async fn vocabulary(
         &self,
-        terms: &[QueryTerm],
-    ) -> Result<(usize, Vec<usize>), sqlx::Error> {
-        let texts: Vec<&str> = terms.iter().map(|t| t.text.as_str()).collect();
-        let prefixes: Vec<bool> = terms.iter().map(|t| t.prefix).collect();
-        let row = crate::query(&format!(
-            "SELECT coalesce((SELECT chunks FROM {heads} WHERE scope_id = $1), 0), \
-               coalesce((SELECT array_agg(d.n ORDER BY d.i) FROM ( \
-                 SELECT x.i, CASE WHEN x.prefix THEN \
-                   (SELECT coalesce(sum(t.chunks), 0)::bigint FROM {terms} t \
-                     WHERE t.scope_id = $1 AND t.term >= x.term AND t.term < x.term || chr(1114111)) \
-                 ELSE (SELECT coalesce(max(t.chunks), 0)::bigint FROM {terms} t \
-                     WHERE t.scope_id = $1 AND t.term = x.term) END AS n \
-                 FROM unnest($2::text[], $3::boolean[]) WITH ORDINALITY AS x(term, prefix, i)) d), \
-                 '{{}}'::bigint[])",
+        lookups: &[Vec<VocabularyLookup>],
+    ) -> Result<(usize, Vec<Vec<Vec<(String, usize)>>>), sqlx::Error> {
+        let flat: Vec<&VocabularyLookup> = lookups.iter().flatten().collect();
+        let (texts, prefixes): (Vec<&str>, Vec<bool>) = flat
+            .iter()
+            .map(|lookup| match lookup {
+                VocabularyLookup::Exact(word) => (word.as_str(), false),
+                VocabularyLookup::Prefix(start) => (start.as_str(), true),
+            })
+            .unzip();
+        // Row 0 is the chunk count; the others are (lookup's position, word, chunks). A
+        // range of the (scope, term) key either way: an exact word is the range [w, w].
+        let rows = crate::query(&format!(
+            "SELECT 0::bigint, '', coalesce((SELECT chunks FROM {heads} WHERE scope_id = $1), 0) \
+             UNION ALL \
+             SELECT x.i, v.term, v.chunks \
+             FROM unnest($2::text[], $3::boolean[]) WITH ORDINALITY AS x(term, prefix, i), \
+             LATERAL (SELECT t.term, t.chunks FROM {terms} t WHERE t.scope_id = $1 \
+               AND t.term >= x.term \
+               AND t.term <= CASE WHEN x.prefix THEN x.term || chr(1114111) ELSE x.term END \
+               ORDER BY t.term) v",
             heads = self.t("search_heads"),
             terms = self.t("search_terms")
         ))
         .bind(self.scope_id)
         .bind(&texts)
         .bind(&prefixes)
-        .fetch_one(&self.inner.pool())
+        .fetch_all(&self.inner.pool())
         .await?;
         let count = |n: i64| usize::try_from(n).unwrap_or(0);
-        let documents: Vec<i64> = row.get(1);
-        Ok((
-            count(row.get(0)),
-            documents.into_iter().map(count).collect(),
+        let mut total = 0;
+        let mut found: Vec<Vec<(String, usize)>> = vec![Vec::new(); flat.len()];
+        for row in &rows {
+            let position = count(row.get(0));
+            if position == 0 {
+                total = count(row.get(2));
+            } else if let Some(slot) = found.get_mut(position - 1) {
+                slot.push((row.get(1), count(row.get(2))));
+            }
+        }
+        let mut answers = found.into_iter();
+        let grouped = lookups
+            .iter()
+            .map(|word| answers.by_ref().take(word.len()).collect())
+            .collect();
+        Ok((total, grouped))
+    }
+
+    /// Two round trips: the vocabulary, then the candidates with their texts, ranked by the
+    /// shared plan.
+    pub(super) async fn lexical(&self, request: &SearchRequest) -> Result<Vec<Hit>, sqlx::Error> {
+        let query = LexicalQuery::parse(&request.query);
+        let terms = query.terms();
+        let (total, answers) = self.vocabulary(&query.lookups()).await?;
+        if total == 0 {
+            return Ok(Vec::new());
+        }
+        let plan = query.plan(answers, total);
+        if plan.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut matched = plan.match_terms();
+        matched.sort_by_key(|(term, documents)| (*documents, term.text.clone()));
+        matched.truncate(MAX_SEARCHED_TERMS);
+        let window = if plan.all_common() && total > COMMON_QUERY_WINDOW {
+            format!(
+                "AND c.seq >= (SELECT next_seq FROM {heads} WHERE scope_id = $1) - {COMMON_QUERY_WINDOW}",
+                heads = self.t("search_heads")
+            )
+        } else {
+            String::new()
+        };
+        let candidates = self.candidates(request, &matched, total, &window).await?;
+        let ranked = plan.rank(candidates);
+        Ok(best_hits(
+            ranked
+                .iter()
+                .map(|(score, chunk)| (*score, chunk))
+                .collect(),
+            request.limit,
+            |chunk| snippet(&chunk.text, &terms),
         ))
     }
 
-    /// Two round trips: the counts, then the ranking with the hits' texts.
-    pub(super) async fn lexical(&self, request: &SearchRequest) -> Result<Vec<Hit>, sqlx::Error> {
-        let terms = query_terms(&request.query);
-        if terms.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (total, documents) = self.counts(&terms).await?;
-        if total == 0 || documents.len() != terms.len() {
-            return Ok(Vec::new());
-        }
-        let mut kept: Vec<usize> = terms_to_search(&documents, total);
-        if kept.is_empty() {
-            return Ok(Vec::new());
-        }
-        kept.sort_by_key(|&i| (documents[i], i));
-        kept.truncate(MAX_SEARCHED_TERMS);
-        kept.sort_unstable();
-        let window = self.newest_only(&documents, total);
-        let queries: Vec<String> = kept.iter().map(|&i| self.tsquery(&terms[i])).collect();
-        let weights = idf_weights(&kept, &documents, total);
+    /// The chunks holding any of `matched` that `request` admits, best first by each
+    /// term's inverse document frequency times `ts_rank`, at most `CANDIDATES`, with
+    /// their texts.
+    async fn candidates(
+        &self,
+        request: &SearchRequest,
+        matched: &[(QueryTerm, usize)],
+        total: usize,
+        window: &str,
+    ) -> Result<Vec<Chunk>, sqlx::Error> {
+        let queries: Vec<String> = matched.iter().map(|(term, _)| self.tsquery(term)).collect();
+        let weights: Vec<f64> = matched
+            .iter()
+            .map(|(_, documents)| idf(*documents, total))
+            .collect();
         let any = queries.join(" | ");
         let score = (1..=queries.len())
             .map(|i| format!("$7[{i}] * ts_rank(c.terms, ($6::tsquery[])[{i}], 1)"))
             .collect::<Vec<_>>()
             .join(" + ");
         let (kinds, since) = bounds(request);
-        // Ranked, then each source's best chunk, then the best `limit` of those with
-        // their texts: one statement, texts read for the hits only.
         let rows = crate::query(&format!(
             "WITH ranked AS ( \
-               SELECT c.chunk_id, c.source, c.part, c.kind, c.at, ({score})::float8 AS score \
+               SELECT c.chunk_id, c.source, c.part, ({score})::float8 AS score \
                FROM {chunks} c \
                WHERE c.scope_id = $1 AND c.terms @@ $2::tsquery AND c.kind = ANY($3) \
-                 AND ($4::timestamp IS NULL OR c.at >= $4) {window}), \
-             best AS ( \
-               SELECT DISTINCT ON (source) * FROM ranked ORDER BY source, score DESC, part), \
-             top AS (SELECT * FROM best ORDER BY score DESC, source, part LIMIT $5) \
-             SELECT top.source, top.kind, top.at, top.score, c.body \
-             FROM top JOIN {chunks} c ON c.chunk_id = top.chunk_id \
-             ORDER BY top.score DESC, top.source, top.part",
+                 AND ($4::timestamp IS NULL OR c.at >= $4) {window} \
+               ORDER BY score DESC, c.source, c.part LIMIT $5) \
+             SELECT c.grp, c.source, c.part, c.kind, c.at, c.body \
+             FROM ranked JOIN {chunks} c ON c.chunk_id = ranked.chunk_id \
+             ORDER BY ranked.score DESC, ranked.source, ranked.part",
             chunks = self.t("search_chunks")
         ))
         // Planned for this query's terms each time: a plan made once for any terms cannot
@@ -149,7 +196,7 @@ impl PgIndex {
         .bind(&any)
         .bind(&kinds)
         .bind(since)
-        .bind(i64::try_from(request.limit).unwrap_or(i64::MAX))
+        .bind(i64::try_from(CANDIDATES).unwrap_or(i64::MAX))
         .bind(&queries)
         .bind(&weights)
         .fetch_all(&self.inner.pool())
@@ -157,31 +204,16 @@ impl PgIndex {
         Ok(rows
             .iter()
             .filter_map(|row| {
-                Some(Hit {
-                    source: row.get(0),
-                    kind: SourceKind::from_name(row.get::<&str, _>(1))?,
-                    at: row.get(2),
-                    score: row.get(3),
-                    snippet: snippet(row.get::<&str, _>(4), &terms),
+                Some(Chunk {
+                    group: row.get(0),
+                    source: row.get(1),
+                    part: u32::try_from(row.get::<i32, _>(2)).ok()?,
+                    kind: SourceKind::from_name(row.get::<&str, _>(3))?,
+                    at: row.get(4),
+                    text: row.get(5),
                 })
             })
             .collect())
-    }
-
-    /// When every term is common, a clause that ranks among the newest chunks only (a
-    /// range of the (scope, seq) index, so the cost does not grow with the index).
-    fn newest_only(&self, documents: &[usize], total: usize) -> String {
-        let all_common = documents
-            .iter()
-            .all(|&count| count == 0 || count as f64 / total as f64 > COMMON_TERM_SHARE);
-        if all_common && total > COMMON_QUERY_WINDOW {
-            format!(
-                "AND c.seq >= (SELECT next_seq FROM {heads} WHERE scope_id = $1) - {COMMON_QUERY_WINDOW}",
-                heads = self.t("search_heads")
-            )
-        } else {
-            String::new()
-        }
     }
 
     /// One hit per source, best first, at most `limit`, with snippets read for the hits
@@ -251,13 +283,8 @@ pub(super) fn bounds(request: &SearchRequest) -> (Vec<String>, Option<NaiveDateT
     )
 }
 
-/// BM25's inverse document frequency of each kept term: ln(1 + (N - df + 0.5) / (df + 0.5)).
-fn idf_weights(kept: &[usize], documents: &[usize], total: usize) -> Vec<f64> {
-    let n = total as f64;
-    kept.iter()
-        .map(|&i| {
-            let df = documents[i] as f64;
-            (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
-        })
-        .collect()
+/// BM25's inverse document frequency: ln(1 + (N - df + 0.5) / (df + 0.5)).
+fn idf(documents: usize, total: usize) -> f64 {
+    let (n, df) = (total as f64, documents as f64);
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
 }
