@@ -30,7 +30,7 @@ const DURABILITY: Kind = Kind::Choice(&["none", "turn-end", "always"]);
 /// Every key a file may hold, with its variable, its default as the README gives it, and its
 /// kind (one line each: a table read across).
 #[rustfmt::skip]
-pub(super) const KEYS: [Key; 40] = [
+pub(super) const KEYS: [Key; 41] = [
     ("workspace", "NANOBOT_WORKSPACE", "~/.nanobot/workspace", Kind::Text),
     ("storage.backend", "NANOBOT_STORAGE", "files", Kind::Choice(&["files", "postgres"])),
     ("storage.database_url", "NANOBOT_DATABASE_URL", "(none; required for postgres)", Kind::Text),
@@ -62,7 +62,8 @@ pub(super) const KEYS: [Key; 40] = [
     ("dream.batch_entries", "NANOBOT_DREAM_BATCH_ENTRIES", "20", Kind::Whole),
     ("dream.mode", "NANOBOT_DREAM_MODE", "auto", Kind::Choice(&["auto", "tools", "plan"])),
     ("search.embeddings_url", "NANOBOT_EMBEDDINGS_URL", "none (words only)", Kind::Text),
-    ("search.embeddings_model", "NANOBOT_EMBEDDINGS_MODEL", "none; required with a URL", Kind::Text),
+    ("search.embeddings_model_dir", "NANOBOT_EMBEDDINGS_MODEL_DIR", "none (a server, or words only)", Kind::Text),
+    ("search.embeddings_model", "NANOBOT_EMBEDDINGS_MODEL", "none; required with a URL or folder", Kind::Text),
     ("search.embeddings_dimensions", "NANOBOT_EMBEDDINGS_DIMENSIONS", "none; required with a URL", Kind::Whole),
     ("search.embeddings_api_key_env", "NANOBOT_EMBEDDINGS_API_KEY_ENV", "none (no key sent)", Kind::Text),
     ("search.embed_per_search", "NANOBOT_EMBED_PER_SEARCH", "64", Kind::Whole),

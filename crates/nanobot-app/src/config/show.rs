@@ -100,24 +100,8 @@ impl Config {
     }
 
     fn show_search(&self, out: &mut String) {
-        let s = &self.search;
-        out.push_str("[search]\n");
-        match (
-            &s.embeddings_url,
-            &s.embeddings_model,
-            s.embeddings_dimensions,
-        ) {
-            (Some(url), Some(model), Some(dimensions)) => {
-                let _ = writeln!(
-                    out,
-                    "embeddings_url = {url:?}\nembeddings_model = {model:?}\nembeddings_dimensions = {dimensions}\nembeddings_api_key_env = {:?}  # key {}",
-                    s.embeddings_api_key_env.as_deref().unwrap_or(""),
-                    set_or_not(self.embeddings_api_key.is_some()),
-                );
-            }
-            _ => out.push_str("# embeddings_url: none (words only)\n"),
-        }
-        let _ = writeln!(out, "embed_per_search = {}\n", s.embed_per_search);
+        let key = set_or_not(self.embeddings_api_key.is_some());
+        out.push_str(&self.search.describe(key));
     }
 
     fn show_serve(&self, out: &mut String) {

@@ -250,3 +250,48 @@ fn memory_search_finds_by_meaning_with_a_configured_embedding_model() {
     let ws = meaning_workspace("cli-search-meaning");
     search_by_meaning_checks(ws.path(), &url, &[]);
 }
+
+/// Issue 31: `search.embeddings_model_dir` runs all-MiniLM-L6-v2 in process (no server):
+/// a query sharing no word with its entry finds it first. A damaged model folder is no
+/// error: the search answers by words, and the warning names the file.
+#[test]
+fn memory_search_finds_by_meaning_with_the_model_in_process() {
+    let test = "memory_search_finds_by_meaning_with_the_model_in_process";
+    let Some(dir) = nanobot_bench_workload::testing::required_env(
+        "NANOBOT_TEST_EMBED_MODEL_DIR",
+        test,
+        "`cargo xtask ci` installs all-MiniLM-L6-v2 and names its folder",
+    ) else {
+        return;
+    };
+    let ws = meaning_workspace("cli-search-in-process");
+    let search = |model_dir: &str, query: &str| {
+        let envs = [
+            ("NANOBOT_EMBEDDINGS_MODEL_DIR", model_dir),
+            ("NANOBOT_EMBEDDINGS_MODEL", "all-MiniLM-L6-v2"),
+        ];
+        let out = nanobot(ws.path(), &["memory", "search", query], &envs);
+        let said = text(&out, ws.path());
+        assert!(out.status.success(), "{query}: {said}");
+        said
+    };
+    let meaning = search(&dir, "feline companion");
+    assert!(
+        meaning.starts_with("[1] history#1 ") && meaning.contains("kitten called Miso"),
+        "{meaning}"
+    );
+
+    let damaged = TempDir::new("damaged-model");
+    for file in ["config.json", "vocab.txt"] {
+        std::fs::copy(Path::new(&dir).join(file), damaged.path().join(file)).unwrap();
+    }
+    std::fs::write(
+        damaged.path().join("model.safetensors"),
+        b"\x10\0\0\0\0\0\0\0{not json",
+    )
+    .unwrap();
+    let words = search(&damaged.path().display().to_string(), "Lyon");
+    assert!(words.contains("history#2"), "{words}");
+    assert!(words.contains("model.safetensors"), "{words}");
+    assert!(words.contains("word matches only"), "{words}");
+}

@@ -95,6 +95,10 @@ impl MemorySettings {
 pub struct SearchSettings {
     /// The OpenAI-compatible API root of the embedding model (`None`: words only).
     pub embeddings_url: Option<String>,
+    /// The folder of an embedding model run in this process instead of a server
+    /// (`config.json`, `vocab.txt`, `model.safetensors`; all-MiniLM-L6-v2 and other BERT
+    /// sentence-embedding models).
+    pub embeddings_model_dir: Option<String>,
     /// The embedding model's name.
     pub embeddings_model: Option<String>,
     /// The length of its vectors.
@@ -109,6 +113,7 @@ impl Default for SearchSettings {
     fn default() -> Self {
         SearchSettings {
             embeddings_url: None,
+            embeddings_model_dir: None,
             embeddings_model: None,
             embeddings_dimensions: None,
             embeddings_api_key_env: None,
@@ -133,6 +138,7 @@ impl SearchSettings {
         self.embeddings_url =
             trimmed(self.embeddings_url.take()).map(|u| u.trim_end_matches('/').to_owned());
         self.embeddings_model = trimmed(self.embeddings_model.take());
+        self.embeddings_model_dir = trimmed(self.embeddings_model_dir.take());
         self.embeddings_api_key_env = trimmed(self.embeddings_api_key_env.take());
         if let Some(dimensions) = self.embeddings_dimensions {
             InvalidOption::at_least("embeddings_dimensions", dimensions, 1)?;
@@ -142,6 +148,9 @@ impl SearchSettings {
                     format!("{dimensions} is above the maximum {MAX_EMBEDDING_DIMENSIONS}"),
                 ));
             }
+        }
+        if self.embeddings_model_dir.is_some() {
+            return self.check_local_model();
         }
         match (
             &self.embeddings_url,
@@ -160,6 +169,24 @@ impl SearchSettings {
         }
     }
 
+    /// A model run in this process: named (its vectors are recorded under the name), and
+    /// not also served (one embedder).
+    fn check_local_model(&self) -> Result<(), InvalidOption> {
+        if self.embeddings_url.is_some() {
+            return Err(InvalidOption::new(
+                "embeddings_model_dir",
+                "both a model folder and an embeddings URL are set: keep one (the folder runs the model in this process, the URL asks a server)",
+            ));
+        }
+        if self.embeddings_model.is_none() {
+            return Err(InvalidOption::new(
+                "embeddings_model",
+                "an embeddings model folder is set: name the model too (NANOBOT_EMBEDDINGS_MODEL), e.g. all-MiniLM-L6-v2, the name its vectors are kept under",
+            ));
+        }
+        Ok(())
+    }
+
     fn check_model_named(&self) -> Result<(), InvalidOption> {
         if self.embeddings_model.is_none() {
             return Err(InvalidOption::new(
@@ -176,6 +203,29 @@ impl SearchSettings {
         Ok(())
     }
 
+    /// The `[search]` table as `config show` prints it; `key` says whether the embeddings
+    /// key is set (never the key itself).
+    pub fn describe(&self, key: &str) -> String {
+        let mut out = String::from("[search]\n");
+        let embedder = match (&self.embeddings_model_dir, &self.embeddings_url) {
+            (Some(dir), _) => format!("embeddings_model_dir = {dir:?}\n"),
+            (None, Some(url)) => format!(
+                "embeddings_url = {url:?}\nembeddings_api_key_env = {:?}  # key {key}\n",
+                self.embeddings_api_key_env.as_deref().unwrap_or("")
+            ),
+            (None, None) => String::from("# embeddings_url: none (words only)\n"),
+        };
+        out.push_str(&embedder);
+        if let Some(model) = &self.embeddings_model {
+            out.push_str(&format!("embeddings_model = {model:?}\n"));
+        }
+        if let Some(dimensions) = self.embeddings_dimensions {
+            out.push_str(&format!("embeddings_dimensions = {dimensions}\n"));
+        }
+        out.push_str(&format!("embed_per_search = {}\n\n", self.embed_per_search));
+        out
+    }
+
     /// The embedding model's options, with `api_key`, when one is configured.
     #[cfg(feature = "embeddings")]
     pub fn embedding_options(
@@ -183,6 +233,10 @@ impl SearchSettings {
         api_key: Option<nanobot_llm_http::ApiKey>,
         request_timeout: Duration,
     ) -> Option<crate::EmbeddingOptions> {
+        if let (Some(dir), Some(model)) = (&self.embeddings_model_dir, &self.embeddings_model) {
+            let dimensions = self.embeddings_dimensions.unwrap_or(0);
+            return Some(crate::EmbeddingOptions::local(dir, model, dimensions));
+        }
         let (Some(url), Some(model), Some(dimensions)) = (
             &self.embeddings_url,
             &self.embeddings_model,
