@@ -4,6 +4,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod corpus;
+mod embed;
 mod metrics;
 mod run;
 mod textbook;
@@ -15,7 +16,7 @@ use corpus::{Corpus, Storage, default_corpora};
 
 use run::{Backend, Options, evaluate, markdown};
 
-const USAGE: &str = "usage: nanobot-search-eval [--corpus DIR]... [--backends memory,sqlite,postgres] [--storage sessions,journal] [--report FILE]";
+const USAGE: &str = "usage: nanobot-search-eval [--corpus DIR]... [--backends memory,sqlite,postgres] [--storage sessions,journal] [--model-dir DIR] [--report FILE]";
 
 fn main() -> ExitCode {
     match run_cli() {
@@ -33,6 +34,13 @@ fn run_cli() -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("a runtime: {e}"))?;
+    let embedder = match &options.model_dir {
+        Some(dir) => Some(embed::CachedEmbedder::load(dir)?),
+        None => {
+            eprintln!("no --model-dir (nor NANOBOT_TEST_EMBED_MODEL_DIR): the words lanes only");
+            None
+        }
+    };
     let mut results = Vec::new();
     for dir in &options.corpora {
         for &storage in &options.storage {
@@ -44,7 +52,12 @@ fn run_cli() -> Result<(), String> {
                 corpus.chunks().count(),
                 corpus.questions.len()
             );
-            results.push(runtime.block_on(evaluate(&corpus, storage, &options))?);
+            results.push(runtime.block_on(evaluate(
+                &corpus,
+                storage,
+                &options,
+                embedder.clone(),
+            ))?);
         }
     }
     let report = serde_json::json!({ "results": results });
@@ -71,6 +84,7 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
         storage: vec![Storage::Sessions, Storage::Journal],
         report: root.join("target/eval/search.json"),
         postgres_url: nanobot_store_postgres::testing::url(),
+        model_dir: std::env::var_os("NANOBOT_TEST_EMBED_MODEL_DIR").map(PathBuf::from),
     };
     if options.postgres_url.is_some() {
         options.backends.push(Backend::Postgres);
@@ -84,6 +98,7 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
         match arg.as_str() {
             "--corpus" => options.corpora.push(PathBuf::from(value()?)),
             "--report" => options.report = PathBuf::from(value()?),
+            "--model-dir" => options.model_dir = Some(PathBuf::from(value()?)),
             "--backends" => {
                 options.backends = value()?
                     .split(',')

@@ -7,12 +7,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use nanobot_index_sqlite::SqliteIndex;
-use nanobot_memory_index::{InMemoryIndex, MemoryIndex, SearchRequest};
+use nanobot_llm_port::Embedder;
+use nanobot_llm_port::tokens::Cl100kBase;
+use nanobot_memory_index::{InMemoryIndex, SearchIndex, SearchRequest};
 use nanobot_memory_scope::{ScopeKey, Subject};
+use nanobot_memory_search::{SearchMemoryTool, VectorLane};
 use nanobot_store_postgres::testing::TestSchema;
 use serde::Serialize;
 
 use crate::corpus::{Corpus, Storage};
+use crate::embed::CachedEmbedder;
 use crate::metrics::Figures;
 use crate::textbook::Textbook;
 
@@ -62,6 +66,8 @@ pub(crate) struct Options {
     pub(crate) report: PathBuf,
     /// The PostgreSQL test database, when set.
     pub(crate) postgres_url: Option<String>,
+    /// all-MiniLM-L6-v2's folder, for the meaning and fused lanes.
+    pub(crate) model_dir: Option<PathBuf>,
 }
 
 /// One lane's figures on one corpus.
@@ -101,6 +107,7 @@ pub(crate) async fn evaluate(
     corpus: &Corpus,
     storage: Storage,
     options: &Options,
+    embedder: Option<CachedEmbedder>,
 ) -> Result<CorpusResult, String> {
     let textbook = Textbook::new(corpus.chunks());
     let mut lanes = vec![
@@ -116,15 +123,20 @@ pub(crate) async fn evaluate(
             .replace(corpus.updates.clone())
             .await
             .map_err(|e| format!("{}: indexing {}: {e}", backend.name(), corpus.name))?;
-        let index = index.as_ref();
         lanes.push(
-            score(corpus, "words", backend.name(), |query| async move {
-                let request = SearchRequest::new(query).limit(10);
-                let hits = index.search(&request).await.map_err(|e| e.to_string())?;
-                Ok(hits.into_iter().map(|hit| hit.source).collect())
+            score(corpus, "words", backend.name(), |query| {
+                let index = index.clone();
+                async move {
+                    let request = SearchRequest::new(query).limit(10);
+                    let hits = index.search(&request).await.map_err(|e| e.to_string())?;
+                    Ok(hits.into_iter().map(|hit| hit.source).collect())
+                }
             })
             .await?,
         );
+        if let Some(embedder) = &embedder {
+            lanes.extend(meaning_lanes(corpus, backend, index.clone(), embedder).await?);
+        }
     }
     Ok(CorpusResult {
         corpus: corpus.name.clone(),
@@ -135,10 +147,56 @@ pub(crate) async fn evaluate(
     })
 }
 
+/// The meaning lane (the index's nearest vectors to the question's) and the fused lane
+/// (`search_memory`'s own fusion of words and meaning), after every chunk is embedded.
+async fn meaning_lanes(
+    corpus: &Corpus,
+    backend: Backend,
+    index: Arc<dyn SearchIndex>,
+    embedder: &CachedEmbedder,
+) -> Result<Vec<LaneResult>, String> {
+    let embedder: Arc<dyn Embedder> = Arc::new(embedder.clone());
+    let lane = VectorLane::new(index.clone(), embedder.clone());
+    lane.embed_missing(usize::MAX)
+        .await
+        .map_err(|e| format!("{}: embedding {}: {e}", backend.name(), corpus.name))?;
+    let meaning = score(corpus, "meaning", backend.name(), |query| {
+        let (index, embedder) = (index.clone(), embedder.clone());
+        async move {
+            let vector = embedder
+                .embed(&[query.to_owned()])
+                .await
+                .map_err(|e| e.to_string())?
+                .pop()
+                .ok_or("no vector")?;
+            let request = SearchRequest::new(query).limit(10);
+            let hits = index
+                .nearest(&vector, &request)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(hits.into_iter().map(|hit| hit.source).collect())
+        }
+    })
+    .await?;
+    let tool = SearchMemoryTool::new(index.clone(), Arc::new(Cl100kBase::new()), 2_000)
+        .with_vector_lane(lane);
+    let tool = &tool;
+    let fused = score(corpus, "fused", backend.name(), |query| async move {
+        let request = SearchRequest::new(query).limit(10);
+        let (hits, note) = tool.hits(&request).await.map_err(|e| e.to_string())?;
+        match note {
+            Some(note) => Err(format!("the fused lane fell back to words: {note}")),
+            None => Ok(hits.into_iter().map(|hit| hit.source).collect()),
+        }
+    })
+    .await?;
+    Ok(vec![meaning, fused])
+}
+
 /// Something that must live as long as an index (a temporary folder, a schema).
 type Keep = Box<dyn std::any::Any>;
 
-async fn open(backend: Backend, options: &Options) -> Result<(Arc<dyn MemoryIndex>, Keep), String> {
+async fn open(backend: Backend, options: &Options) -> Result<(Arc<dyn SearchIndex>, Keep), String> {
     match backend {
         Backend::Memory => Ok((Arc::new(InMemoryIndex::new()), Box::new(()))),
         Backend::Sqlite => {
