@@ -149,11 +149,15 @@ impl State {
         let mut scores: HashMap<usize, f64> = HashMap::new();
         for (term, _) in terms {
             let postings: Vec<&HashMap<usize, u32>> = if term.prefix {
-                self.postings
+                // In the order of the words, so the sums (and the candidates at the cut)
+                // are the same in every process, whatever the map's order.
+                let mut matching: Vec<(&String, &HashMap<usize, u32>)> = self
+                    .postings
                     .iter()
                     .filter(|(indexed, _)| indexed.starts_with(term.text.as_str()))
-                    .map(|(_, posting)| posting)
-                    .collect()
+                    .collect();
+                matching.sort_by(|a, b| a.0.cmp(b.0));
+                matching.into_iter().map(|(_, posting)| posting).collect()
             } else {
                 self.postings.get(&term.text).into_iter().collect()
             };

@@ -63,18 +63,28 @@ impl SearchMemoryTool {
         &self,
         request: &SearchRequest,
     ) -> Result<(Vec<Hit>, Option<String>), IndexError> {
-        let lexical = self.index.search(request).await?;
         let Some(lane) = &self.vectors else {
-            return Ok((lexical, None));
+            return Ok((self.index.search(request).await?, None));
         };
-        Ok(match lane.search(request).await {
+        // Both lanes are asked for their deepest list and the fusion cut to the limit: a
+        // hit second in one lane and sixth in the other belongs in a fused top five
+        // (measured: hit@5 at the default limit 0.565 → 0.574, docs/SEARCH.md).
+        let deep = request.clone().limit(MAX_LIMIT);
+        let mut lexical = self.index.search(&deep).await?;
+        Ok(match lane.search(&deep).await {
             Ok(Some(nearest)) => (
                 reciprocal_rank_fusion(&[lexical, nearest], request.limit),
                 None,
             ),
-            Ok(None) => (lexical, lane.state().await.ok().and_then(|s| s.note())),
+            Ok(None) => {
+                lexical.truncate(request.limit);
+                (lexical, lane.state().await.ok().and_then(|s| s.note()))
+            }
             Err(error) => (
-                lexical,
+                {
+                    lexical.truncate(request.limit);
+                    lexical
+                },
                 Some(format!(
                     "vector search failed ({}); these are word matches only",
                     if error.is_retryable() {

@@ -181,16 +181,21 @@ async fn meaning_lanes(
     let tool = SearchMemoryTool::new(index.clone(), Arc::new(Cl100kBase::new()), 2_000)
         .with_vector_lane(lane);
     let tool = &tool;
-    let fused = score(corpus, "fused", backend.name(), |query| async move {
-        let request = SearchRequest::new(query).limit(10);
-        let (hits, note) = tool.hits(&request).await.map_err(|e| e.to_string())?;
-        match note {
-            Some(note) => Err(format!("the fused lane fell back to words: {note}")),
-            None => Ok(hits.into_iter().map(|hit| hit.source).collect()),
-        }
-    })
-    .await?;
-    Ok(vec![meaning, fused])
+    let fused = |limit: usize| async move {
+        // The tool's default limit is 5: `fused-5` is what a model asking with no limit
+        // gets (its hit@5 is the one to read).
+        let lane = if limit == 10 { "fused" } else { "fused-5" };
+        score(corpus, lane, backend.name(), |query| async move {
+            let request = SearchRequest::new(query).limit(limit);
+            let (hits, note) = tool.hits(&request).await.map_err(|e| e.to_string())?;
+            match note {
+                Some(note) => Err(format!("the fused lane fell back to words: {note}")),
+                None => Ok(hits.into_iter().map(|hit| hit.source).collect()),
+            }
+        })
+        .await
+    };
+    Ok(vec![meaning, fused(10).await?, fused(5).await?])
 }
 
 /// Something that must live as long as an index (a temporary folder, a schema).
