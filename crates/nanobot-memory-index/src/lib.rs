@@ -20,7 +20,9 @@ pub use chunk::{
 pub use lazy::{IndexOpener, LazyIndex};
 pub use lexical::{CANDIDATES, FORM_WEIGHT, LexicalPlan, LexicalQuery, VocabularyLookup};
 pub use memory::InMemoryIndex;
-pub use normalize::{MAX_TOKEN_CHARS, QueryTerm, is_cjk, normalize, query_terms, tokens};
+pub use normalize::{
+    MAX_TOKEN_CHARS, QueryTerm, for_each_token, is_cjk, normalize, query_terms, tokens,
+};
 pub use port::{
     COMMON_QUERY_WINDOW, COMMON_TERM_SHARE, DEFAULT_LIMIT, GroupUpdate, Hit, IndexError,
     IndexStats, MAX_LIMIT, MAX_SNIPPET_CHARS, MemoryIndex, SearchRequest, check_updates,

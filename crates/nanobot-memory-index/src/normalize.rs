@@ -27,25 +27,43 @@ pub const MAX_TOKEN_CHARS: usize = 64;
 /// ```
 pub fn tokens(text: &str) -> Vec<String> {
     let mut out = Vec::new();
+    for_each_token(text, |token| out.push(token.to_owned()));
+    out
+}
+
+/// Calls `visit` with each token of `text`, in order, the same tokens as [`tokens`] without
+/// a `String` for each (the words lane counts words in its candidates this way).
+pub fn for_each_token(text: &str, mut visit: impl FnMut(&str)) {
     let mut word = String::new();
+    if text.is_ascii() {
+        // NFKC and Unicode lower case leave ASCII as ASCII: the common case, fast.
+        for byte in text.bytes() {
+            if byte.is_ascii_alphanumeric() {
+                word.push(char::from(byte.to_ascii_lowercase()));
+            } else {
+                flush_word(&mut word, &mut visit);
+            }
+        }
+        flush_word(&mut word, &mut visit);
+        return;
+    }
     let mut cjk: Vec<char> = Vec::new();
     for original in text.nfkc() {
         for c in original.to_lowercase() {
             if is_cjk(c) {
-                flush_word(&mut word, &mut out);
+                flush_word(&mut word, &mut visit);
                 cjk.push(c);
             } else if c.is_alphanumeric() || is_mark(c) {
-                flush_cjk(&mut cjk, &mut out);
+                flush_cjk(&mut cjk, &mut visit);
                 word.push(c);
             } else {
-                flush_word(&mut word, &mut out);
-                flush_cjk(&mut cjk, &mut out);
+                flush_word(&mut word, &mut visit);
+                flush_cjk(&mut cjk, &mut visit);
             }
         }
     }
-    flush_word(&mut word, &mut out);
-    flush_cjk(&mut cjk, &mut out);
-    out
+    flush_word(&mut word, &mut visit);
+    flush_cjk(&mut cjk, &mut visit);
 }
 
 /// `text` as the backends index it: its tokens joined by single spaces.
@@ -127,23 +145,32 @@ fn is_mark(c: char) -> bool {
     )
 }
 
-fn flush_word(word: &mut String, out: &mut Vec<String>) {
+fn flush_word(word: &mut String, visit: &mut impl FnMut(&str)) {
     if word.is_empty() {
         return;
     }
-    if word.chars().count() > MAX_TOKEN_CHARS {
-        out.push(word.chars().take(MAX_TOKEN_CHARS).collect());
-        word.clear();
-    } else {
-        out.push(std::mem::take(word));
+    match word.char_indices().nth(MAX_TOKEN_CHARS) {
+        Some((cut, _)) => visit(&word[..cut]),
+        None => visit(word),
     }
+    word.clear();
 }
 
-fn flush_cjk(run: &mut Vec<char>, out: &mut Vec<String>) {
+fn flush_cjk(run: &mut Vec<char>, visit: &mut impl FnMut(&str)) {
+    let mut pair = String::new();
     match run.len() {
         0 => {}
-        1 => out.push(run[0].to_string()),
-        _ => out.extend(run.windows(2).map(|pair| pair.iter().collect::<String>())),
+        1 => {
+            pair.push(run[0]);
+            visit(&pair);
+        }
+        _ => {
+            for window in run.windows(2) {
+                pair.clear();
+                pair.extend(window);
+                visit(&pair);
+            }
+        }
     }
     run.clear();
 }
