@@ -12,7 +12,6 @@ pub(super) fn search(
         return Ok(Vec::new());
     }
     let query = LexicalQuery::parse(&request.query);
-    let terms = query.terms();
     let mut answers = Vec::new();
     for lookups in query.lookups() {
         let mut found = Vec::new();
@@ -31,15 +30,7 @@ pub(super) fn search(
         None
     };
     let candidates = candidates(connection, request, &plan.match_terms(), newer_than)?;
-    let ranked = plan.rank(candidates);
-    Ok(best_hits(
-        ranked
-            .iter()
-            .map(|(score, chunk)| (*score, chunk))
-            .collect(),
-        request.limit,
-        |chunk| snippet(&chunk.text, &terms),
-    ))
+    Ok(plan.hits(candidates, request.limit))
 }
 
 /// The chunks holding any of `terms` that `request` admits, best first by FTS5's BM25

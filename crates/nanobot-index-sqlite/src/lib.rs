@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use nanobot_memory_index::{
     CANDIDATES, COMMON_QUERY_WINDOW, Chunk, GroupUpdate, Hit, IndexError, IndexStats, LexicalQuery,
-    MemoryIndex, QueryTerm, SearchRequest, SourceKind, VectorCache, VocabularyLookup, best_hits,
-    check_updates, normalize, snippet,
+    MemoryIndex, QueryTerm, SearchRequest, SourceKind, VectorCache, VocabularyLookup,
+    check_updates, normalize,
 };
 use rusqlite::{Connection, ErrorCode, TransactionBehavior, params};
 

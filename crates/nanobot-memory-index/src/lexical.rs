@@ -21,7 +21,10 @@ mod language;
 
 use crate::chunk::Chunk;
 use crate::normalize::{QueryTerm, for_each_token};
+use crate::port::Hit;
 use crate::port::{COMMON_TERM_SHARE, terms_to_search};
+use crate::snippet::snippet;
+use crate::vectors::best_hits;
 use language::Language;
 
 /// How many matching chunks a backend sends to [`LexicalPlan::rank`] (its best by its own
@@ -217,6 +220,21 @@ impl LexicalPlan {
             }));
         }
         terms
+    }
+
+    /// The hits among `candidates`: ranked by [`LexicalPlan::rank`], one per source, at
+    /// most `limit`, each with its snippet around the query's words.
+    pub fn hits(&self, candidates: Vec<Chunk>, limit: usize) -> Vec<Hit> {
+        let terms: Vec<QueryTerm> = self.words.iter().map(|w| w.term.clone()).collect();
+        let ranked = self.rank(candidates);
+        best_hits(
+            ranked
+                .iter()
+                .map(|(score, chunk)| (*score, chunk))
+                .collect(),
+            limit,
+            |chunk| snippet(&chunk.text, &terms),
+        )
     }
 
     /// Scores `candidates` by BM25 over every word of the query, best first is the

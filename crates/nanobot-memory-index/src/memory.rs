@@ -225,7 +225,6 @@ impl MemoryIndex for InMemoryIndex {
     async fn search(&self, request: &SearchRequest) -> Result<Vec<Hit>, IndexError> {
         request.check()?;
         let query = LexicalQuery::parse(&request.query);
-        let terms = query.terms();
         let state = self.state();
         let answers = query
             .lookups()
@@ -236,14 +235,9 @@ impl MemoryIndex for InMemoryIndex {
         if plan.is_empty() {
             return Ok(Vec::new());
         }
-        let ranked = plan.rank(state.candidates(&plan.match_terms(), request));
-        Ok(best_hits(
-            ranked
-                .iter()
-                .map(|(score, chunk)| (*score, chunk))
-                .collect(),
+        Ok(plan.hits(
+            state.candidates(&plan.match_terms(), request),
             request.limit,
-            |chunk| snippet(&chunk.text, &terms),
         ))
     }
 

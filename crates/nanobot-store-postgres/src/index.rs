@@ -25,7 +25,7 @@ use nanobot_llm_port::EmbeddingModel;
 use nanobot_memory_index::{
     CANDIDATES, COMMON_QUERY_WINDOW, CacheRefresh, Chunk, ChunkVector, GroupUpdate, Hit,
     IndexError, IndexStats, LexicalQuery, MemoryIndex, QueryTerm, SearchRequest, SourceKind,
-    VectorCache, VectorIndex, VectorRow, VectorStamp, VocabularyLookup, best_hits, check_updates,
+    VectorCache, VectorIndex, VectorRow, VectorStamp, VocabularyLookup, check_updates,
     check_vectors, decode_vector, encode_vector, other_model, query_terms, snippet,
 };
 use sqlx::Row;

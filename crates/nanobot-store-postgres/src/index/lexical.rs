@@ -124,7 +124,6 @@ impl PgIndex {
     /// shared plan.
     pub(super) async fn lexical(&self, request: &SearchRequest) -> Result<Vec<Hit>, sqlx::Error> {
         let query = LexicalQuery::parse(&request.query);
-        let terms = query.terms();
         let (total, answers) = self.vocabulary(&query.lookups()).await?;
         if total == 0 {
             return Ok(Vec::new());
@@ -145,15 +144,7 @@ impl PgIndex {
             String::new()
         };
         let candidates = self.candidates(request, &matched, total, &window).await?;
-        let ranked = plan.rank(candidates);
-        Ok(best_hits(
-            ranked
-                .iter()
-                .map(|(score, chunk)| (*score, chunk))
-                .collect(),
-            request.limit,
-            |chunk| snippet(&chunk.text, &terms),
-        ))
+        Ok(plan.hits(candidates, request.limit))
     }
 
     /// The chunks holding any of `matched` that `request` admits, best first by each
