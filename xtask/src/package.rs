@@ -89,6 +89,7 @@ fn target_dir(root: &Path) -> PathBuf {
 }
 
 fn package(root: &Path, crates: &[Publishable]) -> Result<(), String> {
+    forget_earlier_packages(&target_dir(root), crates)?;
     let mut args = vec!["package", "--locked", "--allow-dirty"];
     for krate in crates {
         args.extend(["-p", krate.name.as_str()]);
@@ -101,6 +102,54 @@ fn package(root: &Path, crates: &[Publishable]) -> Result<(), String> {
             .current_dir(root),
         "cargo package",
     )
+}
+
+/// Cargo takes a registry package of a given version as unchanging: it unpacks it once
+/// (`$CARGO_HOME/registry/src/*/<name>-<version>`) and fingerprints its builds by the
+/// version alone. Our packages change under one version between runs, so a warm machine
+/// would verify a crate against an earlier run's build of its sibling (seen: an item added
+/// to one crate "not found" by the next). Their unpacked copies and the fingerprints of
+/// their builds go before each packaging; the third-party crates stay built.
+fn forget_earlier_packages(target: &Path, crates: &[Publishable]) -> Result<(), String> {
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")))
+        .ok_or("neither CARGO_HOME nor HOME is set")?;
+    let mut doomed: Vec<PathBuf> = Vec::new();
+    for registry in read_dirs(&cargo_home.join("registry/src")) {
+        for Publishable { name, version } in crates {
+            doomed.push(registry.join(format!("{name}-{version}")));
+        }
+    }
+    for profile in read_dirs(target) {
+        for entry in read_dirs(&profile.join(".fingerprint")) {
+            let file = entry.file_name().map(|n| n.to_string_lossy().into_owned());
+            if file.is_some_and(|f| {
+                crates
+                    .iter()
+                    .any(|c| f.starts_with(&format!("{}-", c.name)))
+            }) {
+                doomed.push(entry);
+            }
+        }
+    }
+    for path in doomed.iter().filter(|p| p.exists()) {
+        std::fs::remove_dir_all(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The folders in `dir` (none when it cannot be read).
+fn read_dirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .filter(|path| path.is_dir())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Replaces `source` with the vendored third-party crates and our unpacked packages.
