@@ -96,11 +96,6 @@ impl LexicalQuery {
         LexicalQuery { words, language }
     }
 
-    /// The terms a snippet is cut around.
-    pub fn terms(&self) -> Vec<QueryTerm> {
-        self.words.iter().map(|w| w.term.clone()).collect()
-    }
-
     /// What to look up, per word: the word itself first, then its forms' ranges.
     pub fn lookups(&self) -> Vec<Vec<VocabularyLookup>> {
         self.words
