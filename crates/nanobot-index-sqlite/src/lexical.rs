@@ -7,7 +7,9 @@ pub(super) fn search(
     connection: &Connection,
     request: &SearchRequest,
 ) -> rusqlite::Result<Vec<Hit>> {
-    let total: i64 = connection.query_row("SELECT count(*) FROM chunks", [], |row| row.get(0))?;
+    let total: i64 = connection
+        .prepare_cached("SELECT count(*) FROM chunks")?
+        .query_row([], |row| row.get(0))?;
     if total == 0 {
         return Ok(Vec::new());
     }
@@ -63,7 +65,7 @@ fn candidates(
          SELECT c.grp, c.source, c.part, c.kind, c.at, c.text
          FROM best JOIN chunks c ON c.id = best.id ORDER BY best.rank, c.source, c.part"
     );
-    let mut statement = connection.prepare(&sql)?;
+    let mut statement = connection.prepare_cached(&sql)?;
     let rows = statement.query_map(
         params![
             expression,
@@ -100,7 +102,8 @@ fn vocabulary(
             start,
         ),
     };
-    let mut statement = connection.prepare(sql)?;
+    // One statement per kind of lookup, kept by the connection: a query makes several.
+    let mut statement = connection.prepare_cached(sql)?;
     let rows = statement.query_map([word], |row| {
         Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)? as usize))
     })?;

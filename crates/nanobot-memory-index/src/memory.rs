@@ -36,8 +36,9 @@ struct State {
     free: Vec<usize>,
     /// Group name to its chunks' slots.
     groups: BTreeMap<String, Vec<usize>>,
-    /// Term to (slot, occurrences in that chunk).
-    postings: HashMap<String, HashMap<usize, u32>>,
+    /// Term to (slot, occurrences in that chunk); ordered, so the words a prefix begins
+    /// are one range.
+    postings: BTreeMap<String, HashMap<usize, u32>>,
     /// Sum of every stored chunk's token count (for the average length).
     total_tokens: usize,
     chunks: usize,
@@ -120,6 +121,16 @@ impl State {
         }
     }
 
+    /// The indexed words that begin with `start`, in order, with their postings.
+    fn beginning_with<'a>(
+        &'a self,
+        start: &'a str,
+    ) -> impl Iterator<Item = (&'a String, &'a HashMap<usize, u32>)> + 'a {
+        self.postings
+            .range::<str, _>((std::ops::Bound::Included(start), std::ops::Bound::Unbounded))
+            .take_while(move |(indexed, _)| indexed.starts_with(start))
+    }
+
     /// The indexed words a vocabulary lookup finds, with how many chunks hold each.
     fn vocabulary(&self, lookup: &VocabularyLookup) -> Vec<(String, usize)> {
         match lookup {
@@ -128,16 +139,10 @@ impl State {
                 .get(word)
                 .map(|posting| vec![(word.clone(), posting.len())])
                 .unwrap_or_default(),
-            VocabularyLookup::Prefix(start) => {
-                let mut found: Vec<(String, usize)> = self
-                    .postings
-                    .iter()
-                    .filter(|(indexed, _)| indexed.starts_with(start.as_str()))
-                    .map(|(indexed, posting)| (indexed.clone(), posting.len()))
-                    .collect();
-                found.sort();
-                found
-            }
+            VocabularyLookup::Prefix(start) => self
+                .beginning_with(start)
+                .map(|(indexed, posting)| (indexed.clone(), posting.len()))
+                .collect(),
         }
     }
 
@@ -148,16 +153,12 @@ impl State {
         let total = self.chunks as f64;
         let mut scores: HashMap<usize, f64> = HashMap::new();
         for (term, _) in terms {
+            // In the order of the words, so the sums (and the candidates at the cut) are the
+            // same in every process.
             let postings: Vec<&HashMap<usize, u32>> = if term.prefix {
-                // In the order of the words, so the sums (and the candidates at the cut)
-                // are the same in every process, whatever the map's order.
-                let mut matching: Vec<(&String, &HashMap<usize, u32>)> = self
-                    .postings
-                    .iter()
-                    .filter(|(indexed, _)| indexed.starts_with(term.text.as_str()))
-                    .collect();
-                matching.sort_by(|a, b| a.0.cmp(b.0));
-                matching.into_iter().map(|(_, posting)| posting).collect()
+                self.beginning_with(&term.text)
+                    .map(|(_, posting)| posting)
+                    .collect()
             } else {
                 self.postings.get(&term.text).into_iter().collect()
             };
