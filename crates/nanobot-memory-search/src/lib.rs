@@ -2,6 +2,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod indexer;
+mod neighbours;
 mod vector_lane;
 
 pub use indexer::{IndexPass, Indexer, IndexingError, SessionFilter};
@@ -24,6 +25,10 @@ pub const TOOL_NAME: &str = "search_memory";
 /// The results' default budget, in tokens (the design note's 2,000).
 pub const DEFAULT_BUDGET_TOKENS: usize = 2_000;
 
+/// The default share of a matching neighbour's score a message or journal entry gains
+/// (see [`SearchMemoryTool::with_neighbour_weight`]).
+pub const NEIGHBOUR_WEIGHT: f64 = 0.0;
+
 /// The tag the results are wrapped in; a snippet can never close it (see [`render`]).
 const ENVELOPE: &str = "memory_search_results";
 
@@ -33,6 +38,7 @@ pub struct SearchMemoryTool {
     counter: Arc<dyn TokenCounter>,
     budget_tokens: usize,
     vectors: Option<VectorLane>,
+    neighbour_weight: f64,
 }
 
 impl SearchMemoryTool {
@@ -47,6 +53,7 @@ impl SearchMemoryTool {
             counter,
             budget_tokens,
             vectors: None,
+            neighbour_weight: NEIGHBOUR_WEIGHT,
         }
     }
 
@@ -57,34 +64,54 @@ impl SearchMemoryTool {
         self
     }
 
+    /// How much a message or journal entry gains from a neighbour (the turn before or
+    /// after it) that matched too, as a share of that neighbour's score;
+    /// [`NEIGHBOUR_WEIGHT`] unless set, 0 to rank each turn on its own.
+    pub fn with_neighbour_weight(mut self, weight: f64) -> Self {
+        self.neighbour_weight = weight.max(0.0);
+        self
+    }
+
     /// The hits for `request` from every lane, fused, and a note when the vector lane was
     /// not used.
     pub async fn hits(
         &self,
         request: &SearchRequest,
     ) -> Result<(Vec<Hit>, Option<String>), IndexError> {
-        let Some(lane) = &self.vectors else {
-            return Ok((self.index.search(request).await?, None));
-        };
+        let (mut hits, note) = self.deep_hits(request).await?;
+        if self.neighbour_weight > 0.0 {
+            hits = neighbours::with_neighbour_support(hits, self.neighbour_weight);
+        }
+        hits.truncate(request.limit);
+        Ok((hits, note))
+    }
+
+    /// Every lane's hits at their deepest, fused but not cut to the request's limit.
+    async fn deep_hits(
+        &self,
+        request: &SearchRequest,
+    ) -> Result<(Vec<Hit>, Option<String>), IndexError> {
         // Both lanes are asked for their deepest list and the fusion cut to the limit: a
         // hit second in one lane and sixth in the other belongs in a fused top five
         // (measured: hit@5 at the default limit 0.565 → 0.574, docs/SEARCH.md).
         let deep = request.clone().limit(MAX_LIMIT);
-        let mut lexical = self.index.search(&deep).await?;
+        let Some(lane) = &self.vectors else {
+            let asked = if self.neighbour_weight > 0.0 {
+                &deep
+            } else {
+                request
+            };
+            return Ok((self.index.search(asked).await?, None));
+        };
+        let lexical = self.index.search(&deep).await?;
         Ok(match lane.search(&deep).await {
             Ok(Some(nearest)) => (
-                reciprocal_rank_fusion(&[lexical, nearest], request.limit),
+                reciprocal_rank_fusion(&[lexical, nearest], usize::MAX),
                 None,
             ),
-            Ok(None) => {
-                lexical.truncate(request.limit);
-                (lexical, lane.state().await.ok().and_then(|s| s.note()))
-            }
+            Ok(None) => (lexical, lane.state().await.ok().and_then(|s| s.note())),
             Err(error) => (
-                {
-                    lexical.truncate(request.limit);
-                    lexical
-                },
+                lexical,
                 Some(format!(
                     "vector search failed ({}); these are word matches only",
                     if error.is_retryable() {

@@ -24,6 +24,10 @@ pub(crate) struct Question {
     pub(crate) query: String,
     /// Sources that hold its answer (a hit on any of them counts).
     pub(crate) relevant: Vec<String>,
+    /// The day the answer was said (`2025-02-13`), where the corpus says: a `when`
+    /// question is answered when a labelled hit carries this day.
+    #[serde(default)]
+    pub(crate) date: Option<String>,
 }
 
 /// How a corpus's conversations are stored before they are searched.

@@ -16,7 +16,7 @@ use corpus::{Corpus, Storage, default_corpora};
 
 use run::{Backend, Options, evaluate, markdown};
 
-const USAGE: &str = "usage: nanobot-search-eval [--corpus DIR]... [--backends memory,sqlite,postgres] [--storage sessions,journal] [--model-dir DIR] [--report FILE]";
+const USAGE: &str = "usage: nanobot-search-eval [--corpus DIR]... [--backends memory,sqlite,postgres] [--storage sessions,journal] [--model-dir DIR] [--neighbour-weights W,...] [--report FILE]";
 
 fn main() -> ExitCode {
     match run_cli() {
@@ -85,6 +85,7 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
         report: root.join("target/eval/search.json"),
         postgres_url: nanobot_store_postgres::testing::url(),
         model_dir: std::env::var_os("NANOBOT_TEST_EMBED_MODEL_DIR").map(PathBuf::from),
+        neighbour_weights: Vec::new(),
     };
     if options.postgres_url.is_some() {
         options.backends.push(Backend::Postgres);
@@ -99,6 +100,15 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
             "--corpus" => options.corpora.push(PathBuf::from(value()?)),
             "--report" => options.report = PathBuf::from(value()?),
             "--model-dir" => options.model_dir = Some(PathBuf::from(value()?)),
+            "--neighbour-weights" => {
+                options.neighbour_weights = value()?
+                    .split(',')
+                    .map(|w| match w.parse::<f64>() {
+                        Ok(weight) if weight >= 0.0 => Ok(weight),
+                        _ => Err(format!("--neighbour-weights: {w:?} is not a weight >= 0")),
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
             "--backends" => {
                 options.backends = value()?
                     .split(',')

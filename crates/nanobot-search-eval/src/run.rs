@@ -1,7 +1,7 @@
 //! One corpus through every lane and backend: the chunks indexed, each question asked, the
 //! figures summed per split and per kind of question.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -68,6 +68,26 @@ pub(crate) struct Options {
     pub(crate) postgres_url: Option<String>,
     /// all-MiniLM-L6-v2's folder, for the meaning and fused lanes.
     pub(crate) model_dir: Option<PathBuf>,
+    /// Neighbour weights to try besides the tool's default (`words+n0.2`, `fused+n0.2`).
+    pub(crate) neighbour_weights: Vec<f64>,
+}
+
+/// One hit as the eval reads it: where it is from and the day it carries.
+#[derive(Debug, Clone)]
+pub(crate) struct Found {
+    /// The hit's source.
+    pub(crate) source: String,
+    /// Its day (`2025-02-13`), when it carries one.
+    pub(crate) day: Option<String>,
+}
+
+impl Found {
+    fn of(hit: nanobot_memory_index::Hit) -> Found {
+        Found {
+            day: hit.at.map(|at| at.date().to_string()),
+            source: hit.source,
+        }
+    }
 }
 
 /// One lane's figures on one corpus.
@@ -81,6 +101,10 @@ pub(crate) struct LaneResult {
     pub(crate) splits: BTreeMap<String, Figures>,
     /// Figures per kind of question, over the report split.
     pub(crate) kinds: BTreeMap<String, Figures>,
+    /// Of the report split's `when` questions with a day labelled, the share with a
+    /// labelled hit among the first five that carries that day (the answer's date is in
+    /// what the search returned); `None` when there are none.
+    pub(crate) when_dated5: Option<f64>,
     /// Milliseconds per question (the 95th percentile).
     pub(crate) p95_ms: f64,
     /// The report split's questions with no labelled source in the ten, by id.
@@ -110,9 +134,20 @@ pub(crate) async fn evaluate(
     embedder: Option<CachedEmbedder>,
 ) -> Result<CorpusResult, String> {
     let textbook = Textbook::new(corpus.chunks());
+    let days: HashMap<&str, Option<String>> = corpus
+        .chunks()
+        .map(|c| (c.source.as_str(), c.at.map(|at| at.date().to_string())))
+        .collect();
     let mut lanes = vec![
         score(corpus, "textbook-bm25", "-", |query| {
-            let ranked = textbook.search(query, 10);
+            let ranked = textbook
+                .search(query, 10)
+                .into_iter()
+                .map(|source| Found {
+                    day: days.get(source.as_str()).cloned().flatten(),
+                    source,
+                })
+                .collect();
             async move { Ok(ranked) }
         })
         .await?,
@@ -129,13 +164,19 @@ pub(crate) async fn evaluate(
                 async move {
                     let request = SearchRequest::new(query).limit(10);
                     let hits = index.search(&request).await.map_err(|e| e.to_string())?;
-                    Ok(hits.into_iter().map(|hit| hit.source).collect())
+                    Ok(hits.into_iter().map(Found::of).collect())
                 }
             })
             .await?,
         );
+        for &weight in &options.neighbour_weights {
+            let tool = SearchMemoryTool::new(index.clone(), Arc::new(Cl100kBase::new()), 2_000)
+                .with_neighbour_weight(weight);
+            lanes.push(tool_lane(corpus, &format!("words+n{weight}"), backend, &tool).await?);
+        }
         if let Some(embedder) = &embedder {
-            lanes.extend(meaning_lanes(corpus, backend, index.clone(), embedder).await?);
+            let weights = &options.neighbour_weights;
+            lanes.extend(meaning_lanes(corpus, backend, index.clone(), embedder, weights).await?);
         }
     }
     Ok(CorpusResult {
@@ -154,6 +195,7 @@ async fn meaning_lanes(
     backend: Backend,
     index: Arc<dyn SearchIndex>,
     embedder: &CachedEmbedder,
+    neighbour_weights: &[f64],
 ) -> Result<Vec<LaneResult>, String> {
     let embedder: Arc<dyn Embedder> = Arc::new(embedder.clone());
     let lane = VectorLane::new(index.clone(), embedder.clone());
@@ -174,28 +216,46 @@ async fn meaning_lanes(
                 .nearest(&vector, &request)
                 .await
                 .map_err(|e| e.to_string())?;
-            Ok(hits.into_iter().map(|hit| hit.source).collect())
+            Ok(hits.into_iter().map(Found::of).collect())
         }
     })
     .await?;
-    let tool = SearchMemoryTool::new(index.clone(), Arc::new(Cl100kBase::new()), 2_000)
-        .with_vector_lane(lane);
-    let tool = &tool;
-    let fused = |limit: usize| async move {
-        // The tool's default limit is 5: `fused-5` is what a model asking with no limit
-        // gets (its hit@5 is the one to read).
-        let lane = if limit == 10 { "fused" } else { "fused-5" };
-        score(corpus, lane, backend.name(), |query| async move {
-            let request = SearchRequest::new(query).limit(limit);
-            let (hits, note) = tool.hits(&request).await.map_err(|e| e.to_string())?;
-            match note {
-                Some(note) => Err(format!("the fused lane fell back to words: {note}")),
-                None => Ok(hits.into_iter().map(|hit| hit.source).collect()),
-            }
-        })
-        .await
+    let tool = |weight: Option<f64>| {
+        let tool = SearchMemoryTool::new(index.clone(), Arc::new(Cl100kBase::new()), 2_000)
+            .with_vector_lane(lane.clone());
+        match weight {
+            Some(weight) => tool.with_neighbour_weight(weight),
+            None => tool,
+        }
     };
-    Ok(vec![meaning, fused(10).await?, fused(5).await?])
+    let mut lanes = vec![
+        meaning,
+        tool_lane(corpus, "fused", backend, &tool(None)).await?,
+    ];
+    for &weight in neighbour_weights {
+        let name = format!("fused+n{weight}");
+        lanes.push(tool_lane(corpus, &name, backend, &tool(Some(weight))).await?);
+    }
+    Ok(lanes)
+}
+
+/// `search_memory`'s own hits (`SearchMemoryTool::hits`, what the model gets), ten asked;
+/// a fall back to words is an error (the lane would not be what its name says).
+async fn tool_lane(
+    corpus: &Corpus,
+    lane: &str,
+    backend: Backend,
+    tool: &SearchMemoryTool,
+) -> Result<LaneResult, String> {
+    score(corpus, lane, backend.name(), |query| async move {
+        let request = SearchRequest::new(query).limit(10);
+        let (hits, note) = tool.hits(&request).await.map_err(|e| e.to_string())?;
+        match note {
+            Some(note) => Err(format!("{lane} fell back to words: {note}")),
+            None => Ok(hits.into_iter().map(Found::of).collect()),
+        }
+    })
+    .await
 }
 
 /// Something that must live as long as an index (a temporary folder, a schema).
@@ -254,18 +314,29 @@ async fn score<'a, F, Fut>(
 ) -> Result<LaneResult, String>
 where
     F: Fn(&'a str) -> Fut,
-    Fut: std::future::Future<Output = Result<Vec<String>, String>>,
+    Fut: std::future::Future<Output = Result<Vec<Found>, String>>,
 {
+    let mut dated = (0usize, 0usize);
     let mut splits: BTreeMap<String, Figures> = BTreeMap::new();
     let mut kinds: BTreeMap<String, Figures> = BTreeMap::new();
     let mut times: Vec<f64> = Vec::new();
     let mut missed: Vec<String> = Vec::new();
     for question in &corpus.questions {
         let started = Instant::now();
-        let ranked = ask(&question.query).await?;
+        let found = ask(&question.query).await?;
         times.push(started.elapsed().as_secs_f64() * 1e3);
+        let ranked: Vec<String> = found.iter().map(|f| f.source.clone()).collect();
         let figures = Figures::of(&ranked, &question.relevant);
         let split = question.split.clone().unwrap_or_default();
+        if let (true, "when", Some(day)) =
+            (split == "report", question.kind.as_str(), &question.date)
+        {
+            dated.0 += 1;
+            let answered = found.iter().take(5).any(|f| {
+                question.relevant.contains(&f.source) && f.day.as_deref() == Some(day.as_str())
+            });
+            dated.1 += usize::from(answered);
+        }
         if split == "report" {
             kinds.entry(question.kind.clone()).or_default().add(figures);
             if figures.hit10 == 0.0 {
@@ -285,6 +356,7 @@ where
         backend: backend.to_owned(),
         splits: splits.into_iter().map(|(k, v)| (k, v.mean())).collect(),
         kinds: kinds.into_iter().map(|(k, v)| (k, v.mean())).collect(),
+        when_dated5: (dated.0 > 0).then(|| dated.1 as f64 / dated.0 as f64),
         p95_ms: p95,
         missed,
     })
@@ -298,12 +370,16 @@ pub(crate) fn markdown(results: &[CorpusResult]) -> String {
             "\n### {} as {} ({} chunks, {} questions; report split)\n\n",
             result.corpus, result.storage, result.chunks, result.questions
         );
-        out += "| lane | backend | hit@1 | hit@5 | hit@10 | MRR | nDCG@10 | p95 ms |\n";
-        out += "|---|---|---:|---:|---:|---:|---:|---:|\n";
+        out +=
+            "| lane | backend | hit@1 | hit@5 | hit@10 | MRR | nDCG@10 | when dated@5 | p95 ms |\n";
+        out += "|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
         for lane in &result.lanes {
             let f = lane.splits.get("report").copied().unwrap_or_default();
+            let dated = lane
+                .when_dated5
+                .map_or_else(|| "-".to_owned(), |share| format!("{share:.3}"));
             out += &format!(
-                "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} |\n",
+                "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {dated} | {:.2} |\n",
                 lane.lane, lane.backend, f.hit1, f.hit5, f.hit10, f.mrr, f.ndcg10, lane.p95_ms
             );
         }

@@ -217,3 +217,46 @@ fn the_definition_names_every_argument() {
         assert!(text.contains(name), "{name}");
     }
 }
+
+/// Issue 31: a turn whose neighbour matched too can be ranked first (off by default,
+/// since on the dialogue corpus it trades hit@5 for two-turn questions).
+#[tokio::test]
+async fn a_neighbour_weight_ranks_the_turn_whose_neighbour_matched_first() {
+    let turns = [
+        ("alone", 0, "Ana: the lantern festival was lovely"),
+        ("alone", 1, "Ben: what did you eat there"),
+        ("pair", 0, "Ana: the lantern festival was lovely"),
+        ("pair", 1, "Ben: which lantern festival, the river one"),
+        ("other", 0, "Ana: the dentist moved my appointment"),
+        ("other", 1, "Ben: mine is on Friday morning"),
+        ("other", 2, "Ana: bring the blue umbrella"),
+        ("other", 3, "Ben: the forecast says sunshine"),
+    ];
+    let chunks = turns
+        .iter()
+        .filter_map(|(key, seq, text)| {
+            nanobot_memory_index::session_chunk(
+                key,
+                *seq,
+                "user",
+                text,
+                Some("2026-01-02T10:00:00"),
+            )
+        })
+        .collect();
+    let index = Arc::new(InMemoryIndex::new());
+    index
+        .replace(GroupUpdate::from_chunks(chunks))
+        .await
+        .unwrap();
+    let tool = |weight: f64| {
+        SearchMemoryTool::new(index.clone(), Arc::new(Cl100kBase::new()), 2_000)
+            .with_neighbour_weight(weight)
+    };
+    let request = SearchRequest::new("lantern festival lovely").limit(1);
+    let first = |hits: Vec<Hit>| hits.into_iter().map(|h| h.source).collect::<Vec<_>>();
+    let (plain, _) = tool(0.0).hits(&request).await.unwrap();
+    assert_eq!(first(plain), ["session:alone#0"]);
+    let (supported, _) = tool(0.5).hits(&request).await.unwrap();
+    assert_eq!(first(supported), ["session:pair#0"]);
+}
