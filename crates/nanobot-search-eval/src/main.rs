@@ -6,6 +6,7 @@
 mod corpus;
 mod embed;
 mod metrics;
+mod rerank;
 mod run;
 mod textbook;
 
@@ -16,7 +17,7 @@ use corpus::{Corpus, Storage, default_corpora};
 
 use run::{Backend, Options, evaluate, markdown};
 
-const USAGE: &str = "usage: nanobot-search-eval [--corpus DIR]... [--backends memory,sqlite,postgres] [--storage sessions,journal] [--model-dir DIR] [--neighbour-weights W,...] [--report FILE]";
+const USAGE: &str = "usage: nanobot-search-eval [--corpus DIR]... [--backends memory,sqlite,postgres] [--storage sessions,journal] [--model-dir DIR] [--neighbour-weights W,...] [--coverage-weights W,...] [--report FILE]";
 
 fn main() -> ExitCode {
     match run_cli() {
@@ -86,6 +87,7 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
         postgres_url: nanobot_store_postgres::testing::url(),
         model_dir: std::env::var_os("NANOBOT_TEST_EMBED_MODEL_DIR").map(PathBuf::from),
         neighbour_weights: Vec::new(),
+        coverage_weights: Vec::new(),
     };
     if options.postgres_url.is_some() {
         options.backends.push(Backend::Postgres);
@@ -100,15 +102,8 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
             "--corpus" => options.corpora.push(PathBuf::from(value()?)),
             "--report" => options.report = PathBuf::from(value()?),
             "--model-dir" => options.model_dir = Some(PathBuf::from(value()?)),
-            "--neighbour-weights" => {
-                options.neighbour_weights = value()?
-                    .split(',')
-                    .map(|w| match w.parse::<f64>() {
-                        Ok(weight) if weight >= 0.0 => Ok(weight),
-                        _ => Err(format!("--neighbour-weights: {w:?} is not a weight >= 0")),
-                    })
-                    .collect::<Result<_, _>>()?;
-            }
+            "--neighbour-weights" => options.neighbour_weights = weights(&arg, &value()?)?,
+            "--coverage-weights" => options.coverage_weights = weights(&arg, &value()?)?,
             "--backends" => {
                 options.backends = value()?
                     .split(',')
@@ -136,4 +131,14 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
         return Err("postgres: NANOBOT_TEST_PG_URL is not set".to_owned());
     }
     Ok(options)
+}
+
+/// A comma-separated list of weights, each at least 0.
+fn weights(flag: &str, list: &str) -> Result<Vec<f64>, String> {
+    list.split(',')
+        .map(|w| match w.parse::<f64>() {
+            Ok(weight) if weight >= 0.0 => Ok(weight),
+            _ => Err(format!("{flag}: {w:?} is not a weight >= 0")),
+        })
+        .collect()
 }

@@ -70,6 +70,8 @@ pub(crate) struct Options {
     pub(crate) model_dir: Option<PathBuf>,
     /// Neighbour weights to try besides the tool's default (`words+n0.2`, `fused+n0.2`).
     pub(crate) neighbour_weights: Vec<f64>,
+    /// Weights of the coverage reranking stage to try (`fused+c0.5`; see `rerank.rs`).
+    pub(crate) coverage_weights: Vec<f64>,
 }
 
 /// One hit as the eval reads it: where it is from and the day it carries.
@@ -175,7 +177,10 @@ pub(crate) async fn evaluate(
             lanes.push(tool_lane(corpus, &format!("words+n{weight}"), backend, &tool).await?);
         }
         if let Some(embedder) = &embedder {
-            let weights = &options.neighbour_weights;
+            let weights = (
+                &options.neighbour_weights[..],
+                &options.coverage_weights[..],
+            );
             lanes.extend(meaning_lanes(corpus, backend, index.clone(), embedder, weights).await?);
         }
     }
@@ -195,7 +200,7 @@ async fn meaning_lanes(
     backend: Backend,
     index: Arc<dyn SearchIndex>,
     embedder: &CachedEmbedder,
-    neighbour_weights: &[f64],
+    (neighbour_weights, coverage_weights): (&[f64], &[f64]),
 ) -> Result<Vec<LaneResult>, String> {
     let embedder: Arc<dyn Embedder> = Arc::new(embedder.clone());
     let lane = VectorLane::new(index.clone(), embedder.clone());
@@ -235,6 +240,19 @@ async fn meaning_lanes(
     for &weight in neighbour_weights {
         let name = format!("fused+n{weight}");
         lanes.push(tool_lane(corpus, &name, backend, &tool(Some(weight))).await?);
+    }
+    let fused = &tool(None);
+    for &weight in coverage_weights {
+        let name = format!("fused+c{weight}");
+        lanes.push(
+            score(corpus, &name, backend.name(), |query| async move {
+                let request = SearchRequest::new(query).limit(10);
+                let (hits, _) = fused.hits(&request).await.map_err(|e| e.to_string())?;
+                let ranked = crate::rerank::by_coverage(query, hits, weight);
+                Ok(ranked.into_iter().map(Found::of).collect())
+            })
+            .await?,
+        );
     }
     Ok(lanes)
 }

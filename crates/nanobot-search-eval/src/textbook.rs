@@ -156,7 +156,7 @@ pub(crate) struct Textbook {
 }
 
 /// Lower-cased runs of letters and digits, stop words out.
-fn words(text: &str) -> Vec<String> {
+pub(crate) fn words(text: &str) -> Vec<String> {
     text.to_lowercase()
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty() && !STOP_WORDS.contains(w))
