@@ -8,7 +8,7 @@ pub(super) fn search(
     request: &SearchRequest,
 ) -> rusqlite::Result<Vec<Hit>> {
     let total: i64 = connection
-        .prepare_cached("SELECT count(*) FROM chunks")?
+        .prepare_cached("SELECT n FROM chunk_count")?
         .query_row([], |row| row.get(0))?;
     if total == 0 {
         return Ok(Vec::new());

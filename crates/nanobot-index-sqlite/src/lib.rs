@@ -57,6 +57,19 @@ const SCHEMA: &str = "
     );
 ";
 
+/// The chunk count every search needs, kept by triggers in the writing transaction:
+/// `count(*)` reads a whole index b-tree, about 0.45 ms of each search at 100,000 chunks.
+/// Files of schema 3 made before it get it when opened (same version: it is added, not
+/// changed, and an older build's writes keep it right, the triggers being in the file).
+const CHUNK_COUNT: &str = "
+    CREATE TABLE IF NOT EXISTS chunk_count (only INTEGER PRIMARY KEY CHECK (only = 1), n INTEGER NOT NULL);
+    INSERT OR IGNORE INTO chunk_count (only, n) SELECT 1, count(*) FROM chunks;
+    CREATE TRIGGER IF NOT EXISTS chunk_count_up AFTER INSERT ON chunks
+        BEGIN UPDATE chunk_count SET n = n + 1; END;
+    CREATE TRIGGER IF NOT EXISTS chunk_count_down AFTER DELETE ON chunks
+        BEGIN UPDATE chunk_count SET n = n - 1; END;
+";
+
 /// Something the index found wrong with its file and mended by starting again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -364,6 +377,7 @@ fn open_and_check(path: &Path) -> Result<Connection, OpenFailure> {
     if verdict != "ok" {
         return Err(OpenFailure::Damaged(format!("quick_check: {verdict}")));
     }
+    add_chunk_count(&connection)?;
     match connection.execute(
         "INSERT INTO chunk_terms (chunk_terms) VALUES ('integrity-check')",
         [],
@@ -396,7 +410,9 @@ fn create(connection: &Connection) -> rusqlite::Result<i64> {
         if version != 0 {
             return Ok(version);
         }
-        connection.execute_batch(&format!("{SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};"))?;
+        connection.execute_batch(&format!(
+            "{SCHEMA} {CHUNK_COUNT} PRAGMA user_version = {SCHEMA_VERSION};"
+        ))?;
         // A file made again starts at an epoch of its own, so no process's copy of the
         // vectors of the file it replaced passes for current (`vectors::stamp`).
         connection.execute(
@@ -412,6 +428,24 @@ fn create(connection: &Connection) -> rusqlite::Result<i64> {
             Err(error)
         }
     }
+}
+
+/// Gives a file made before [`CHUNK_COUNT`] its count, under the write lock (every
+/// statement is a no-op when another process did it first).
+fn add_chunk_count(connection: &Connection) -> rusqlite::Result<()> {
+    let present: i64 = connection.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE name IN ('chunk_count', 'chunk_count_up', 'chunk_count_down')",
+        [],
+        |row| row.get(0),
+    )?;
+    if present == 3 {
+        return Ok(());
+    }
+    connection
+        .execute_batch(&format!("BEGIN IMMEDIATE; {CHUNK_COUNT} COMMIT;"))
+        .inspect_err(|_| {
+            let _ = connection.execute_batch("ROLLBACK");
+        })
 }
 
 /// Deletes the index file (and its WAL and shared-memory files) and creates it empty.

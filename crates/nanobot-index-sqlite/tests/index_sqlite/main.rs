@@ -149,6 +149,51 @@ async fn another_schema_version_is_rebuilt() {
     assert!(index.marks().await.expect("marks").is_empty());
 }
 
+/// An index made before the chunk count was kept gets it on open, right, without a
+/// rebuild (nothing re-indexed or re-embedded), and every write keeps it right.
+#[tokio::test]
+async fn an_index_without_the_kept_chunk_count_gets_it_on_open() {
+    let fixture = Fixture::embedded().expect("fixture");
+    let dir = TempDir::new("index-sqlite-count");
+    let path = dir.path().join(INDEX_FILE);
+    let expected = top_fives(
+        &{
+            let index = SqliteIndex::open(&path).expect("open");
+            load(&index, &fixture).await;
+            index
+        },
+        &fixture,
+    )
+    .await;
+    let kept = |path: &Path| -> (i64, i64) {
+        let connection = rusqlite::Connection::open(path).expect("open");
+        connection
+            .query_row(
+                "SELECT (SELECT n FROM chunk_count), (SELECT count(*) FROM chunks)",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .expect("counts")
+    };
+    {
+        let connection = rusqlite::Connection::open(&path).expect("open");
+        connection
+            .execute_batch(
+                "DROP TRIGGER chunk_count_up; DROP TRIGGER chunk_count_down; DROP TABLE chunk_count;",
+            )
+            .expect("the file as an earlier build left it");
+    }
+    let index = SqliteIndex::open(&path).expect("open");
+    assert!(index.repairs().is_empty(), "{:?}", index.repairs());
+    let (counted, all) = kept(&path);
+    assert!(all > 0 && counted == all, "{counted} kept, {all} held");
+    assert_eq!(top_fives(&index, &fixture).await, expected);
+    one_entry(&index).await;
+    index.remove_prefix("MEMORY.md").await.expect("remove");
+    let (counted, all) = kept(&path);
+    assert_eq!(counted, all);
+}
+
 /// Feeds a rebuilt index the fixture again and finds an answer in it.
 async fn fed_again_finds_the_fixture(index: &SqliteIndex, fixture: &Fixture) {
     load(index, fixture).await;
