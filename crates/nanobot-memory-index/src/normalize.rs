@@ -12,7 +12,7 @@
 //! Scripts written without spaces other than CJK (Thai, Lao, Khmer, Burmese) are kept as
 //! whole runs: a query finds them only by the whole run (see `docs/SEARCH.md`).
 
-use unicode_normalization::UnicodeNormalization;
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
 
 /// A token longer than this many characters is cut: base64 blobs and hashes pasted into a
 /// chat must not make index rows large (PostgreSQL refuses lexemes over 2,047 bytes).
@@ -34,10 +34,11 @@ pub fn tokens(text: &str) -> Vec<String> {
 /// Calls `visit` with each token of `text`, in order, the same tokens as [`tokens`] without
 /// a `String` for each (the words lane counts words in its candidates this way).
 ///
-/// ASCII is read byte by byte: NFKC and Unicode lower case leave it ASCII, and no ASCII
-/// character composes with the one before it. Only the non-ASCII runs, with the ASCII
-/// character just before each (a base an accent may compose with), go through NFKC, so
-/// English with a little Chinese costs about what English does.
+/// ASCII is read as it is: NFKC and Unicode lower case leave it ASCII, and no ASCII
+/// character composes with the one before it, so a lower-case ASCII word is visited as a
+/// slice of `text`. Only the non-ASCII runs, with the ASCII character just before each (a
+/// base an accent may compose with), go through NFKC, and only when the quick check says
+/// they are not in NFKC already (Chinese and most accented text are).
 pub fn for_each_token(text: &str, mut visit: impl FnMut(&str)) {
     let mut state = Tokenizer::default();
     let bytes = text.as_bytes();
@@ -52,9 +53,8 @@ pub fn for_each_token(text: &str, mut visit: impl FnMut(&str)) {
         } else {
             ascii_end
         };
-        for &byte in &bytes[start..fast_end] {
-            state.ascii(byte, &mut visit);
-        }
+        // Both ends of each part are at ASCII bytes or the text's ends: char boundaries.
+        state.ascii(text.get(start..fast_end).unwrap_or_default(), &mut visit);
         if fast_end == bytes.len() {
             break;
         }
@@ -62,54 +62,114 @@ pub fn for_each_token(text: &str, mut visit: impl FnMut(&str)) {
             .iter()
             .position(u8::is_ascii)
             .map_or(bytes.len(), |n| ascii_end + n);
-        // Both ends are at ASCII bytes or the text's ends: character boundaries.
-        if let Some(segment) = text.get(fast_end..slow_end) {
-            for original in segment.nfkc() {
-                for c in original.to_lowercase() {
-                    state.char(c, &mut visit);
-                }
-            }
-        }
+        state.unicode(text.get(fast_end..slow_end).unwrap_or_default(), &mut visit);
         start = slow_end;
     }
     state.finish(&mut visit);
 }
 
-/// The tokenizer's state between characters: the word being read and the CJK run.
+/// The tokenizer's state between parts of a text: the word being read, the CJK run, and
+/// a buffer for the CJK bigrams.
 #[derive(Default)]
 struct Tokenizer {
     word: String,
     cjk: Vec<char>,
+    pair: String,
 }
 
 impl Tokenizer {
-    fn ascii(&mut self, byte: u8, visit: &mut impl FnMut(&str)) {
-        if byte.is_ascii_alphanumeric() {
-            flush_cjk(&mut self.cjk, visit);
-            self.word.push(char::from(byte.to_ascii_lowercase()));
-        } else {
-            flush_word(&mut self.word, visit);
-            flush_cjk(&mut self.cjk, visit);
+    /// An ASCII part: words that end inside it and have no capitals are visited as they
+    /// are; the rest go through the word buffer.
+    fn ascii(&mut self, part: &str, visit: &mut impl FnMut(&str)) {
+        let bytes = part.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if !bytes[i].is_ascii_alphanumeric() {
+                self.flush(visit);
+                i += 1;
+                continue;
+            }
+            let end = bytes[i..]
+                .iter()
+                .position(|b| !b.is_ascii_alphanumeric())
+                .map_or(bytes.len(), |n| i + n);
+            let word = &part[i..end];
+            self.flush_cjk(visit);
+            let complete = self.word.is_empty() && end < bytes.len();
+            if complete && !word.bytes().any(|b| b.is_ascii_uppercase()) {
+                visit(&word[..word.len().min(MAX_TOKEN_CHARS)]);
+            } else {
+                self.word
+                    .extend(word.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+                if end < bytes.len() {
+                    flush_word(&mut self.word, visit);
+                }
+            }
+            i = end;
         }
     }
 
-    /// One character after NFKC and lower case.
+    /// A part that is not all ASCII, through NFKC (unless already in it) and lower case.
+    fn unicode(&mut self, part: &str, visit: &mut impl FnMut(&str)) {
+        if part.chars().all(nfkc_inert) || is_nfkc_quick(part.chars()) == IsNormalized::Yes {
+            for c in part.chars() {
+                self.char(c, visit);
+            }
+        } else {
+            for c in part.nfkc() {
+                self.char(c, visit);
+            }
+        }
+    }
+
+    /// One character after NFKC: lower-cased, then a CJK run's, a word's, or a separator.
     fn char(&mut self, c: char, visit: &mut impl FnMut(&str)) {
         if is_cjk(c) {
+            // No case to fold.
             flush_word(&mut self.word, visit);
             self.cjk.push(c);
-        } else if c.is_alphanumeric() || is_mark(c) {
-            flush_cjk(&mut self.cjk, visit);
-            self.word.push(c);
-        } else {
-            flush_word(&mut self.word, visit);
-            flush_cjk(&mut self.cjk, visit);
+            return;
         }
+        for c in c.to_lowercase() {
+            if is_cjk(c) {
+                flush_word(&mut self.word, visit);
+                self.cjk.push(c);
+            } else if c.is_alphanumeric() || is_mark(c) {
+                self.flush_cjk(visit);
+                self.word.push(c);
+            } else {
+                self.flush(visit);
+            }
+        }
+    }
+
+    fn flush(&mut self, visit: &mut impl FnMut(&str)) {
+        flush_word(&mut self.word, visit);
+        self.flush_cjk(visit);
+    }
+
+    /// The CJK run's bigrams (a lone character as itself).
+    fn flush_cjk(&mut self, visit: &mut impl FnMut(&str)) {
+        match self.cjk.len() {
+            0 => return,
+            1 => {
+                self.pair.clear();
+                self.pair.push(self.cjk[0]);
+                visit(&self.pair);
+            }
+            _ => {
+                for window in self.cjk.windows(2) {
+                    self.pair.clear();
+                    self.pair.extend(window);
+                    visit(&self.pair);
+                }
+            }
+        }
+        self.cjk.clear();
     }
 
     fn finish(mut self, visit: &mut impl FnMut(&str)) {
-        flush_word(&mut self.word, visit);
-        flush_cjk(&mut self.cjk, visit);
+        self.flush(visit);
     }
 }
 
@@ -150,6 +210,21 @@ pub fn query_terms(query: &str) -> Vec<QueryTerm> {
         });
     }
     terms
+}
+
+/// Characters NFKC leaves as they are and that compose with nothing before them: ASCII,
+/// kana, Han ideographs and Hangul syllables (a syllable may compose with a final jamo
+/// after it, which is not inert, so such text still goes through NFKC). A cheap test that
+/// spares the quick check's table lookups for most Chinese, Japanese and Korean text.
+fn nfkc_inert(c: char) -> bool {
+    c.is_ascii()
+        || matches!(c as u32,
+            0x3041..=0x3096       // Hiragana (not the compatibility 309F)
+            | 0x30A1..=0x30FA     // Katakana (not the compatibility 30FF)
+            | 0x3400..=0x4DBF     // CJK extension A
+            | 0x4E00..=0x9FFF     // CJK unified ideographs
+            | 0xAC00..=0xD7A3     // Hangul syllables
+        )
 }
 
 /// Whether `c` is written without spaces between words and indexed as bigrams.
@@ -203,25 +278,6 @@ fn flush_word(word: &mut String, visit: &mut impl FnMut(&str)) {
     word.clear();
 }
 
-fn flush_cjk(run: &mut Vec<char>, visit: &mut impl FnMut(&str)) {
-    let mut pair = String::new();
-    match run.len() {
-        0 => {}
-        1 => {
-            pair.push(run[0]);
-            visit(&pair);
-        }
-        _ => {
-            for window in run.windows(2) {
-                pair.clear();
-                pair.extend(window);
-                visit(&pair);
-            }
-        }
-    }
-    run.clear();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,13 +286,39 @@ mod tests {
     fn reference(text: &str) -> Vec<String> {
         let mut out = Vec::new();
         let mut visit = |token: &str| out.push(token.to_owned());
-        let mut state = Tokenizer::default();
-        for original in text.nfkc() {
-            for c in original.to_lowercase() {
-                state.char(c, &mut visit);
+        let mut word = String::new();
+        let mut cjk: Vec<char> = Vec::new();
+        let flush = |word: &mut String, cjk: &mut Vec<char>, visit: &mut dyn FnMut(&str)| {
+            if !word.is_empty() {
+                let cut: String = word.chars().take(MAX_TOKEN_CHARS).collect();
+                visit(&cut);
+                word.clear();
+            }
+            match cjk.len() {
+                0 => {}
+                1 => visit(&cjk[0].to_string()),
+                _ => {
+                    for pair in cjk.windows(2) {
+                        visit(&pair.iter().collect::<String>());
+                    }
+                }
+            }
+            cjk.clear();
+        };
+        for c in text.nfkc().flat_map(char::to_lowercase) {
+            if is_cjk(c) {
+                let mut none = String::new();
+                std::mem::swap(&mut none, &mut word);
+                flush(&mut none, &mut Vec::new(), &mut visit);
+                cjk.push(c);
+            } else if c.is_alphanumeric() || is_mark(c) {
+                flush(&mut String::new(), &mut cjk, &mut visit);
+                word.push(c);
+            } else {
+                flush(&mut word, &mut cjk, &mut visit);
             }
         }
-        state.finish(&mut visit);
+        flush(&mut word, &mut cjk, &mut visit);
         out
     }
 
@@ -259,14 +341,21 @@ mod tests {
             "한국어 text 테스트",
             "emoji 🙂 between words",
         ];
-        for text in texts {
+        let long = format!(
+            "{} {}é {} 用户{}",
+            "a".repeat(70),
+            "B".repeat(80),
+            "c".repeat(64),
+            "d".repeat(65)
+        );
+        for text in texts.iter().copied().chain([long.as_str()]) {
             assert_eq!(tokens(text), reference(text), "{text:?}");
         }
     }
 
     #[test]
     fn random_mixes_of_ascii_marks_cjk_and_compatibility_forms_agree_with_the_definition() {
-        let alphabet: Vec<char> = "aZe9 ._-\u{301}\u{308}\u{327}用户喝茶ＡＢ１\u{212A}ﬁ한\u{1100}\u{1161}\u{11A8}ÅéÖ🙂\u{0915}\u{094D}"
+        let alphabet: Vec<char> = "aZe9 ._-\u{301}\u{308}\u{327}用户喝茶ＡＢ１\u{212A}ﬁ한\u{1100}\u{1161}\u{11A8}ÅéÖ🙂\u{0915}\u{094D}か\u{3099}가ｶﾞ\u{3000}"
             .chars()
             .collect();
         let mut seed: u64 = 31;
