@@ -56,6 +56,27 @@ pub(crate) fn demo(root: &Path, args: &[String]) -> Result<(), String> {
     let port = DEMO_PORT;
     let fast = args.iter().any(|a| a == "--fast");
     let model = if fast { "qwen05" } else { "qwen15" };
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // Built in sight: `cargo run --quiet` alone showed nothing for the whole release build
+    // (about 13 minutes on a fresh 2-core machine, issue 32). Before the model server starts,
+    // so a failed build leaves nothing running.
+    println!(
+        "\n==> demo: building the release binary (cargo's progress below; 5 to 13 minutes \
+         from nothing on 2 cores, seconds once built)"
+    );
+    crate::status(
+        std::process::Command::new(&cargo)
+            .args([
+                "build",
+                "--release",
+                "-p",
+                "nanobot-app",
+                "--bin",
+                "nanobot",
+            ])
+            .current_dir(root),
+        "building nanobot",
+    )?;
     let was_up = health(port);
     if !was_up {
         install(root, model)?;
@@ -63,7 +84,7 @@ pub(crate) fn demo(root: &Path, args: &[String]) -> Result<(), String> {
     }
     let started = Instant::now();
     let result = crate::status(
-        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        std::process::Command::new(&cargo)
             .args([
                 "run",
                 "--quiet",
