@@ -122,19 +122,16 @@ impl Tokenizer {
         }
     }
 
-    /// One character after NFKC: lower-cased, then a CJK run's, a word's, or a separator.
+    /// One character after NFKC: a CJK run's (no case to fold), else lower-cased, a word's
+    /// or a separator (no lower case is CJK).
     fn char(&mut self, c: char, visit: &mut impl FnMut(&str)) {
         if is_cjk(c) {
-            // No case to fold.
             flush_word(&mut self.word, visit);
             self.cjk.push(c);
             return;
         }
         for c in c.to_lowercase() {
-            if is_cjk(c) {
-                flush_word(&mut self.word, visit);
-                self.cjk.push(c);
-            } else if c.is_alphanumeric() || is_mark(c) {
+            if c.is_alphanumeric() || is_mark(c) {
                 self.flush_cjk(visit);
                 self.word.push(c);
             } else {
@@ -282,43 +279,40 @@ fn flush_word(word: &mut String, visit: &mut impl FnMut(&str)) {
 mod tests {
     use super::*;
 
-    /// The definition: the whole text through NFKC and lower case, one character at a time.
+    /// The definition: the whole text through NFKC and lower case, one character at a time;
+    /// words cut at `MAX_TOKEN_CHARS`, CJK runs as their bigrams.
     fn reference(text: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut visit = |token: &str| out.push(token.to_owned());
+        let mut out: Vec<String> = Vec::new();
         let mut word = String::new();
         let mut cjk: Vec<char> = Vec::new();
-        let flush = |word: &mut String, cjk: &mut Vec<char>, visit: &mut dyn FnMut(&str)| {
+        let end_word = |word: &mut String, out: &mut Vec<String>| {
             if !word.is_empty() {
-                let cut: String = word.chars().take(MAX_TOKEN_CHARS).collect();
-                visit(&cut);
+                out.push(word.chars().take(MAX_TOKEN_CHARS).collect());
                 word.clear();
             }
+        };
+        let end_cjk = |cjk: &mut Vec<char>, out: &mut Vec<String>| {
             match cjk.len() {
                 0 => {}
-                1 => visit(&cjk[0].to_string()),
-                _ => {
-                    for pair in cjk.windows(2) {
-                        visit(&pair.iter().collect::<String>());
-                    }
-                }
+                1 => out.push(cjk[0].to_string()),
+                _ => out.extend(cjk.windows(2).map(|pair| pair.iter().collect::<String>())),
             }
             cjk.clear();
         };
         for c in text.nfkc().flat_map(char::to_lowercase) {
             if is_cjk(c) {
-                let mut none = String::new();
-                std::mem::swap(&mut none, &mut word);
-                flush(&mut none, &mut Vec::new(), &mut visit);
+                end_word(&mut word, &mut out);
                 cjk.push(c);
             } else if c.is_alphanumeric() || is_mark(c) {
-                flush(&mut String::new(), &mut cjk, &mut visit);
+                end_cjk(&mut cjk, &mut out);
                 word.push(c);
             } else {
-                flush(&mut word, &mut cjk, &mut visit);
+                end_word(&mut word, &mut out);
+                end_cjk(&mut cjk, &mut out);
             }
         }
-        flush(&mut word, &mut cjk, &mut visit);
+        end_word(&mut word, &mut out);
+        end_cjk(&mut cjk, &mut out);
         out
     }
 
