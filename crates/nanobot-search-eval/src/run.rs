@@ -11,7 +11,9 @@ use nanobot_llm_port::Embedder;
 use nanobot_llm_port::tokens::Cl100kBase;
 use nanobot_memory_index::{InMemoryIndex, SearchIndex, SearchRequest};
 use nanobot_memory_scope::{ScopeKey, Subject};
-use nanobot_memory_search::{SearchMemoryTool, VectorLane};
+use nanobot_memory_search::{
+    DEFAULT_BUDGET_TOKENS, NEIGHBOUR_WEIGHT, SearchMemoryTool, VectorLane,
+};
 use nanobot_store_postgres::testing::TestSchema;
 use serde::Serialize;
 
@@ -172,8 +174,7 @@ pub(crate) async fn evaluate(
             .await?,
         );
         for &weight in &options.neighbour_weights {
-            let tool = SearchMemoryTool::new(index.clone(), Arc::new(Cl100kBase::new()), 2_000)
-                .with_neighbour_weight(weight);
+            let tool = search_tool(index.clone(), weight);
             lanes.push(tool_lane(corpus, &format!("words+n{weight}"), backend, &tool).await?);
         }
         if let Some(embedder) = &embedder {
@@ -225,23 +226,13 @@ async fn meaning_lanes(
         }
     })
     .await?;
-    let tool = |weight: Option<f64>| {
-        let tool = SearchMemoryTool::new(index.clone(), Arc::new(Cl100kBase::new()), 2_000)
-            .with_vector_lane(lane.clone());
-        match weight {
-            Some(weight) => tool.with_neighbour_weight(weight),
-            None => tool,
-        }
-    };
-    let mut lanes = vec![
-        meaning,
-        tool_lane(corpus, "fused", backend, &tool(None)).await?,
-    ];
+    let tool = |weight: f64| search_tool(index.clone(), weight).with_vector_lane(lane.clone());
+    let fused = &tool(NEIGHBOUR_WEIGHT);
+    let mut lanes = vec![meaning, tool_lane(corpus, "fused", backend, fused).await?];
     for &weight in neighbour_weights {
         let name = format!("fused+n{weight}");
-        lanes.push(tool_lane(corpus, &name, backend, &tool(Some(weight))).await?);
+        lanes.push(tool_lane(corpus, &name, backend, &tool(weight)).await?);
     }
-    let fused = &tool(None);
     for &weight in coverage_weights {
         let name = format!("fused+c{weight}");
         lanes.push(
@@ -255,6 +246,12 @@ async fn meaning_lanes(
         );
     }
     Ok(lanes)
+}
+
+/// `search_memory` over `index` with the default budget and `neighbour_weight`.
+fn search_tool(index: Arc<dyn SearchIndex>, neighbour_weight: f64) -> SearchMemoryTool {
+    SearchMemoryTool::new(index, Arc::new(Cl100kBase::new()), DEFAULT_BUDGET_TOKENS)
+        .with_neighbour_weight(neighbour_weight)
 }
 
 /// `search_memory`'s own hits (`SearchMemoryTool::hits`, what the model gets), ten asked;
