@@ -12,7 +12,8 @@
 //! - marks are kept per scope, changed and removed;
 //! - snippets of at most 400 characters, one hit per source;
 //! - other forms of a word found ("went" for "go", "painted" for "painting"), and a name
-//!   held by most chunks still deciding whose fact comes first (issue 31).
+//!   held by most chunks still deciding whose fact comes first (issue 31);
+//! - the words lane's scores of the in-memory index on the same chunks.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -320,5 +321,6 @@ where
     marks(a.as_ref(), b.as_ref()).await?;
     request_bounds(a.as_ref()).await?;
     word_forms_and_names(b.as_ref()).await?;
+    same_scores_as_in_memory(b.as_ref()).await?;
     Ok(Report { recall, chunks })
 }

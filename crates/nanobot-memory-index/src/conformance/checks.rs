@@ -378,3 +378,73 @@ pub(super) async fn word_forms_and_names(b: &dyn MemoryIndex) -> Result<(), Stri
         .await
         .map_err(|e| fail("emptying scope b", e))
 }
+
+/// The words lane scores as the in-memory index does on the same chunks, however a backend
+/// stores them: a word repeated past PostgreSQL's 256 positions, a turn of several
+/// kilobytes, other forms, a Chinese character standing for every word it starts.
+pub(super) async fn same_scores_as_in_memory(b: &dyn MemoryIndex) -> Result<(), String> {
+    let filler: String = (0..400)
+        .map(|i| format!("note{i} about the shipyard"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let turns = [
+        "Maria: The harbour festival had boats, boats and more boats.".to_owned(),
+        format!("Jonas: {filler}, and a boat in the harbour."),
+        format!("Maria: {}harbour!", "ha ".repeat(300)),
+        "Jonas: We sailed past the harbours at dawn.".to_owned(),
+        "Maria: 我们在港口看船，港湾很美。".to_owned(),
+        "Jonas: The festival ends on Sunday.".to_owned(),
+        "Maria: Ha, I knew it.".to_owned(),
+    ];
+    let updates: Vec<GroupUpdate> = turns
+        .iter()
+        .enumerate()
+        .map(|(i, text)| GroupUpdate {
+            group: format!("history#{}", 8001 + i),
+            chunks: vec![journal_chunk(8001 + i as u64, "2026-11-03 09:00", text)],
+        })
+        .collect();
+    b.remove_prefix("")
+        .await
+        .map_err(|e| fail("emptying scope b", e))?;
+    b.replace(updates.clone())
+        .await
+        .map_err(|e| fail("loading scope b", e))?;
+    let reference = crate::memory::InMemoryIndex::new();
+    reference
+        .replace(updates)
+        .await
+        .map_err(|e| fail("loading the in-memory index", e))?;
+    for query in [
+        "harbour boats",
+        "ha harbour",
+        "sailing boat",
+        "港",
+        "Maria harbour",
+    ] {
+        let request = SearchRequest::new(query).limit(10);
+        let got = b.search(&request).await.map_err(|e| fail(query, e))?;
+        let want = reference
+            .search(&request)
+            .await
+            .map_err(|e| fail(query, e))?;
+        let same = got.len() == want.len()
+            && got.iter().zip(&want).all(|(g, w)| {
+                g.source == w.source
+                    && g.snippet == w.snippet
+                    && (g.score - w.score).abs() <= 1e-9 * w.score.abs().max(1.0)
+            });
+        if !same {
+            return Err(format!(
+                "scores: {query:?} gave {:?}, the in-memory index {:?}",
+                got.iter().map(|h| (&h.source, h.score)).collect::<Vec<_>>(),
+                want.iter()
+                    .map(|h| (&h.source, h.score))
+                    .collect::<Vec<_>>()
+            ));
+        }
+    }
+    b.remove_prefix("")
+        .await
+        .map_err(|e| fail("emptying scope b", e))
+}
