@@ -58,6 +58,13 @@ pub const MIGRATIONS: &[Migration] = &[
         // the vectors kept by this one would miss them.
         additive: false,
     },
+    Migration {
+        version: 4,
+        name: "search_storage",
+        sql: include_str!("../migrations/0004_search_storage.sql"),
+        // Where columns are stored: every release reads the rows alike.
+        additive: true,
+    },
 ];
 
 /// The newest migration this release knows.

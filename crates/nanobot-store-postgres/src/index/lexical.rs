@@ -168,11 +168,20 @@ impl PgIndex {
             .collect::<Vec<_>>()
             .join(" + ");
         let (kinds, since) = bounds(request);
+        // The GIN index alone finds this scope's chunks (its lexemes carry the scope id).
+        // Without a window the scope is tested row by row, never by the (scope, seq)
+        // index: with stale statistics (a scope just filled) the planner intersected the
+        // two, reading every entry of the scope (7 ms of 25 at 100,000 chunks).
+        let scope = if window.is_empty() {
+            "(c.scope_id + 0) = $1"
+        } else {
+            "c.scope_id = $1"
+        };
         let rows = crate::query(&format!(
             "WITH ranked AS ( \
                SELECT c.chunk_id, c.source, c.part, ({score})::float8 AS score \
                FROM {chunks} c \
-               WHERE c.scope_id = $1 AND c.terms @@ $2::tsquery AND c.kind = ANY($3) \
+               WHERE {scope} AND c.terms @@ $2::tsquery AND c.kind = ANY($3) \
                  AND ($4::timestamp IS NULL OR c.at >= $4) {window} \
                ORDER BY score DESC, c.source, c.part LIMIT $5) \
              SELECT c.grp, c.source, c.part, c.kind, c.at, c.body \

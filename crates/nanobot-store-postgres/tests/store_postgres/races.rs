@@ -45,6 +45,10 @@ fn released_migrations_are_pinned_by_checksum() {
             3,
             "a56b67dde76734ae2568b7de794418a4d3e26b163209addfcf090f2e5cf7318f",
         ),
+        (
+            4,
+            "2ac45ea02c48d7c0937acf15eaf995839bbf54629e3b553ea598b4c54478140e",
+        ),
     ];
     let actual: Vec<(i64, String)> = MIGRATIONS
         .iter()
