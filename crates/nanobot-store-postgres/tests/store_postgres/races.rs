@@ -47,7 +47,7 @@ fn released_migrations_are_pinned_by_checksum() {
         ),
         (
             4,
-            "2ac45ea02c48d7c0937acf15eaf995839bbf54629e3b553ea598b4c54478140e",
+            "34266ecd0efbfdcc931aa7f023d79dcf3649e892fa29af92b4eeb82159b0e7fa",
         ),
     ];
     let actual: Vec<(i64, String)> = MIGRATIONS
