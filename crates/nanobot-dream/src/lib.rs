@@ -18,7 +18,7 @@ pub use error::DreamError;
 pub use overlay::{Overlay, ToolOutcome};
 pub use run::{
     Dream, DreamStores, Progress, Proposal, RestoreReport, RunReport, RunStatus, StopReason,
-    Trigger, diff_snapshots, text_tool_calls,
+    StoppedRun, Trigger, diff_snapshots, text_tool_calls,
 };
 pub use schedule::{CronExpr, DreamSchedule};
 pub use settings::DreamSettings;

@@ -16,6 +16,7 @@ use nanobot_memory_store::{
 use serde_json::Value;
 
 mod commit;
+mod declined;
 mod plan_loop;
 mod proposals;
 mod report;
@@ -24,8 +25,10 @@ mod tool_loop;
 mod versions;
 
 use commit::RunBatch;
+use declined::{ASK_AGAIN_PLAN, ASK_AGAIN_TOOLS, AskAgain, declined};
 pub use proposals::Proposal;
 pub use report::{RestoreReport, RunReport, RunStatus, StopReason, Trigger};
+pub use state::StoppedRun;
 pub use tool_loop::text_tool_calls;
 pub use versions::diff_snapshots;
 
@@ -338,7 +341,7 @@ impl Dream {
         dry_run: bool,
     ) -> Result<RunReport, DreamError> {
         if !dry_run {
-            self.record_run(report.started).await?;
+            self.record_run(&report).await?;
         }
         report.finished = self.clock.now();
         Ok(report)

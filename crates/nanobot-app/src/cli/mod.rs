@@ -340,7 +340,15 @@ async fn dream_status(bot: &Bot, key: &SessionKey) -> Result<String, AppError> {
     let last = last.map_or("never".to_owned(), |t| {
         t.format("%Y-%m-%d %H:%M UTC").to_string()
     });
-    Ok(format!("{}\nLast run: {last}", dream_lines.join("\n")))
+    let stop = bot.memory.dream.last_stop().await?.map_or(String::new(), |s| {
+        let (first, last) = s.entries;
+        let when = s.at.format("%Y-%m-%d %H:%M UTC");
+        format!("\nLast run stopped ({when}, {} in a row): {}; entries {first}-{last} wait for the next run", s.runs, s.reason)
+    });
+    Ok(format!(
+        "{}\nLast run: {last}{stop}",
+        dream_lines.join("\n")
+    ))
 }
 
 /// `nanobot scopes ...`; `by` names the operator (`--by`, else `$USER`).

@@ -376,6 +376,56 @@ async fn hostile_retry_after_fails_cleanly_and_says_what_was_kept() {
     }
 }
 
+/// Issue 32.5: a model that refuses every answer leaves the journal unread: the run says it
+/// did not complete, the cursor stays, and `dream status` says why and what waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dream_whose_model_refuses_leaves_the_entries_for_the_next_run() {
+    let ws = TempDir::new("cli-dream-refused");
+    let memory = ws.path().join("memory");
+    std::fs::create_dir_all(&memory).unwrap();
+    std::fs::write(
+        memory.join("history.jsonl"),
+        "{\"cursor\": 1, \"timestamp\": \"2026-12-01 09:00\", \"content\": \"The user's name is Ada.\"}\n",
+    )
+    .unwrap();
+    let refused = Reply::json(
+        200,
+        &json!({
+            "id": "r", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "content_filter",
+                         "message": {"role": "assistant", "content": null}}],
+        }),
+    );
+    let server = FakeServer::start(vec![refused; 6]).await;
+    let (path, url) = (ws.path().to_owned(), format!("{}/v1", server.url()));
+    let (run, status) = tokio::task::spawn_blocking(move || {
+        let env = [("NANOBOT_BASE_URL", url.as_str())];
+        let run = nanobot(&path, &["dream", "run"], &env);
+        (run, nanobot(&path, &["dream", "status"], &env))
+    })
+    .await
+    .unwrap();
+    let said = text(&run, ws.path());
+    assert!(said.contains("did not complete"), "{said}");
+    assert_eq!(
+        server.requests().len(),
+        3,
+        "asked twice more, then stopped: {said}"
+    );
+    let cursor = std::fs::read_to_string(memory.join(".dream_cursor")).unwrap_or_default();
+    assert!(
+        matches!(cursor.trim(), "" | "0"),
+        "the cursor moved to {cursor}"
+    );
+    let status = text(&status, ws.path());
+    assert!(
+        status.contains("Last run stopped")
+            && status.contains("filter")
+            && status.contains("entries 1-1 wait"),
+        "{status}"
+    );
+}
+
 /// Issue 12.10: help for every command and subcommand, usage errors with suggestions,
 /// `--version`, shell completions; issue 12.7: `-v` logs the turn on stderr.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,36 +15,43 @@ impl Dream {
         report: &mut RunReport,
         lease: &mut Lease,
     ) -> RunStatus {
-        let structured = self.llm.capabilities().supports_structured_output;
-        let files = crate::plan::files(overlay);
-        let headings = crate::plan::headings(overlay, &files);
+        let format = self.llm.capabilities().supports_structured_output.then(|| {
+            let files = crate::plan::files(overlay);
+            crate::plan::format(&files, &crate::plan::headings(overlay, &files), facts)
+        });
         let mut messages = vec![Message::system(crate::plan::SYSTEM), Message::user(user)];
         let mut last_problem: Option<StopReason> = None;
+        let mut asked_again = 0;
         while report.steps < self.config.max_steps {
             report.steps += 1;
-            self.tell(&format!(
-                "step {} of at most {}: asking the model for an edit plan",
-                report.steps, self.config.max_steps
-            ));
-            let Some(max_tokens) = self.answer_room(&messages) else {
-                return RunStatus::Stopped(StopReason::ModelError(
-                    "the plan request leaves no room for an answer in the model's context window; lower batch_tokens or prompt_file_chars".into(),
-                ));
+            let request = match self.plan_request(report.steps, &messages, format.clone()) {
+                Ok(request) => request,
+                Err(stop) => return stop,
             };
-            let mut request = LlmRequest::new(self.config.model.clone(), messages.clone())
-                .with_max_tokens(max_tokens)
-                .with_temperature(0.0);
-            if structured {
-                request =
-                    request.with_response_format(crate::plan::format(&files, &headings, facts));
-            }
             let response = match self.call_counted(&request, report, lease).await {
                 Ok(response) => response,
                 Err(stop) => return stop,
             };
             let text = response.message.text_content();
             tracing::debug!(step = report.steps, answer = %text, "edit plan answered");
-            let feedback = match crate::plan::parse(&text) {
+            let parsed = crate::plan::parse(&text);
+            if parsed.is_err()
+                && !response.is_truncated()
+                && let Some(reason) = declined(&response, &text, false)
+            {
+                let again = AskAgain {
+                    messages: &mut messages,
+                    asked: &mut asked_again,
+                    say: ASK_AGAIN_PLAN,
+                    keep: Some(2),
+                };
+                last_problem = Some(match self.ask_again(again, &response, reason) {
+                    Ok(reason) => reason,
+                    Err(stop) => return stop,
+                });
+                continue;
+            }
+            let feedback = match parsed {
                 Err(_) if response.is_truncated() => {
                     last_problem = Some(StopReason::Truncated);
                     "Your plan was cut off by the output limit. Answer a shorter plan: fewer, shorter edits.".to_owned()
@@ -77,6 +84,32 @@ impl Dream {
         RunStatus::Stopped(last_problem.unwrap_or(StopReason::StepBudget {
             steps: report.steps,
         }))
+    }
+
+    /// Step `step`'s request, announced: the conversation so far, greedy, an answer as
+    /// long as the window leaves room for, in `format` when the backend enforces one.
+    fn plan_request(
+        &self,
+        step: usize,
+        messages: &[Message],
+        format: Option<nanobot_llm_port::ResponseFormat>,
+    ) -> Result<LlmRequest, RunStatus> {
+        self.tell(&format!(
+            "step {step} of at most {}: asking the model for an edit plan",
+            self.config.max_steps
+        ));
+        let Some(max_tokens) = self.answer_room(messages) else {
+            return Err(RunStatus::Stopped(StopReason::ModelError(
+                "the plan request leaves no room for an answer in the model's context window; lower batch_tokens or prompt_file_chars".into(),
+            )));
+        };
+        let request = LlmRequest::new(self.config.model.clone(), messages.to_vec())
+            .with_max_tokens(max_tokens)
+            .with_temperature(0.0);
+        Ok(match format {
+            Some(format) => request.with_response_format(format),
+            None => request,
+        })
     }
 
     /// Applies a parsed plan to the overlay. `None` completes the run (something changed, or

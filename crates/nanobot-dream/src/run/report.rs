@@ -43,6 +43,9 @@ pub enum StopReason {
     NoOpEdits,
     /// The model answered with nothing.
     EmptyAnswer,
+    /// The model declined the work: its provider's filter stopped the answer, or it
+    /// answered that it will not or cannot do it, having changed nothing.
+    Refused(String),
     /// The model's answer was cut by its output limit.
     Truncated,
     /// The model could not be reached or failed.
@@ -70,6 +73,7 @@ impl std::fmt::Display for StopReason {
             StopReason::RepeatedCall { tool } => write!(f, "loop: the same {tool} call repeated"),
             StopReason::NoOpEdits => write!(f, "loop: repeated edits that change nothing"),
             StopReason::EmptyAnswer => write!(f, "empty final answer"),
+            StopReason::Refused(why) => write!(f, "the model declined: {why}"),
             StopReason::Truncated => write!(f, "final answer cut by the output limit"),
             StopReason::ModelError(e) => write!(f, "model error: {e}"),
             StopReason::InvalidPlan(why) => write!(f, "no usable edit plan: {why}"),

@@ -1,11 +1,78 @@
-//! Dream's own records: when it last ran, its cursor, its instructions.
+//! Dream's own records: when it last ran, why its last run stopped, its cursor, its
+//! instructions.
 
 use super::*;
 
+/// A run that stopped before it finished: its entries were not curated and wait for the
+/// next run (the cursor did not move).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoppedRun {
+    /// When the run started.
+    pub at: DateTime<Utc>,
+    /// Why it stopped ([`StopReason`]'s words).
+    pub reason: String,
+    /// The first and last cursor of the entries that wait.
+    pub entries: (u64, u64),
+    /// Runs in a row that stopped on a batch starting at the same entry.
+    pub runs: u64,
+}
+
+impl StoppedRun {
+    fn from_state(value: &Value) -> Option<StoppedRun> {
+        Some(StoppedRun {
+            at: DateTime::parse_from_rfc3339(value.get("at")?.as_str()?)
+                .ok()?
+                .with_timezone(&Utc),
+            reason: value.get("reason")?.as_str()?.to_owned(),
+            entries: (value.get("first")?.as_u64()?, value.get("last")?.as_u64()?),
+            runs: value.get("runs")?.as_u64()?,
+        })
+    }
+
+    fn to_state(&self) -> Value {
+        serde_json::json!({
+            "at": self.at.to_rfc3339(),
+            "reason": self.reason,
+            "first": self.entries.0,
+            "last": self.entries.1,
+            "runs": self.runs,
+        })
+    }
+}
+
 impl Dream {
-    pub(super) async fn record_run(&self, at: DateTime<Utc>) -> Result<(), DreamError> {
+    /// Records when `report`'s run started and, if it stopped on a batch, why (counting the
+    /// runs in a row that stopped on the same first entry); a run that finished clears it.
+    pub(super) async fn record_run(&self, report: &RunReport) -> Result<(), DreamError> {
         let mut state = self.state().await?;
-        state.insert("last_run_at".into(), Value::String(at.to_rfc3339()));
+        state.insert(
+            "last_run_at".into(),
+            Value::String(report.started.to_rfc3339()),
+        );
+        let previous = state.get("last_stop").and_then(StoppedRun::from_state);
+        match (&report.status, report.batch) {
+            (RunStatus::Stopped(reason), Some((first, last, _))) => {
+                let runs = previous
+                    .filter(|p| p.entries.0 == first)
+                    .map_or(1, |p| p.runs + 1);
+                let stop = StoppedRun {
+                    at: report.started,
+                    reason: reason.to_string(),
+                    entries: (first, last),
+                    runs,
+                };
+                tracing::warn!(
+                    reason = %stop.reason,
+                    first, last, runs,
+                    "a Dream run stopped; its entries wait for the next run"
+                );
+                state.insert("last_stop".into(), stop.to_state());
+            }
+            _ => {
+                state.remove("last_stop");
+            }
+        }
         self.documents
             .write_aux(AuxFile::DreamState, &Value::Object(state).to_string())
             .await?;
@@ -30,6 +97,15 @@ impl Dream {
             .write_aux(AuxFile::DreamState, &Value::Object(state).to_string())
             .await?;
         Ok(())
+    }
+
+    /// Why the last run stopped, if it did (a finished run clears it).
+    pub async fn last_stop(&self) -> Result<Option<StoppedRun>, DreamError> {
+        Ok(self
+            .state()
+            .await?
+            .get("last_stop")
+            .and_then(StoppedRun::from_state))
     }
 
     /// When Dream last ran (persisted, so a restart catches up).

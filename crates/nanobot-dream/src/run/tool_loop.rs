@@ -22,6 +22,7 @@ impl Dream {
         let tools = prompt::tools();
         let mut messages = vec![Message::system(prompt::SYSTEM), Message::user(user)];
         let mut guard = LoopGuard::default();
+        let mut asked_again = 0;
         while report.steps < self.config.max_steps {
             report.steps += 1;
             self.tell(&format!(
@@ -51,11 +52,21 @@ impl Dream {
                     return RunStatus::Stopped(StopReason::Truncated);
                 }
                 let text = response.message.text_content();
-                if text.trim().is_empty() {
-                    return RunStatus::Stopped(StopReason::EmptyAnswer);
+                let changed = !overlay.changes().is_empty();
+                let Some(reason) = declined(&response, &text, changed) else {
+                    report.final_text = Some(text);
+                    return RunStatus::Completed;
+                };
+                let again = AskAgain {
+                    messages: &mut messages,
+                    asked: &mut asked_again,
+                    say: ASK_AGAIN_TOOLS,
+                    keep: None,
+                };
+                if let Err(stop) = self.ask_again(again, &response, reason) {
+                    return stop;
                 }
-                report.final_text = Some(text);
-                return RunStatus::Completed;
+                continue;
             }
             messages.push(Message::Assistant(assistant));
             for call in &calls {

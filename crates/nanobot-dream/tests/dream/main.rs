@@ -7,6 +7,7 @@
     clippy::print_stdout
 )]
 
+mod declined;
 mod killed;
 mod plan;
 mod runs;

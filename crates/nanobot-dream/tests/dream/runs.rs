@@ -323,10 +323,12 @@ async fn a_stopped_run_is_all_or_nothing() {
             |r| *r == StopReason::Truncated,
         ),
         (
-            "empty",
+            "empty, asked again twice",
             ScriptedLlm::new()
                 .then_tool_call("c", "edit_file", soul_edit().1)
-                .then_text("  "),
+                .then_text("  ")
+                .then_text("")
+                .then_text(" "),
             config(),
             |r| *r == StopReason::EmptyAnswer,
         ),
