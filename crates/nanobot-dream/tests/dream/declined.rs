@@ -4,10 +4,34 @@
 
 use nanobot_dream::{RunStatus, StopReason, Trigger};
 use nanobot_llm_port::testing::ScriptedLlm;
-use nanobot_llm_port::{Capabilities, FinishReason, LlmResponse};
+use nanobot_llm_port::{Capabilities, FinishReason, LlmRequest, LlmResponse};
 use nanobot_memory_store::Document;
 
 use crate::support::{edit, fixture};
+
+/// A Dream over a journal that says the user's name, with `llm`'s answers.
+async fn ada(llm: ScriptedLlm) -> crate::support::Fixture {
+    let f = fixture(llm);
+    f.seed().await;
+    f.append(&["- [permanent] The user's name is Ada."]).await;
+    f
+}
+
+/// `llm`, then the answers of a run that notes the name and finishes.
+fn finishing(llm: ScriptedLlm) -> ScriptedLlm {
+    llm.then_tool_call(
+        "c",
+        "edit_file",
+        edit("SOUL.md", "- Helpful", "- Helpful\n- Knows Ada").1,
+    )
+    .then_text("Noted Ada.")
+}
+
+/// The text of a request's last message.
+fn last_said(request: &LlmRequest) -> String {
+    let last = request.messages.last().unwrap();
+    last.content().unwrap().as_text().unwrap().to_owned()
+}
 
 fn filtered() -> LlmResponse {
     LlmResponse::text("").with_finish_reason(FinishReason::ContentFilter)
@@ -23,17 +47,9 @@ async fn refusals_keep_the_cursor_record_why_and_a_finished_run_clears_it() {
         // The second run: refused again, on the same entries.
         .then(filtered())
         .then(filtered())
-        .then(filtered())
-        // The third run finishes.
-        .then_tool_call(
-            "c",
-            "edit_file",
-            edit("SOUL.md", "- Helpful", "- Helpful\n- Knows Ada").1,
-        )
-        .then_text("Noted Ada.");
-    let f = fixture(llm);
-    f.seed().await;
-    f.append(&["- [permanent] The user's name is Ada."]).await;
+        .then(filtered());
+    // The third run finishes.
+    let f = ada(finishing(llm)).await;
 
     let report = f.dream.run(Trigger::Scheduled).await.unwrap();
     assert!(
@@ -43,16 +59,7 @@ async fn refusals_keep_the_cursor_record_why_and_a_finished_run_clears_it() {
     );
     assert_eq!(f.llm.call_count(), 3, "asked twice more, then stopped");
     // The refusal was answered before asking again.
-    let third = f.llm.requests()[2].clone();
-    let asked = third
-        .messages
-        .last()
-        .unwrap()
-        .content()
-        .unwrap()
-        .as_text()
-        .unwrap()
-        .to_owned();
+    let asked = last_said(&f.llm.requests()[2]);
     assert!(asked.contains("records to curate"), "{asked}");
     assert_eq!(f.cursor().await, 0);
     let stop = f
@@ -87,17 +94,8 @@ async fn refusals_keep_the_cursor_record_why_and_a_finished_run_clears_it() {
 
 #[tokio::test]
 async fn an_empty_answer_asked_again_can_still_finish_the_run() {
-    let llm = ScriptedLlm::new()
-        .then_text("")
-        .then_tool_call(
-            "c",
-            "edit_file",
-            edit("SOUL.md", "- Helpful", "- Helpful\n- Knows Ada").1,
-        )
-        .then_text("Noted Ada.");
-    let f = fixture(llm);
-    f.seed().await;
-    f.append(&["- [permanent] The user's name is Ada."]).await;
+    let llm = ScriptedLlm::new().then_text("");
+    let f = ada(finishing(llm)).await;
     let report = f.dream.run(Trigger::Manual).await.unwrap();
     assert_eq!(report.status, RunStatus::Completed, "{report:?}");
     assert_eq!(f.cursor().await, 1);
@@ -143,15 +141,7 @@ async fn a_plan_model_that_refuses_stops_with_the_refusal_and_keeps_the_cursor()
     let requests = f.llm.requests();
     assert_eq!(requests.len(), 3);
     assert_eq!(requests[0].messages, requests[1].messages);
-    let asked = requests[2]
-        .messages
-        .last()
-        .unwrap()
-        .content()
-        .unwrap()
-        .as_text()
-        .unwrap()
-        .to_owned();
+    let asked = last_said(&requests[2]);
     assert!(asked.contains("JSON plan only"), "{asked}");
     assert!(f.dream.last_stop().await.unwrap().is_some());
 }
