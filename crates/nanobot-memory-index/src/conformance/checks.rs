@@ -2,6 +2,15 @@
 
 use super::*;
 
+/// `texts` as journal entries from cursor `first` on, all written at `at`.
+fn journal_entries(first: u64, at: &str, texts: &[impl AsRef<str>]) -> Vec<GroupUpdate> {
+    let chunks = (first..)
+        .zip(texts)
+        .map(|(cursor, text)| journal_chunk(cursor, at, text.as_ref()))
+        .collect();
+    GroupUpdate::from_chunks(chunks)
+}
+
 /// A failed check's message.
 pub(super) fn fail(check: &str, e: IndexError) -> String {
     format!("{check}: {e}")
@@ -32,18 +41,9 @@ pub(super) async fn isolation(
         "Scope b only: 秘密的会议在周四。",
         "Scope b only: INC-20931 is a different incident here, about the printer.",
     ];
-    b.replace(
-        planted
-            .iter()
-            .enumerate()
-            .map(|(i, text)| GroupUpdate {
-                group: format!("history#{}", 9001 + i),
-                chunks: vec![journal_chunk(9001 + i as u64, "2026-11-01 10:00", text)],
-            })
-            .collect(),
-    )
-    .await
-    .map_err(|e| fail("loading scope b", e))?;
+    b.replace(journal_entries(9001, "2026-11-01 10:00", &planted))
+        .await
+        .map_err(|e| fail("loading scope b", e))?;
     for query in ["ZEBRA-7731", "秘密", "会议", "vault code"] {
         let hits = a
             .search(&SearchRequest::new(query).limit(10))
@@ -344,18 +344,9 @@ pub(super) async fn word_forms_and_names(b: &dyn MemoryIndex) -> Result<(), Stri
         "Jonas: When did the bus come?",
         "Maria: Thanks!",
     ];
-    b.replace(
-        turns
-            .iter()
-            .enumerate()
-            .map(|(i, text)| GroupUpdate {
-                group: format!("history#{}", 7001 + i),
-                chunks: vec![journal_chunk(7001 + i as u64, "2026-11-02 10:00", text)],
-            })
-            .collect(),
-    )
-    .await
-    .map_err(|e| fail("loading scope b", e))?;
+    b.replace(journal_entries(7001, "2026-11-02 10:00", &turns))
+        .await
+        .map_err(|e| fail("loading scope b", e))?;
     for (query, expected) in [
         ("When did Maria start cello lessons?", "history#7002"),
         ("When did Jonas start cello lessons?", "history#7001"),
@@ -396,14 +387,7 @@ pub(super) async fn same_scores_as_in_memory(b: &dyn MemoryIndex) -> Result<(), 
         "Jonas: The festival ends on Sunday.".to_owned(),
         "Maria: Ha, I knew it.".to_owned(),
     ];
-    let updates: Vec<GroupUpdate> = turns
-        .iter()
-        .enumerate()
-        .map(|(i, text)| GroupUpdate {
-            group: format!("history#{}", 8001 + i),
-            chunks: vec![journal_chunk(8001 + i as u64, "2026-11-03 09:00", text)],
-        })
-        .collect();
+    let updates = journal_entries(8001, "2026-11-03 09:00", &turns);
     b.remove_prefix("")
         .await
         .map_err(|e| fail("emptying scope b", e))?;
