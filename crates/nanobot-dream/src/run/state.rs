@@ -50,10 +50,11 @@ impl Dream {
             "last_run_at".into(),
             Value::String(report.started.to_rfc3339()),
         );
-        let previous = state.get("last_stop").and_then(StoppedRun::from_state);
         match (&report.status, report.batch) {
             (RunStatus::Stopped(reason), Some((first, last, _))) => {
-                let runs = previous
+                let runs = state
+                    .get("last_stop")
+                    .and_then(StoppedRun::from_state)
                     .filter(|p| p.entries.0 == first)
                     .map_or(1, |p| p.runs + 1);
                 let stop = StoppedRun {
