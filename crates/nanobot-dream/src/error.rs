@@ -32,6 +32,13 @@ pub enum DreamError {
         /// What is wrong.
         reason: String,
     },
+    /// A question about memory (a file to blame, a query) that cannot be answered as asked.
+    InvalidQuery {
+        /// What was asked.
+        query: String,
+        /// Why it cannot be answered, and what would work.
+        reason: String,
+    },
     /// The memory storage failed.
     Memory(MemoryError),
     /// The model could not be reached (only where a call is required outside a run).
@@ -53,6 +60,7 @@ impl fmt::Display for DreamError {
                 "version {id} is the first saved version; there is no earlier state to restore"
             ),
             DreamError::InvalidConfig { key, reason } => write!(f, "dream.{key}: {reason}"),
+            DreamError::InvalidQuery { query, reason } => write!(f, "{query:?}: {reason}"),
             DreamError::Memory(e) => write!(f, "{e}"),
             DreamError::Llm(e) => write!(f, "{e}"),
         }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use nanobot_memory_store::Version;
 
 use crate::diff::{FileDiff, summary};
-use crate::run::{RestoreReport, RunReport, RunStatus};
+use crate::run::{BlameLine, HistoryMatches, Origin, RestoreReport, RunReport, RunStatus};
 
 fn time(v: &Version) -> String {
     v.time.format("%Y-%m-%d %H:%M UTC").to_string()
@@ -20,6 +20,16 @@ pub fn run_reply(report: &RunReport) -> String {
         .map(|(first, last, n)| format!("{n} journal entries ({first}-{last})"))
         .unwrap_or_default();
     let mut reply = run_status(report, seconds, &batch);
+    if !report.repeats.is_empty() {
+        reply.push_str("\n\nLines not added because memory already says them:");
+        for r in &report.repeats {
+            let _ = write!(
+                reply,
+                "\n- {}: \"{}\" repeats {}: \"{}\"",
+                r.path, r.line, r.existing_path, r.existing
+            );
+        }
+    }
     if !report.refused.is_empty() {
         reply.push_str("\n\nRefused edits (they changed nothing):");
         for line in &report.refused {
@@ -122,4 +132,84 @@ pub fn restore_reply(report: &RestoreReport) -> String {
             )
         }
     }
+}
+
+/// `nanobot memory blame FILE`: each line with the version that wrote it and, for fact
+/// lines, the journal entries (and so the conversations) it came from.
+pub fn blame(path: &str, lines: &[BlameLine]) -> String {
+    let mut out = format!("{path}, {} lines\n", lines.len());
+    let width = lines.len().to_string().len();
+    for line in lines {
+        let by = match &line.origin {
+            Some(origin) => origin.version.short_id().to_owned(),
+            None => "(unsaved)".to_owned(),
+        };
+        let shown = format!("{:>width$} {by:<9} {}", line.number, line.text);
+        let _ = write!(out, "\n{}", shown.trim_end());
+        if let Some(origin) = line
+            .origin
+            .as_ref()
+            .filter(|_| crate::lines::is_fact(&line.text))
+        {
+            let _ = write!(out, "\n{:>width$} {:<9}   {}", "", "", origin_note(origin));
+        }
+    }
+    out
+}
+
+fn origin_note(origin: &Origin) -> String {
+    let when = time(&origin.version);
+    let sources: Vec<String> = origin.sources.iter().map(|s| s.to_string()).collect();
+    match (origin.by_dream, sources.is_empty()) {
+        (true, false) => format!("Dream, {when}, from {}", sources.join("; ")),
+        (true, true) => format!("Dream, {when}, sources not recorded"),
+        (false, _) => format!("written outside Dream, saved {when}"),
+    }
+}
+
+/// `nanobot memory history QUERY`: the matching lines held now, then those replaced or
+/// removed, each with the time it was held and what took its place.
+pub fn history(query: &str, found: &HistoryMatches) -> String {
+    if found.current.is_empty() && found.past.is_empty() {
+        return format!("No memory line, now or before, mentions \"{query}\".");
+    }
+    let mut out = String::new();
+    if !found.current.is_empty() {
+        out.push_str("Held now:\n");
+        for (path, text, origin) in &found.current {
+            let _ = write!(out, "\n{path}: {}", text.trim());
+            if let Some(origin) = origin {
+                let _ = write!(out, "\n  since {}", origin_note(origin));
+            }
+        }
+        out.push_str("\n\n");
+    }
+    if !found.past.is_empty() {
+        out.push_str("No longer held (oldest first):\n");
+        for past in &found.past {
+            let _ = write!(out, "\n{}: {}", past.path, past.text.trim());
+            let from = past
+                .origin
+                .as_ref()
+                .map_or_else(|| "?".to_owned(), |o| time(&o.version));
+            let _ = write!(
+                out,
+                "\n  held from {from} until {} (version {}: {})",
+                time(&past.until),
+                past.until.short_id(),
+                past.until.subject()
+            );
+            match past.replaced_by.as_slice() {
+                [] => out.push_str("\n  removed"),
+                lines => {
+                    let lines: Vec<&str> = lines.iter().map(|l| l.trim()).collect();
+                    let _ = write!(out, "\n  replaced by: {}", lines.join(" / "));
+                }
+            }
+            if let Some(origin) = &past.origin {
+                let _ = write!(out, "\n  came from {}", origin_note(origin));
+            }
+        }
+    }
+    out.trim_end().to_owned()
 }

@@ -5,9 +5,11 @@ mod config;
 pub mod diff;
 mod error;
 pub mod format;
+pub mod lines;
 mod overlay;
 pub mod plan;
 pub mod prompt;
+pub mod provenance;
 mod run;
 pub mod sandbox;
 mod schedule;
@@ -17,8 +19,9 @@ pub use config::{DreamConfig, DreamMode};
 pub use error::DreamError;
 pub use overlay::{Overlay, ToolOutcome};
 pub use run::{
-    Dream, DreamStores, Progress, Proposal, RestoreReport, RunReport, RunStatus, StopReason,
-    StoppedRun, Trigger, diff_snapshots, text_tool_calls,
+    BlameLine, Dream, DreamStores, HistoryMatches, Origin, PastLine, Progress, Proposal, Repeat,
+    RestoreReport, RunReport, RunStatus, StopReason, StoppedRun, Trigger, diff_snapshots,
+    text_tool_calls,
 };
 pub use schedule::{CronExpr, DreamSchedule};
 pub use settings::DreamSettings;

@@ -143,6 +143,25 @@ impl Overlay {
             .collect()
     }
 
+    /// Takes one occurrence of each of `lines` out of `target`, last first (an added line
+    /// follows the one it repeats), keeping the file's other lines and its final newline.
+    pub(crate) fn drop_lines(&mut self, target: &Target, lines: &[String]) {
+        let Some(text) = self.current.get(target) else {
+            return;
+        };
+        let mut kept: Vec<&str> = text.split_inclusive('\n').collect();
+        for line in lines {
+            if let Some(i) = kept
+                .iter()
+                .rposition(|l| l.trim_end_matches(['\n', '\r']) == line)
+            {
+                kept.remove(i);
+            }
+        }
+        let text = without_empty_sections(&kept, self.base.get(target).map(String::as_str));
+        self.current.insert(target.clone(), text);
+    }
+
     /// Runs tool `name` with its JSON `arguments`.
     pub fn call(&mut self, name: &str, arguments: &str) -> ToolOutcome {
         let args: Value = match serde_json::from_str(arguments) {
@@ -329,6 +348,34 @@ impl Overlay {
             ))
         })
     }
+}
+
+/// `lines` (each with its newline) without the headings the run added (not in `base`)
+/// that no longer head anything: a section whose lines were all taken out goes with them.
+fn without_empty_sections(lines: &[&str], base: Option<&str>) -> String {
+    let base: Vec<&str> = base.map_or(Vec::new(), |b| b.lines().collect());
+    let heading = |l: &str| l.trim_start().starts_with('#');
+    let mut out: Vec<&str> = Vec::with_capacity(lines.len());
+    let mut dropped = false;
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        let end = (i + 1..lines.len())
+            .find(|&j| !lines[j].trim().is_empty())
+            .unwrap_or(lines.len());
+        let empty = end == lines.len() || heading(lines[end]);
+        if heading(line) && empty && !base.contains(&line.trim_end_matches(['\n', '\r'])) {
+            i = end;
+            dropped = true;
+            continue;
+        }
+        out.push(line);
+        i += 1;
+    }
+    while dropped && out.len() > 1 && out.last().is_some_and(|l| l.trim().is_empty()) {
+        out.pop();
+    }
+    out.concat()
 }
 
 fn missing(tool: &str, argument: &str) -> ToolOutcome {

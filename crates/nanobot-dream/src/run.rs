@@ -17,6 +17,8 @@ use serde_json::Value;
 
 mod commit;
 mod declined;
+mod guard;
+mod lineage;
 mod plan_loop;
 mod proposals;
 mod report;
@@ -26,6 +28,8 @@ mod versions;
 
 use commit::RunBatch;
 use declined::{ASK_AGAIN_PLAN, ASK_AGAIN_TOOLS, AskAgain, declined};
+pub use guard::Repeat;
+pub use lineage::{BlameLine, HistoryMatches, Origin, PastLine};
 pub use proposals::Proposal;
 pub use report::{RestoreReport, RunReport, RunStatus, StopReason, Trigger};
 pub use state::StoppedRun;
@@ -37,6 +41,7 @@ use crate::diff::{FileDiff, file_diff, summary};
 use crate::error::DreamError;
 use crate::overlay::Overlay;
 use crate::prompt;
+use crate::provenance::Provenance;
 use crate::sandbox::{self, Target};
 
 /// The memory ports a Dream works on: one scope's.
@@ -288,6 +293,7 @@ impl Dream {
             Overlay::load(self.documents.as_ref(), self.config.max_file_chars).await?;
         report.status = self.edit(&mut overlay, batch, &mut report, lease).await?;
         if report.completed() {
+            report.repeats = guard::refuse_repeats(&mut overlay);
             report.changes = overlay
                 .changes()
                 .into_iter()
@@ -295,9 +301,15 @@ impl Dream {
                 .collect();
             report.summary = summary(&report.changes);
             if !dry_run {
+                let changed: Vec<(String, Option<&str>, &str)> = overlay
+                    .changes()
+                    .into_iter()
+                    .map(|(t, before, after)| (t.path(), before, after))
+                    .collect();
                 let run = RunBatch {
                     trigger,
                     entries: (first.cursor, last.cursor),
+                    provenance: Provenance::attribute(batch, &changed),
                 };
                 self.commit_run(&overlay, run, &mut report, lease).await?;
             }

@@ -147,11 +147,18 @@ pub enum SessionsCommand {
 pub enum MemoryCommand {
     /// The memory files.
     Show,
-    /// The newest history entries.
+    /// The newest history entries (`history 20`), or the memory lines mentioning a query,
+    /// held now or replaced, with when each was held (`history Berlin`).
     History {
-        /// How many.
-        #[arg(default_value_t = 10)]
-        count: usize,
+        /// How many entries (10 when left out), or what to look for.
+        #[arg(value_name = "COUNT|QUERY")]
+        what: Option<String>,
+    },
+    /// Each line of a memory file (`memory/MEMORY.md`, `USER.md`...) with the version that
+    /// wrote it and the conversations it came from.
+    Blame {
+        /// The file, relative to the workspace.
+        file: String,
     },
     /// Searches memory as the agent's `search_memory` tool does: history entries, the
     /// memory files and past sessions, best first.

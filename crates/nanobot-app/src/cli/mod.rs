@@ -272,7 +272,8 @@ async fn memory(bot: &Bot, command: &MemoryCommand) -> Result<String, AppError> 
     let commands = bot.commands();
     Ok(match command {
         MemoryCommand::Show => commands.memory_show().await?,
-        MemoryCommand::History { count } => commands.memory_history(*count).await?,
+        MemoryCommand::History { what } => commands.memory_history_of(what.as_deref()).await?,
+        MemoryCommand::Blame { file } => commands.memory_blame(file).await?,
         MemoryCommand::Search {
             query,
             sources,

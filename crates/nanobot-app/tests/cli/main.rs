@@ -17,6 +17,7 @@ use nanobot_llm_http::testing::{FakeServer, Reply};
 use serde_json::json;
 
 mod errors;
+mod facts;
 mod fixtures;
 mod golden;
 mod postgres;

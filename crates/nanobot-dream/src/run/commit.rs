@@ -4,11 +4,13 @@
 use super::*;
 
 /// What a run read, for its version message and proposals.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct RunBatch {
     pub(super) trigger: Trigger,
     /// The first and last journal cursor of the batch.
     pub(super) entries: (u64, u64),
+    /// Where the lines it adds came from (trailers of its version).
+    pub(super) provenance: Provenance,
 }
 
 impl Dream {
@@ -21,17 +23,18 @@ impl Dream {
         report: &mut RunReport,
         lease: &Lease,
     ) -> Result<(), DreamError> {
-        let (files, proposals) = self.split_shared(overlay, run, report);
+        let (files, proposals) = self.split_shared(overlay, &run, report);
         // Proposals are queued before the run's own change is applied: a crash in between
         // repeats the run, and the queue keeps one copy of each proposal.
         self.queue_proposals(proposals).await?;
         let message = (!files.is_empty()).then(|| {
             format!(
-                "dream: {} run, journal entries {}-{}\n\n{}",
+                "dream: {} run, journal entries {}-{}\n\n{}\n\n{}",
                 run.trigger.name(),
                 run.entries.0,
                 run.entries.1,
-                report.summary
+                report.summary,
+                run.provenance.trailers()
             )
         });
         let change = MemoryChange {
@@ -71,7 +74,7 @@ impl Dream {
     fn split_shared(
         &self,
         overlay: &Overlay,
-        run: RunBatch,
+        run: &RunBatch,
         report: &mut RunReport,
     ) -> (Vec<FileChange>, Vec<Proposal>) {
         let mut files = Vec::new();

@@ -135,6 +135,9 @@ pub struct RunReport {
     pub mode: DreamMode,
     /// Plan mode: the edits refused (which, and why); they changed nothing.
     pub refused: Vec<String>,
+    /// Added lines taken out before the change was applied because they say what a line
+    /// of the curated files already says.
+    pub repeats: Vec<Repeat>,
     /// Journal entries compacted away after the run.
     pub compacted: usize,
     /// Files whose changes were queued as proposals, not written (`propose_shared`).
@@ -163,6 +166,7 @@ impl RunReport {
             final_text: None,
             mode,
             refused: Vec::new(),
+            repeats: Vec::new(),
             compacted: 0,
             proposed: Vec::new(),
             started,

@@ -8,8 +8,10 @@
 )]
 
 mod declined;
+mod facts;
 mod killed;
 mod plan;
+mod repeats;
 mod runs;
 mod sandbox;
 mod schedule;

@@ -19,6 +19,32 @@ impl ScopeCommands<'_> {
         Ok(format::run_reply(&report))
     }
 
+    /// `memory blame FILE`: each line of a memory file with the version that wrote it and
+    /// the conversations it came from.
+    pub async fn memory_blame(&self, path: &str) -> Result<String, AssemblyError> {
+        let lines = self.memory.dream.blame(path).await?;
+        Ok(format::blame(path, &lines))
+    }
+
+    /// `memory history [COUNT|QUERY]`: the newest journal entries (10, or `COUNT`), or the
+    /// memory lines mentioning `QUERY`.
+    pub async fn memory_history_of(&self, what: Option<&str>) -> Result<String, AssemblyError> {
+        match what {
+            None => self.memory_history(10).await,
+            Some(what) => match what.trim().parse::<usize>() {
+                Ok(count) => self.memory_history(count).await,
+                Err(_) => self.memory_line_history(what).await,
+            },
+        }
+    }
+
+    /// `memory history QUERY`: the memory lines mentioning `query`, held now or replaced,
+    /// with the time each was held.
+    pub async fn memory_line_history(&self, query: &str) -> Result<String, AssemblyError> {
+        let found = self.memory.dream.line_history(query).await?;
+        Ok(format::history(query, &found))
+    }
+
     /// `/dream-log [id]`: Dream's versions, or one with its changes.
     pub async fn dream_log(&self, id: Option<&str>) -> Result<String, AssemblyError> {
         if let Some(id) = id {
