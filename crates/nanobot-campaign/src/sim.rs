@@ -227,6 +227,10 @@ impl HistoryJournal for FaultyJournal {
         self.inner.compact(max_entries).await
     }
 
+    async fn remove_entries(&self, cursors: &[u64]) -> Result<usize, MemoryError> {
+        self.inner.remove_entries(cursors).await
+    }
+
     fn capabilities(&self) -> JournalCapabilities {
         self.inner.capabilities()
     }

@@ -190,6 +190,21 @@ impl MemoryIndex for SqliteIndex {
         .await
     }
 
+    async fn purge(&self) -> Result<(), IndexError> {
+        self.with_connection("purging removed text", |connection| {
+            // The full-text index keeps removed terms in its segments until they are
+            // merged; freed pages keep their bytes unless zeroed; the WAL keeps old pages.
+            connection.execute(
+                "INSERT INTO chunk_terms (chunk_terms) VALUES ('optimize')",
+                [],
+            )?;
+            connection.pragma_update(None, "secure_delete", "ON")?;
+            connection.execute_batch("VACUUM")?;
+            connection.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        })
+        .await
+    }
+
     async fn remove_prefix(&self, prefix: &str) -> Result<(), IndexError> {
         let prefix = prefix.to_owned();
         self.with_connection("removing chunks", move |connection| {

@@ -71,6 +71,10 @@ impl MemoryIndex for LazyIndex {
         self.get()?.remove_prefix(prefix).await
     }
 
+    async fn purge(&self) -> Result<(), IndexError> {
+        self.get()?.purge().await
+    }
+
     async fn search(&self, request: &SearchRequest) -> Result<Vec<Hit>, IndexError> {
         self.get()?.search(request).await
     }

@@ -209,6 +209,11 @@ impl MemoryIndex for InMemoryIndex {
         Ok(())
     }
 
+    async fn purge(&self) -> Result<(), IndexError> {
+        // A removed group's chunks are dropped from memory when it is removed.
+        Ok(())
+    }
+
     async fn remove_prefix(&self, prefix: &str) -> Result<(), IndexError> {
         let mut state = self.state();
         let doomed: Vec<String> = state

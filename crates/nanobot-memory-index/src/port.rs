@@ -196,6 +196,11 @@ pub trait MemoryIndex: Send + Sync {
     /// Sets marks (`None` removes one). An indexing pass sets them after the chunks they
     /// describe: a crash in between makes the next pass redo work, never skip it.
     async fn set_marks(&self, marks: Vec<(String, Option<String>)>) -> Result<(), IndexError>;
+
+    /// Makes sure what was removed is gone from the index's storage too, not only from its
+    /// answers (after a conversation is forgotten): a file-based index rewrites itself so
+    /// a byte scan finds none of it. Slow on a large index; for forgetting, not for turns.
+    async fn purge(&self) -> Result<(), IndexError>;
 }
 
 /// What went wrong with an index.

@@ -51,6 +51,7 @@ pub const PORT_METHODS: &[(&str, &[&str])] = &[
             "dream_cursor",
             "set_dream_cursor",
             "compact",
+            "remove_entries",
             "capabilities",
             "append_one",
             "unprocessed",
@@ -171,7 +172,7 @@ macro_rules! journal_conformance {
             const SKIPS: &[&str] = &[$($(stringify!($skip)),*)?];
             $crate::conformance::conformance_available!($($available)?);
             $crate::memory_conformance_cases!($make, empty, cursors_and_reads, fields_round_trip,
-                dream_cursor, compaction, concurrent_appends, commit_order_visibility);
+                dream_cursor, compaction, removal, concurrent_appends, commit_order_visibility);
             $crate::conformance::conformance_pair_cases!($crate::conformance, $make, [$($reopen)?],
                 shared_cursors);
         }

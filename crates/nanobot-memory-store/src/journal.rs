@@ -26,6 +26,8 @@ pub struct Compaction {
 /// - **Cursors** are allocated in increasing order, starting at 1, and never reused: not
 ///   after a compaction, not after a restart, not when the journal was edited by hand.
 /// - **Order**: reads return entries in the order they were appended.
+/// - **Removal** takes exactly the entries named (a forgotten conversation); the rest keep
+///   their cursors and order.
 /// - **Atomicity**: an append of several entries is all or nothing, and concurrent appends
 ///   (also from other processes, for backends that share storage) never get the same cursor.
 /// - **Visibility**: cursors are assigned in commit order. An entry becomes visible to
@@ -65,6 +67,11 @@ pub trait HistoryJournal: Send + Sync {
     /// Drops the oldest entries so that at most `max_entries` remain, except entries Dream
     /// has not read yet, which always stay. `0` disables compaction.
     async fn compact(&self, max_entries: usize) -> Result<Compaction, MemoryError>;
+
+    /// Removes the entries with these cursors, wherever they are (Dream read them or not;
+    /// unknown cursors are ignored): how a conversation is forgotten. Their cursors are
+    /// never handed out again, and Dream's cursor does not move. Returns how many went.
+    async fn remove_entries(&self, cursors: &[u64]) -> Result<usize, MemoryError>;
 
     /// What this journal offers beyond the contract.
     fn capabilities(&self) -> JournalCapabilities;
@@ -134,6 +141,9 @@ macro_rules! forward_journal {
             }
             async fn compact(&self, max_entries: usize) -> Result<Compaction, MemoryError> {
                 (**self).compact(max_entries).await
+            }
+            async fn remove_entries(&self, cursors: &[u64]) -> Result<usize, MemoryError> {
+                (**self).remove_entries(cursors).await
             }
             fn capabilities(&self) -> JournalCapabilities {
                 (**self).capabilities()

@@ -174,6 +174,13 @@ impl HistoryJournal for InMemoryJournal {
         })
     }
 
+    async fn remove_entries(&self, cursors: &[u64]) -> Result<usize, MemoryError> {
+        let mut state = self.lock();
+        let before = state.entries.len();
+        state.entries.retain(|e| !cursors.contains(&e.cursor));
+        Ok(before - state.entries.len())
+    }
+
     fn capabilities(&self) -> JournalCapabilities {
         JournalCapabilities::default()
     }

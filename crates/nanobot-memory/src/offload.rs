@@ -131,6 +131,10 @@ impl<J: HistoryJournal> HistoryJournal for OffWorker<J> {
         off(self.0.compact(max_entries)).await
     }
 
+    async fn remove_entries(&self, cursors: &[u64]) -> Result<usize, MemoryError> {
+        off(self.0.remove_entries(cursors)).await
+    }
+
     fn capabilities(&self) -> JournalCapabilities {
         self.0.capabilities()
     }

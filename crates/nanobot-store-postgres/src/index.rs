@@ -236,6 +236,12 @@ impl MemoryIndex for PgIndex {
             .await
     }
 
+    async fn purge(&self) -> Result<(), IndexError> {
+        // Deleted rows are gone for every reader at commit; PostgreSQL reclaims their space
+        // at its next VACUUM, which a shared database's operator schedules, not a bot.
+        Ok(())
+    }
+
     async fn remove_prefix(&self, prefix: &str) -> Result<(), IndexError> {
         let prefix = prefix.to_owned();
         self.inner

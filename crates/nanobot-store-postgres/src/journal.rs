@@ -380,6 +380,25 @@ impl HistoryJournal for PgScope {
         }).await
     }
 
+    async fn remove_entries(&self, cursors: &[u64]) -> Result<usize, MemoryError> {
+        self.inner
+            .deadline("remove entries", async {
+                // The heads row keeps the latest cursor: a removed number is never handed out again.
+                let cursors: Vec<i64> = cursors.iter().map(|&c| signed(c)).collect();
+                let done = crate::query(&format!(
+                    "DELETE FROM {} WHERE scope_id = $1 AND cursor = ANY($2)",
+                    self.inner.t("journal")
+                ))
+                .bind(self.scope_id)
+                .bind(&cursors)
+                .execute(&self.inner.pool())
+                .await
+                .map_err(db("remove journal entries"))?;
+                Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
+            })
+            .await
+    }
+
     fn capabilities(&self) -> JournalCapabilities {
         JournalCapabilities {
             shared_storage: true,

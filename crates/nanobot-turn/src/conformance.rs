@@ -59,6 +59,7 @@ pub const COVERED: &[(&str, &[&str])] = &[
             "dream_cursor",
             "set_dream_cursor",
             "compact",
+            "remove_entries",
             "capabilities",
             "append_one",
             "unprocessed",

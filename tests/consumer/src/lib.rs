@@ -243,6 +243,13 @@ impl HistoryJournal for ToyJournal {
         })
     }
 
+    async fn remove_entries(&self, cursors: &[u64]) -> Result<usize, MemoryError> {
+        let mut state = self.state();
+        let before = state.entries.len();
+        state.entries.retain(|e| !cursors.contains(&e.cursor));
+        Ok(before - state.entries.len())
+    }
+
     fn capabilities(&self) -> JournalCapabilities {
         JournalCapabilities::default()
     }

@@ -124,6 +124,9 @@ impl HistoryJournal for Journal {
     async fn compact(&self, m: usize) -> Result<Compaction, MemoryError> {
         self.0.compact(m).await
     }
+    async fn remove_entries(&self, cursors: &[u64]) -> Result<usize, MemoryError> {
+        self.0.remove_entries(cursors).await
+    }
     fn capabilities(&self) -> nanobot_memory_store::JournalCapabilities {
         self.0.capabilities()
     }

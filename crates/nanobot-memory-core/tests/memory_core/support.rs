@@ -194,6 +194,9 @@ impl HistoryJournal for FullJournal {
     async fn compact(&self, _: usize) -> Result<Compaction, MemoryError> {
         Ok(Compaction::default())
     }
+    async fn remove_entries(&self, _: &[u64]) -> Result<usize, MemoryError> {
+        Ok(0)
+    }
     fn capabilities(&self) -> nanobot_memory_store::JournalCapabilities {
         nanobot_memory_store::JournalCapabilities::default()
     }

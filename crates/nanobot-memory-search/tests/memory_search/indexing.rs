@@ -314,6 +314,9 @@ impl MemoryIndex for Watched {
         self.note().await;
         Ok(())
     }
+    async fn purge(&self) -> Result<(), IndexError> {
+        self.index.purge().await
+    }
     async fn remove_prefix(&self, prefix: &str) -> Result<(), IndexError> {
         self.index.remove_prefix(prefix).await?;
         self.note().await;

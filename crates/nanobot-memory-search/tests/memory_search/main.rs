@@ -159,6 +159,9 @@ impl MemoryIndex for Down {
     async fn replace(&self, _: Vec<GroupUpdate>) -> Result<(), IndexError> {
         Err(self.error())
     }
+    async fn purge(&self) -> Result<(), IndexError> {
+        Err(self.error())
+    }
     async fn remove_prefix(&self, _: &str) -> Result<(), IndexError> {
         Err(self.error())
     }

@@ -137,6 +137,39 @@ pub async fn compaction(journal: impl HistoryJournal) {
     );
 }
 
+/// Removing entries (a forgotten conversation) takes exactly those, read by Dream or not;
+/// unknown cursors are ignored, Dream's cursor stays, and no cursor is handed out again,
+/// not even the newest removed one.
+pub async fn removal(journal: impl HistoryJournal) {
+    for i in 1..=6 {
+        let text = format!("e{i}");
+        let session = if i % 2 == 0 { "cli:b" } else { "cli:a" };
+        let entry = NewEntry::text(&text).from_session(session);
+        journal.append_one(entry).await.unwrap();
+    }
+    journal.set_dream_cursor(3).await.unwrap();
+    assert_eq!(journal.remove_entries(&[2, 4, 6, 99]).await.unwrap(), 3);
+    let left = journal.read_since(0, None).await.unwrap();
+    assert_eq!(cursors(&left), [1, 3, 5]);
+    assert!(
+        left.iter()
+            .all(|e| e.session_key.as_deref() == Some("cli:a"))
+    );
+    assert_eq!(
+        journal.remove_entries(&[2, 4, 6]).await.unwrap(),
+        0,
+        "a second removal finds nothing"
+    );
+    assert_eq!(journal.remove_entries(&[]).await.unwrap(), 0);
+    assert_eq!(journal.dream_cursor().await.unwrap(), 3);
+    assert_eq!(journal.latest_cursor().await.unwrap(), 6);
+    assert_eq!(
+        journal.append_one(NewEntry::text("after")).await.unwrap(),
+        7
+    );
+    assert_eq!(cursors(&journal.read_last(2).await.unwrap()), [5, 7]);
+}
+
 /// Appends racing from many writers get distinct cursors, all readable.
 pub async fn concurrent_appends(journal: impl HistoryJournal) {
     let got = std::sync::Mutex::new(Vec::new());

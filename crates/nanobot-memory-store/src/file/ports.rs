@@ -112,6 +112,41 @@ impl HistoryJournal for FileJournal {
         Ok(report)
     }
 
+    async fn remove_entries(&self, cursors: &[u64]) -> Result<usize, MemoryError> {
+        let mut state = self.state();
+        let _held = self.hold()?;
+        self.refresh(&mut state)?;
+        let path = self.path(HISTORY);
+        let bytes = match fsio::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(MemoryError::io("read", &path, e)),
+        };
+        let lines: Vec<&[u8]> = bytes
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+            .collect();
+        let gone = |line: &[u8]| {
+            serde_json::from_slice::<Map<String, Value>>(line)
+                .ok()
+                .and_then(|r| r.get("cursor").and_then(Value::as_u64))
+                .is_some_and(|c| cursors.contains(&c))
+        };
+        let kept: Vec<&[u8]> = lines.iter().copied().filter(|l| !gone(l)).collect();
+        let removed = lines.len() - kept.len();
+        if removed > 0 {
+            // The counter holds the latest cursor first: a removed newest entry's number is
+            // never handed out again.
+            self.write_counter(&mut state)?;
+            self.rewrite(kept.into_iter())?;
+            state.seen = None;
+            state.entries.clear();
+            state.index.clear();
+            self.refresh(&mut state)?;
+        }
+        Ok(removed)
+    }
+
     fn capabilities(&self) -> JournalCapabilities {
         JournalCapabilities {
             shared_storage: true,

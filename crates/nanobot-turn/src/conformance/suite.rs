@@ -286,6 +286,21 @@ async fn versions_and_cursors(me: &Person, other: &Person) {
         .await
         .unwrap();
     journal.compact(1_000).await.unwrap();
+    // Removing an entry (a forgotten conversation) removes it from this scope only.
+    let theirs = other.stores.journal.read_since(0, None).await.unwrap();
+    if let Some(newest) = journal.read_last(1).await.unwrap().first() {
+        assert_eq!(journal.remove_entries(&[newest.cursor]).await.unwrap(), 1);
+        let left = journal.read_since(0, None).await.unwrap();
+        assert!(
+            left.iter().all(|e| e.cursor != newest.cursor),
+            "{}",
+            me.scope
+        );
+    }
+    assert_eq!(
+        other.stores.journal.read_since(0, None).await.unwrap(),
+        theirs
+    );
 }
 
 /// Locks and leases are per scope: both users can hold theirs on the same session at once;
