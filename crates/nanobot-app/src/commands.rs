@@ -36,62 +36,39 @@ pub async fn dream_run(bot: &Bot, dry_run: bool) -> Result<String, AppError> {
     Ok(reply?)
 }
 
-/// What `nanobot memory search` asks.
-#[derive(Debug, Clone)]
-pub struct MemorySearch<'a> {
-    /// The query.
-    pub query: &'a str,
-    /// `history`, `memory`, `sessions` (all when empty).
-    pub sources: &'a [String],
-    /// `YYYY-MM-DD`.
-    pub since: Option<&'a str>,
-    /// 1 to 10.
-    pub limit: usize,
-    /// JSON output.
-    pub json: bool,
-}
-
-/// The request `nanobot memory search` names, each argument checked.
-fn search_request(
-    search: &MemorySearch<'_>,
-) -> Result<nanobot_memory_index::SearchRequest, AppError> {
-    let query = search.query.trim();
-    if query.is_empty() {
-        return Err(AppError::Usage(
-            "the query must be a non-empty string".into(),
-        ));
-    }
-    let mut request = nanobot_memory_index::SearchRequest::new(query).limit(search.limit);
-    if !search.sources.is_empty() {
-        let sources = search.sources.iter().map(|name| {
-            nanobot_memory_index::SourceKind::from_name(name).ok_or_else(|| {
-                AppError::Usage(format!(
-                    "--source may be history, memory or sessions, not {name:?}"
-                ))
-            })
-        });
-        request = request.sources(sources.collect::<Result<Vec<_>, _>>()?);
-    }
-    if let Some(since) = search.since {
-        let since = nanobot_memory_search::parse_since(since).ok_or_else(|| {
-            AppError::Usage(format!(
-                "--since must be a date like 2026-03-01, not {since:?}"
-            ))
-        })?;
-        request = request.since(since);
-    }
-    Ok(request)
-}
+pub use nanobot_memory::commands::SearchArgs as MemorySearch;
 
 /// `nanobot memory search QUERY`: brings the index up to date, then searches it.
 pub async fn memory_search(bot: &Bot, search: &MemorySearch<'_>) -> Result<String, AppError> {
-    if !(1..=nanobot_memory_index::MAX_LIMIT).contains(&search.limit) {
-        return Err(AppError::Usage(format!(
-            "--limit must be 1 to {}, not {}",
-            nanobot_memory_index::MAX_LIMIT,
-            search.limit
-        )));
-    }
-    let request = search_request(search)?;
+    let request = search.request().map_err(AppError::Usage)?;
     Ok(bot.commands().memory_search(&request, search.json).await?)
+}
+
+/// `nanobot memory forget --session KEY`: lists what goes and asks (unless `yes`), then
+/// removes it.
+pub async fn memory_forget(bot: &Bot, key: &SessionKey, yes: bool) -> Result<String, AppError> {
+    if !yes {
+        let plan = bot.assembled.forget_plan(key).await?;
+        match confirm(&format!("{}\n\nRemove all this? [y/N] ", plan.describe())) {
+            Some(true) => {}
+            Some(false) => return Ok("Nothing was removed.".into()),
+            None => {
+                return Err(AppError::Usage(
+                    "nothing was removed: no answer was read; run with --yes to remove without asking".into(),
+                ));
+            }
+        }
+    }
+    Ok(bot.assembled.forget(key).await?.describe())
+}
+
+/// Asks `question` on stderr; the answer read from stdin (`None`: nothing to read).
+fn confirm(question: &str) -> Option<bool> {
+    use std::io::{BufRead, Write};
+    let _ = write!(std::io::stderr(), "{question}");
+    let mut answer = String::new();
+    match std::io::stdin().lock().read_line(&mut answer) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes")),
+    }
 }

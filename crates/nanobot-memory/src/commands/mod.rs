@@ -7,6 +7,8 @@ mod dream;
 mod reports;
 mod search;
 
+pub use search::SearchArgs;
+
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;

@@ -10,6 +10,50 @@ use nanobot_memory_index::{MemoryIndex, SearchRequest};
 use super::ScopeCommands;
 use crate::AssemblyError;
 
+/// What `memory search` asks, as a command line gives it.
+#[derive(Debug, Clone)]
+pub struct SearchArgs<'a> {
+    /// The query.
+    pub query: &'a str,
+    /// `history`, `memory`, `sessions` (all when empty).
+    pub sources: &'a [String],
+    /// `YYYY-MM-DD`.
+    pub since: Option<&'a str>,
+    /// 1 to [`nanobot_memory_index::MAX_LIMIT`].
+    pub limit: usize,
+    /// JSON output.
+    pub json: bool,
+}
+
+impl SearchArgs<'_> {
+    /// The request, each argument checked; `Err`: what is wrong, for a usage message.
+    pub fn request(&self) -> Result<SearchRequest, String> {
+        let max = nanobot_memory_index::MAX_LIMIT;
+        if !(1..=max).contains(&self.limit) {
+            return Err(format!("--limit must be 1 to {max}, not {}", self.limit));
+        }
+        let query = self.query.trim();
+        if query.is_empty() {
+            return Err("the query must be a non-empty string".into());
+        }
+        let mut request = SearchRequest::new(query).limit(self.limit);
+        if !self.sources.is_empty() {
+            let sources = self.sources.iter().map(|name| {
+                nanobot_memory_index::SourceKind::from_name(name).ok_or_else(|| {
+                    format!("--source may be history, memory or sessions, not {name:?}")
+                })
+            });
+            request = request.sources(sources.collect::<Result<Vec<_>, _>>()?);
+        }
+        if let Some(since) = self.since {
+            let day = nanobot_memory_search::parse_since(since)
+                .ok_or_else(|| format!("--since must be a date like 2026-03-01, not {since:?}"))?;
+            request = request.since(day);
+        }
+        Ok(request)
+    }
+}
+
 impl ScopeCommands<'_> {
     /// Brings the scope's index up to date, then searches it: numbered hits, or their JSON
     /// (`json`; its notes are logged instead of printed).
