@@ -52,6 +52,9 @@ fn run_status(report: &RunReport, seconds: f64, batch: &str) -> String {
         RunStatus::Completed => {
             let mut out = format!("Dream completed in {seconds:.1}s over {batch}");
             match &report.version {
+                Some(v) if report.changes.is_empty() => {
+                    let _ = write!(out, "; no memory changes (version `{}` records the facts it heard again).", v.short_id());
+                }
                 Some(v) => {
                     let _ = write!(out, " (version `{}`).\n\n{}", v.short_id(), report.summary);
                 }

@@ -129,6 +129,33 @@ impl Provenance {
         }
     }
 
+    /// Credits the lines already in `files` (path, text) that an entry of `batch` says
+    /// again, every word of them, to that entry too: a fact two conversations taught stays
+    /// when one of them is forgotten. One-word lines are left out (too little to go on).
+    pub fn corroborate(&mut self, batch: &[JournalEntry], files: &[(String, &str)]) {
+        let entry_words: Vec<(u64, Vec<String>)> = batch
+            .iter()
+            .map(|e| (e.cursor, words(&e.content)))
+            .collect();
+        for (path, text) in files {
+            for line in text.lines().filter(|l| is_fact(l)) {
+                let key = (path.clone(), fingerprint(line));
+                let line_words = words(line);
+                if self.lines.contains_key(&key) || line_words.len() < 2 {
+                    continue;
+                }
+                let cursors: Vec<u64> = entry_words
+                    .iter()
+                    .filter(|(_, w)| contained(&line_words, w) >= 1.0)
+                    .map(|(c, _)| *c)
+                    .collect();
+                if !cursors.is_empty() {
+                    self.lines.insert(key, cursors);
+                }
+            }
+        }
+    }
+
     /// The trailers to end a version message with (empty when there is nothing to say).
     pub fn trailers(&self) -> String {
         let mut out: Vec<String> = self.sources.iter().map(Source::trailer).collect();
@@ -159,7 +186,8 @@ impl Provenance {
         provenance
     }
 
-    /// The sources of `line` of `path`, if this version added it.
+    /// The sources of `line` of `path`, if this version added it or an entry it read said
+    /// it again.
     pub fn sources_of(&self, path: &str, line: &str) -> Option<Vec<Source>> {
         let cursors = self.lines.get(&(path.to_owned(), fingerprint(line)))?;
         Some(

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 mod commit;
 mod declined;
+mod forget;
 mod guard;
 mod lineage;
 mod plan_loop;
@@ -28,6 +29,7 @@ mod versions;
 
 use commit::RunBatch;
 use declined::{ASK_AGAIN_PLAN, ASK_AGAIN_TOOLS, AskAgain, declined};
+pub use forget::{ForgetLines, Forgotten};
 pub use guard::Repeat;
 pub use lineage::{BlameLine, HistoryMatches, Origin, PastLine};
 pub use proposals::Proposal;
@@ -306,10 +308,16 @@ impl Dream {
                     .into_iter()
                     .map(|(t, before, after)| (t.path(), before, after))
                     .collect();
+                let mut provenance = Provenance::attribute(batch, &changed);
+                let curated: Vec<(String, &str)> = Document::ALL
+                    .into_iter()
+                    .filter_map(|d| Some((d.path().to_owned(), overlay.get(&Target::Document(d))?)))
+                    .collect();
+                provenance.corroborate(batch, &curated);
                 let run = RunBatch {
                     trigger,
                     entries: (first.cursor, last.cursor),
-                    provenance: Provenance::attribute(batch, &changed),
+                    provenance,
                 };
                 self.commit_run(&overlay, run, &mut report, lease).await?;
             }

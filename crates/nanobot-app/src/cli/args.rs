@@ -154,6 +154,16 @@ pub enum MemoryCommand {
         #[arg(value_name = "COUNT|QUERY")]
         what: Option<String>,
     },
+    /// Forgets a conversation in every scope: the session, the journal entries made from
+    /// it, the memory lines only it taught, their search rows. Lists them and asks first.
+    Forget {
+        /// The session key (`telegram:42`).
+        #[arg(long, value_name = "KEY")]
+        session: String,
+        /// Removes without asking.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Each line of a memory file (`memory/MEMORY.md`, `USER.md`...) with the version that
     /// wrote it and the conversations it came from.
     Blame {

@@ -274,6 +274,10 @@ async fn memory(bot: &Bot, command: &MemoryCommand) -> Result<String, AppError> 
         MemoryCommand::Show => commands.memory_show().await?,
         MemoryCommand::History { what } => commands.memory_history_of(what.as_deref()).await?,
         MemoryCommand::Blame { file } => commands.memory_blame(file).await?,
+        MemoryCommand::Forget { session, yes } => {
+            let key = session_key(session, "--session")?;
+            crate::commands::memory_forget(bot, &key, *yes).await?
+        }
         MemoryCommand::Search {
             query,
             sources,

@@ -13,7 +13,7 @@ use nanobot_store_postgres::testing::TestSchema;
 use serde_json::json;
 
 use super::postgres::{available, pg_env};
-use super::{nanobot, text};
+use super::{command, nanobot, text};
 
 fn edit(id: &str, old: &str, new: &str) -> Reply {
     let arguments =
@@ -39,6 +39,240 @@ fn done() -> Reply {
                          "message": {"role": "assistant", "content": "Memory updated."}}],
         }),
     )
+}
+
+fn answer(text: &str) -> Reply {
+    Reply::json(
+        200,
+        &json!({
+            "id": "t", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}],
+        }),
+    )
+}
+
+const CANARY: &str = "zebraquartz7781";
+
+/// `nanobot` with `args` in `ws`, `input` on its stdin.
+fn run_with_input(
+    ws: &Path,
+    env: &[(&'static str, String)],
+    args: &[&str],
+    input: &str,
+) -> (bool, String) {
+    use std::io::Write as _;
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut child = command(ws, args, &env)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.success(), text(&out, ws))
+}
+
+/// Forgets a conversation holding a canary in `ws` with the backend `env` names: the
+/// session, its journal entries, the line only it taught and its search rows go; a fact
+/// another conversation also taught stays. `scan` says where the canary is still found.
+async fn forget_a_conversation<F>(
+    ws: &Path,
+    journal: Arc<dyn HistoryJournal>,
+    env: Vec<(&'static str, String)>,
+    scan: F,
+) where
+    F: AsyncFn() -> Vec<String>,
+{
+    let server = FakeServer::start(vec![
+        answer("Noted."),
+        edit(
+            "a",
+            "- Project X",
+            &format!("- Project X\n- Door code is {CANARY}\n- Allergic to peanuts"),
+        ),
+        done(),
+    ])
+    .await;
+    let mut env = env;
+    env.push(("NANOBOT_BASE_URL", format!("{}/v1", server.url())));
+    env.push(("NANOBOT_DREAM_MODE", "tools".to_owned()));
+    let shared = Arc::new((ws.to_owned(), env));
+    let go = |args: Vec<String>, input: &'static str| {
+        let shared = shared.clone();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_with_input(&shared.0, &shared.1, &args, input)
+        })
+    };
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let secret = format!("The door code is {CANARY}, and I am allergic to peanuts.");
+    let (ok, said) = go(args(&["--session", "telegram:7", "run", "-m", &secret]), "")
+        .await
+        .unwrap();
+    assert!(ok, "{said}");
+    let entries = [
+        NewEntry::text(&secret)
+            .from_session("telegram:7")
+            .covering(0, 2),
+        NewEntry::text("- Ada said again she is allergic to peanuts")
+            .from_session("cli:direct")
+            .covering(0, 2),
+    ];
+    journal.append(&entries).await.unwrap();
+    let (ok, said) = go(args(&["dream", "run"]), "").await.unwrap();
+    assert!(ok, "{said}");
+    let (ok, said) = go(args(&["memory", "search", CANARY]), "").await.unwrap();
+    assert!(ok && said.contains(CANARY), "indexed before: {said}");
+    assert!(!scan().await.is_empty(), "the canary is there before");
+
+    // Without --yes and no answer: nothing; answered no: nothing.
+    let forget = args(&["memory", "forget", "--session", "telegram:7"]);
+    let (ok, said) = go(forget.clone(), "").await.unwrap();
+    assert!(!ok && said.contains("nothing was removed"), "{said}");
+    assert!(
+        said.contains(&format!("memory/MEMORY.md: - Door code is {CANARY}")),
+        "lists it: {said}"
+    );
+    assert!(said.contains("Kept, as another conversation also taught them:\n  memory/MEMORY.md: - Allergic to peanuts"), "{said}");
+    let (ok, said) = go(forget.clone(), "n\n").await.unwrap();
+    assert!(ok && said.contains("Nothing was removed."), "{said}");
+    let (ok, said) = go(forget.clone(), "y\n").await.unwrap();
+    assert!(
+        ok && said.contains("Forgetting session telegram:7 removed"),
+        "{said}"
+    );
+
+    assert_eq!(
+        scan().await,
+        Vec::<String>::new(),
+        "the canary outside the versions"
+    );
+    let (ok, shown) = go(args(&["memory", "show"]), "").await.unwrap();
+    assert!(
+        ok && shown.contains("- Allergic to peanuts") && !shown.contains(CANARY),
+        "{shown}"
+    );
+    let (ok, said) = go(args(&["memory", "search", CANARY]), "").await.unwrap();
+    assert!(
+        ok && !said.contains(CANARY.get(..8).unwrap_or_default())
+            || said.contains("Nothing in memory matches"),
+        "{said}"
+    );
+    let (ok, said) = go(args(&["sessions", "list"]), "").await.unwrap();
+    assert!(ok && !said.contains("telegram:7"), "{said}");
+    let left = journal.read_since(0, None).await.unwrap();
+    assert_eq!(
+        left.len(),
+        1,
+        "the other conversation's entry stays: {left:?}"
+    );
+    let (ok, blame) = go(args(&["memory", "blame", "memory/MEMORY.md"]), "")
+        .await
+        .unwrap();
+    assert!(ok && blame.contains("session cli:direct"), "{blame}");
+    // Run again: nothing of it is left, and it says so.
+    let (ok, said) = go(forget, "y\n").await.unwrap();
+    assert!(
+        !ok && said.contains("Nothing of session telegram:7 is in memory"),
+        "{said}"
+    );
+}
+
+/// Where a file under `root` (the versions repository left out) holds the canary.
+fn files_with_canary(root: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut dirs = vec![root.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.ends_with(".nanobot/memory.git") {
+                continue;
+            }
+            if path.is_dir() {
+                dirs.push(path);
+            } else if std::fs::read(&path)
+                .unwrap_or_default()
+                .windows(CANARY.len())
+                .any(|w| w == CANARY.as_bytes())
+            {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forgetting_a_conversation_on_files_leaves_no_trace_outside_the_versions() {
+    let ws = TempDir::new("cli-forget");
+    std::fs::create_dir_all(ws.path().join("memory")).unwrap();
+    std::fs::write(
+        ws.path().join("memory/MEMORY.md"),
+        "# Memory\n\n- Project X\n",
+    )
+    .unwrap();
+    let journal = Arc::new(FileJournal::open(ws.path()).unwrap());
+    let root = ws.path().to_owned();
+    forget_a_conversation(ws.path(), journal, Vec::new(), async || {
+        files_with_canary(&root)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forgetting_a_conversation_on_postgres_leaves_no_trace_outside_the_versions() {
+    let Some(url) =
+        available("forgetting_a_conversation_on_postgres_leaves_no_trace_outside_the_versions")
+    else {
+        return;
+    };
+    let ws = TempDir::new("pg-forget");
+    let store = TestSchema::new(&url).store().await;
+    let agent = store.scope(&ScopeKey::local(Subject::Agent)).await.unwrap();
+    nanobot_memory_store::MemoryDocuments::write(
+        &agent,
+        nanobot_memory_store::Document::Memory,
+        "# Memory\n\n- Project X\n",
+        nanobot_memory_store::Expected::Any,
+    )
+    .await
+    .unwrap();
+    let env = pg_env(&url, &store);
+    let schema = store.schema().name().to_owned();
+    let pool = store.pool().clone();
+    let scan = async || {
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 AND table_type = 'BASE TABLE'",
+        )
+        .bind(&schema)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        let mut found = Vec::new();
+        for table in tables.into_iter().filter(|t| t != "versions") {
+            let sql = format!(
+                "SELECT count(*) FROM \"{schema}\".\"{table}\" t WHERE t::text LIKE '%' || $1 || '%'"
+            );
+            let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                .bind(CANARY)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            if n > 0 {
+                found.push(format!("{table}: {n} rows"));
+            }
+        }
+        found.extend(files_with_canary(ws.path()));
+        found
+    };
+    forget_a_conversation(ws.path(), Arc::new(agent), env, scan).await;
 }
 
 /// Runs the scenario in `ws` (its MEMORY.md holds the allergy) with the backend `env`

@@ -27,6 +27,11 @@ mod search;
 mod serve;
 
 fn nanobot(workspace: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
+    command(workspace, args, envs).output().unwrap()
+}
+
+/// `nanobot` in `workspace` with `args`, its environment cleared of the user's settings.
+fn command(workspace: &Path, args: &[&str], envs: &[(&str, &str)]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_nanobot"));
     command
         .arg("--workspace")
@@ -51,7 +56,7 @@ fn nanobot(workspace: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
         .env("NANOBOT_STREAM", "false")
         .env("HOME", workspace)
         .envs(envs.iter().copied());
-    command.output().unwrap()
+    command
 }
 
 fn text(output: &Output, workspace: &Path) -> String {

@@ -27,7 +27,9 @@ impl Dream {
         // Proposals are queued before the run's own change is applied: a crash in between
         // repeats the run, and the queue keeps one copy of each proposal.
         self.queue_proposals(proposals).await?;
-        let message = (!files.is_empty()).then(|| {
+        // A run that changed nothing but heard known facts again records that too: the
+        // facts gain a source, and outlive the forgetting of their first one.
+        let message = (!files.is_empty() || !run.provenance.lines.is_empty()).then(|| {
             format!(
                 "dream: {} run, journal entries {}-{}\n\n{}\n\n{}",
                 run.trigger.name(),

@@ -21,6 +21,19 @@ pub struct Origin {
     pub sources: Vec<Source>,
 }
 
+impl Origin {
+    /// The same origin with `more` sources that say the line again.
+    fn corroborated(&self, more: Vec<Source>) -> Origin {
+        let mut origin = self.clone();
+        for source in more {
+            if !origin.sources.iter().any(|s| s.cursor == source.cursor) {
+                origin.sources.push(source);
+            }
+        }
+        origin
+    }
+}
+
 /// One line of a file as it is now, with its origin.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -51,7 +64,7 @@ pub struct PastLine {
 
 /// The versions replayed: each file's lines with their origins, and the lines gone.
 #[derive(Default)]
-struct Replay {
+pub(super) struct Replay {
     files: BTreeMap<String, Vec<(String, Option<Origin>)>>,
     /// The latest known origin of each line fingerprint (a restore brings a line back
     /// with the origin it had).
@@ -81,7 +94,13 @@ impl Replay {
             for op in capture_diff_slices(Algorithm::Myers, &old_text, &new) {
                 let (removed, added) = (op.old_range(), op.new_range());
                 if let DiffOp::Equal { .. } = op {
-                    lines.extend(old[removed].iter().cloned());
+                    for (text, origin) in &old[removed] {
+                        let origin = match (origin, provenance.sources_of(&path, text)) {
+                            (Some(origin), Some(more)) => Some(origin.corroborated(more)),
+                            (origin, _) => origin.clone(),
+                        };
+                        lines.push((text.clone(), origin));
+                    }
                     continue;
                 }
                 let inserted: Vec<&str> = new[added].to_vec();
@@ -154,9 +173,38 @@ impl Replay {
     }
 }
 
+impl Replay {
+    /// `text`, the file `path` now, line by line with the origins the versions give.
+    pub(super) fn blame(&self, path: &str, text: &str) -> Vec<BlameLine> {
+        let versioned = self.files.get(path).cloned().unwrap_or_default();
+        let old: Vec<&str> = versioned.iter().map(|(t, _)| t.as_str()).collect();
+        let new: Vec<&str> = text.lines().collect();
+        let mut origins = Vec::with_capacity(new.len());
+        for op in capture_diff_slices(Algorithm::Myers, &old, &new) {
+            match op {
+                DiffOp::Equal { old_index, len, .. } => origins.extend(
+                    versioned[old_index..old_index + len]
+                        .iter()
+                        .map(|(_, origin)| origin.clone()),
+                ),
+                other => origins.extend(other.new_range().map(|_| None)),
+            }
+        }
+        new.iter()
+            .zip(origins)
+            .enumerate()
+            .map(|(i, (text, origin))| BlameLine {
+                number: i + 1,
+                text: (*text).to_owned(),
+                origin,
+            })
+            .collect()
+    }
+}
+
 impl Dream {
     /// Every version replayed, oldest first.
-    async fn replay(&self) -> Result<Replay, DreamError> {
+    pub(super) async fn replay(&self) -> Result<Replay, DreamError> {
         let versions = self.versions()?;
         let mut log = versions.log(usize::MAX).await?;
         log.reverse();
@@ -190,30 +238,7 @@ impl Dream {
                 ),
             });
         };
-        let versioned = replay.files.get(path).cloned().unwrap_or_default();
-        let old: Vec<&str> = versioned.iter().map(|(t, _)| t.as_str()).collect();
-        let new: Vec<&str> = text.lines().collect();
-        let mut lines = Vec::with_capacity(new.len());
-        for op in capture_diff_slices(Algorithm::Myers, &old, &new) {
-            match op {
-                DiffOp::Equal { old_index, len, .. } => lines.extend(
-                    versioned[old_index..old_index + len]
-                        .iter()
-                        .map(|(_, origin)| origin.clone()),
-                ),
-                other => lines.extend(other.new_range().map(|_| None)),
-            }
-        }
-        Ok(new
-            .iter()
-            .zip(lines)
-            .enumerate()
-            .map(|(i, (text, origin))| BlameLine {
-                number: i + 1,
-                text: (*text).to_owned(),
-                origin,
-            })
-            .collect())
+        Ok(replay.blame(path, text))
     }
 
     /// The fact lines, held now or once, whose words hold every word of `query`: the lines

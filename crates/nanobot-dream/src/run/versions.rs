@@ -208,9 +208,9 @@ impl Dream {
 /// afterwards, and the version message when the change is recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Plan {
-    files: BTreeMap<String, Option<String>>,
-    cursor: Option<u64>,
-    message: Option<String>,
+    pub(super) files: BTreeMap<String, Option<String>>,
+    pub(super) cursor: Option<u64>,
+    pub(super) message: Option<String>,
 }
 
 /// File diffs between two snapshots (Dream's cursor left out).

@@ -221,3 +221,84 @@ async fn blame_names_the_session_each_line_came_from() {
     assert_eq!(lines.last().unwrap().origin, None);
     assert!(f.dream.blame("../etc/passwd").await.is_err());
 }
+
+#[tokio::test]
+async fn forgetting_a_session_takes_the_lines_only_it_taught() {
+    let f = fixture(script(
+        &[&[edit(
+            "memory/MEMORY.md",
+            "- Project X active",
+            "- Project X active\n- Door code 4417\n- Allergic to peanuts",
+        )]],
+        "done",
+    ));
+    f.seed().await;
+    say(
+        &f,
+        "telegram:7",
+        (0, 2),
+        "- Door code 4417, allergic to peanuts",
+    )
+    .await;
+    say(&f, "cli:direct", (0, 2), "- Ada is allergic to peanuts").await;
+    f.dream.run(Trigger::Manual).await.unwrap();
+    let from =
+        |s: &nanobot_dream::provenance::Source| s.session_key.as_deref() == Some("telegram:7");
+
+    let plan = f.dream.lines_from(&from).await.unwrap();
+    assert_eq!(
+        plan.removed,
+        [("memory/MEMORY.md".to_owned(), "- Door code 4417".to_owned())]
+    );
+    assert_eq!(
+        plan.kept,
+        [(
+            "memory/MEMORY.md".to_owned(),
+            "- Allergic to peanuts".to_owned()
+        )]
+    );
+    assert_eq!(
+        f.doc(Document::Memory)
+            .await
+            .unwrap()
+            .matches("4417")
+            .count(),
+        1,
+        "a plan changes nothing"
+    );
+
+    let (done, version) = f
+        .dream
+        .forget_lines(&from, "session telegram:7")
+        .await
+        .unwrap();
+    assert_eq!(done, plan);
+    let version = version.unwrap();
+    assert!(
+        version
+            .message
+            .starts_with("dream: forget session telegram:7")
+    );
+    assert!(
+        !version.message.contains("4417"),
+        "the version message repeats nothing: {}",
+        version.message
+    );
+    assert_eq!(
+        f.doc(Document::Memory).await.unwrap(),
+        "# Memory\n\n- Project X active\n- Allergic to peanuts\n"
+    );
+    let (again, none) = f
+        .dream
+        .forget_lines(&from, "session telegram:7")
+        .await
+        .unwrap();
+    assert!(
+        again.is_empty() && none.is_none(),
+        "run again, it finds nothing"
+    );
+    // The removed line is history now: when it was held, and that it was removed.
+    let found = f.dream.line_history("door code").await.unwrap();
+    assert_eq!(found.past.len(), 1);
+    assert!(found.past[0].replaced_by.is_empty());
+}

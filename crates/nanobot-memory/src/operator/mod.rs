@@ -2,7 +2,10 @@
 //! identity links, erasure (right to be forgotten), and the review queue of what users' and
 //! chats' Dreams proposed for the shared files; and what an operator reads of them.
 
+mod forget;
 mod reports;
+
+pub use forget::{ForgetReport, ScopeForget};
 
 pub use reports::{describe, link_line};
 
