@@ -46,20 +46,23 @@ pub async fn memory_search(bot: &Bot, search: &MemorySearch<'_>) -> Result<Strin
 
 /// `nanobot memory forget --session KEY`: lists what goes and asks (unless `yes`), then
 /// removes it.
-pub async fn memory_forget(bot: &Bot, key: &SessionKey, yes: bool) -> Result<String, AppError> {
+pub async fn memory_forget(
+    bot: &Bot,
+    key: &SessionKey,
+    yes: bool,
+    erase_history: bool,
+) -> Result<String, AppError> {
     if !yes {
-        let plan = bot.assembled.forget_plan(key).await?;
+        let plan = bot.assembled.forget_plan(key, erase_history).await?;
+        let unread =
+            "nothing was removed: no answer was read; run with --yes to remove without asking";
         match confirm(&format!("{}\n\nRemove all this? [y/N] ", plan.describe())) {
             Some(true) => {}
             Some(false) => return Ok("Nothing was removed.".into()),
-            None => {
-                return Err(AppError::Usage(
-                    "nothing was removed: no answer was read; run with --yes to remove without asking".into(),
-                ));
-            }
+            None => return Err(AppError::Usage(unread.into())),
         }
     }
-    Ok(bot.assembled.forget(key).await?.describe())
+    Ok(bot.assembled.forget(key, erase_history).await?.describe())
 }
 
 /// Asks `question` on stderr; the answer read from stdin (`None`: nothing to read).

@@ -76,7 +76,10 @@ pub const PORT_METHODS: &[(&str, &[&str])] = &[
             "initialize",
         ],
     ),
-    ("MemoryVersions", &["commit", "log", "resolve", "files_at"]),
+    (
+        "MemoryVersions",
+        &["commit", "log", "resolve", "files_at", "rewrite"],
+    ),
     (
         "MemoryLease",
         &[
@@ -108,7 +111,7 @@ use crate::{
     ArchiveCommit, Document, DocumentsStamp, Expected, FileChange, HistoryJournal,
     HistoryJournalExt, MemoryChange, MemoryCommit, MemoryDocuments, MemoryDocumentsExt,
     MemoryError, MemoryFile, MemoryLease, MemoryVersions, NewEntry, SessionArchive, Snapshot,
-    VersionRecord, archive_digest,
+    Version, VersionRecord, archive_digest,
 };
 
 /// Runs `futures` to completion together, polling each in turn on the caller's task (a
@@ -231,7 +234,7 @@ macro_rules! versions_conformance {
             use super::*;
             const SKIPS: &[&str] = &[$($(stringify!($skip)),*)?];
             $crate::conformance::conformance_available!($($available)?);
-            $crate::memory_conformance_cases!($make, versions_contract, versions_history);
+            $crate::memory_conformance_cases!($make, versions_contract, versions_history, versions_rewrite);
             $crate::conformance::conformance_pair_cases!($crate::conformance, $make, [$($reopen)?],
                 shared_versions);
         }

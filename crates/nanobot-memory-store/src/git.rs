@@ -12,13 +12,18 @@ use gix::bstr::ByteSlice;
 
 use crate::error::MemoryError;
 use crate::file_documents::write_atomic;
-use crate::versions::{MemoryVersions, Snapshot, Version, resolve_prefix};
+use crate::versions::{MemoryVersions, RewriteVersion, Snapshot, Version, resolve_prefix};
 
 /// The repository's place under the workspace.
 pub const REPOSITORY: &str = ".nanobot/memory.git";
 const BRANCH: &str = "refs/heads/main";
 const NAME: &str = "nanobot";
 const EMAIL: &str = "nanobot@dream";
+/// Beside the repository: a rewritten history being built, and the old one being removed.
+const STAGING: &str = "memory.git.rewrite";
+const RETIRED: &str = "memory.git.old";
+/// In a finished staging repository: it may replace the old one.
+const FINISHED: &str = "REWRITTEN";
 
 /// A git repository of memory versions, read and written through `gix`: loose or packed
 /// objects, loose or packed refs, ref updates under git's own lock files and checked
@@ -48,6 +53,11 @@ impl GitVersions {
     /// The repository of `workspace`, created (empty) when missing.
     pub fn open(workspace: &Path) -> Result<Self, MemoryError> {
         let dir = workspace.join(REPOSITORY);
+        finish_swap(&dir)?;
+        Self::open_dir(dir)
+    }
+
+    fn open_dir(dir: PathBuf) -> Result<Self, MemoryError> {
         if !dir.join("HEAD").is_file() {
             init(&dir)?;
         }
@@ -174,6 +184,37 @@ impl GitVersions {
     }
 }
 
+/// Completes a rewrite a crash interrupted between moving the old repository away and
+/// moving the rewritten one in, and removes a retired repository left behind. A staging
+/// repository still being built is left to the rewrite that builds it.
+fn finish_swap(dir: &Path) -> Result<(), MemoryError> {
+    let staging = dir.with_file_name(STAGING);
+    if !dir.join("HEAD").is_file() && staging.join(FINISHED).is_file() {
+        std::fs::rename(&staging, dir).map_err(|e| MemoryError::io("move in", &staging, e))?;
+    }
+    let retired = dir.with_file_name(RETIRED);
+    if retired.exists() && dir.join("HEAD").is_file() {
+        std::fs::remove_dir_all(&retired).map_err(|e| MemoryError::io("remove", &retired, e))?;
+    }
+    Ok(())
+}
+
+/// Puts the finished `staging` repository in the place of `dir`, the old one removed.
+fn swap_in(dir: &Path, staging: &Path) -> Result<(), MemoryError> {
+    write_atomic(
+        &staging.join(FINISHED),
+        b"a rewritten history, ready to replace the old\n",
+    )?;
+    let retired = dir.with_file_name(RETIRED);
+    if retired.exists() {
+        std::fs::remove_dir_all(&retired).map_err(|e| MemoryError::io("remove", &retired, e))?;
+    }
+    std::fs::rename(dir, &retired).map_err(|e| MemoryError::io("move away", dir, e))?;
+    finish_swap(dir)?;
+    let _ = std::fs::remove_file(dir.join(FINISHED));
+    Ok(())
+}
+
 /// A new bare repository: the layout git itself creates, automatic gc off (gix and git
 /// both read packs, but nobody should repack under a running Dream unasked).
 fn init(dir: &Path) -> Result<(), MemoryError> {
@@ -260,13 +301,15 @@ fn read_tree(
     Ok(())
 }
 
-#[async_trait]
-impl MemoryVersions for GitVersions {
-    async fn commit(
+impl GitVersions {
+    /// Records `files` as a commit on the branch; `None` when they equal the tip's, unless
+    /// `same_allowed` (a rewrite keeps every version, changed or not).
+    fn record(
         &self,
         message: &str,
         files: &Snapshot,
         time: DateTime<Utc>,
+        same_allowed: bool,
     ) -> Result<Option<Version>, MemoryError> {
         let repo = self.repo();
         let list: Vec<(&str, &str)> = files
@@ -275,7 +318,8 @@ impl MemoryVersions for GitVersions {
             .collect();
         let tree = self.write_tree(&repo, &list)?;
         let parent = self.head()?;
-        if let Some(parent) = parent
+        if !same_allowed
+            && let Some(parent) = parent
             && self.commit_at(parent)?.tree == tree
         {
             return Ok(None);
@@ -316,7 +360,18 @@ impl MemoryVersions for GitVersions {
                 .unwrap_or(time),
         }))
     }
+}
 
+#[async_trait]
+impl MemoryVersions for GitVersions {
+    async fn commit(
+        &self,
+        message: &str,
+        files: &Snapshot,
+        time: DateTime<Utc>,
+    ) -> Result<Option<Version>, MemoryError> {
+        self.record(message, files, time, false)
+    }
     async fn log(&self, limit: usize) -> Result<Vec<Version>, MemoryError> {
         self.chain(limit)
     }
@@ -335,6 +390,31 @@ impl MemoryVersions for GitVersions {
         let mut out = Snapshot::new();
         read_tree(&self.repo(), &self.dir, commit.tree, "", &mut out)?;
         Ok(out)
+    }
+
+    async fn rewrite(&self, edit: RewriteVersion<'_>) -> Result<usize, MemoryError> {
+        let mut chain = self.chain(usize::MAX)?;
+        chain.reverse();
+        // The new history is built beside the old one and swapped in whole: no object of
+        // the old one survives, and a crash leaves one or the other.
+        let staging = self.dir.with_file_name(STAGING);
+        if staging.exists() {
+            std::fs::remove_dir_all(&staging)
+                .map_err(|e| MemoryError::io("remove", &staging, e))?;
+        }
+        init(&staging)?;
+        let fresh = GitVersions::open_dir(staging.clone())?;
+        let mut changed = 0;
+        for version in &chain {
+            let files = self.files_at(&version.id).await?;
+            let (message, rewritten) = edit(version, files.clone());
+            if message != version.message || rewritten != files {
+                changed += 1;
+            }
+            fresh.record(&message, &rewritten, version.time, true)?;
+        }
+        swap_in(&self.dir, &staging)?;
+        Ok(changed)
     }
 }
 

@@ -59,5 +59,6 @@ pub use lease::{
 pub use memory::{InMemoryJournal, stamp};
 pub use scoped::ScopedDocuments;
 pub use versions::{
-    CURSOR_PATH, InMemoryVersions, MIN_ID_PREFIX, MemoryVersions, Snapshot, Version, resolve_prefix,
+    CURSOR_PATH, InMemoryVersions, MIN_ID_PREFIX, MemoryVersions, RewriteVersion, Snapshot,
+    Version, resolve_prefix,
 };

@@ -72,7 +72,16 @@ pub trait MemoryVersions: Send + Sync {
 
     /// The tracked files as of version `id` (a full id).
     async fn files_at(&self, id: &str) -> Result<Snapshot, MemoryError>;
+
+    /// Rewrites every version through `edit`, oldest first, keeping their order and
+    /// times: an erasure, so what `edit` takes out is gone from the storage of every
+    /// version, not only from the newest. Ids may change. Returns how many changed.
+    async fn rewrite(&self, edit: RewriteVersion<'_>) -> Result<usize, MemoryError>;
 }
+
+/// How [`MemoryVersions::rewrite`] changes one version: the version and its files in, its
+/// new message and files out.
+pub type RewriteVersion<'a> = &'a (dyn Fn(&Version, Snapshot) -> (String, Snapshot) + Send + Sync);
 
 /// Finds the one version among `ids` that `prefix` names.
 pub fn resolve_prefix<'a>(
@@ -172,5 +181,19 @@ impl MemoryVersions for InMemoryVersions {
             .find(|(v, _)| v.id == id)
             .map(|(_, files)| files.clone())
             .ok_or_else(|| MemoryError::UnknownVersion { id: id.to_owned() })
+    }
+
+    async fn rewrite(&self, edit: RewriteVersion<'_>) -> Result<usize, MemoryError> {
+        let mut versions = self.versions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut changed = 0;
+        for (version, files) in versions.iter_mut() {
+            let (message, rewritten) = edit(version, files.clone());
+            if message != version.message || rewritten != *files {
+                changed += 1;
+                version.message = message;
+                *files = rewritten;
+            }
+        }
+        Ok(changed)
     }
 }

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use nanobot_memory_store::{
-    MIN_ID_PREFIX, MemoryError, MemoryVersions, Snapshot, Version, resolve_prefix,
+    MIN_ID_PREFIX, MemoryError, MemoryVersions, RewriteVersion, Snapshot, Version, resolve_prefix,
 };
 use sha2::{Digest, Sha256};
 use sqlx::{PgConnection, Row};
@@ -196,6 +196,50 @@ impl MemoryVersions for PgScope {
                         "version {id} holds files that cannot be read: {e}"
                     ))
                 })
+            })
+            .await
+    }
+
+    async fn rewrite(&self, edit: RewriteVersion<'_>) -> Result<usize, MemoryError> {
+        self.inner
+            .deadline("rewrite", async {
+                crate::transaction(self.inner.pool(), db("rewrite the versions"), async |tx| {
+                    self.lock_head(tx).await?;
+                    let versions = self.inner.t("versions");
+                    let rows = crate::query(&format!(
+                        "SELECT id, parent, message, time, files FROM {versions} WHERE scope_id = $1 ORDER BY seq"
+                    ))
+                    .bind(self.scope_id)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(db("read the versions"))?;
+                    let mut changed = 0;
+                    for row in &rows {
+                        let version = version(row);
+                        let files: Snapshot = serde_json::from_str(row.get::<&str, _>(4))
+                            .map_err(|e| MemoryError::backend(format!("version {} holds files that cannot be read: {e}", version.id)))?;
+                        let (message, rewritten) = edit(&version, files.clone());
+                        if message == version.message && rewritten == files {
+                            continue;
+                        }
+                        let encoded = serde_json::to_string(&rewritten).map_err(|e| {
+                            MemoryError::backend(format!("the version's files cannot be encoded: {e}"))
+                        })?;
+                        crate::query(&format!(
+                            "UPDATE {versions} SET message = $3, files = $4 WHERE scope_id = $1 AND id = $2"
+                        ))
+                        .bind(self.scope_id)
+                        .bind(&version.id)
+                        .bind(&message)
+                        .bind(&encoded)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db("rewrite a version"))?;
+                        changed += 1;
+                    }
+                    Ok(changed)
+                })
+                .await
             })
             .await
     }

@@ -84,7 +84,10 @@ pub const COVERED: &[(&str, &[&str])] = &[
             "initialize",
         ],
     ),
-    ("MemoryVersions", &["commit", "log", "resolve", "files_at"]),
+    (
+        "MemoryVersions",
+        &["commit", "log", "resolve", "files_at", "rewrite"],
+    ),
     (
         "MemoryLease",
         &[

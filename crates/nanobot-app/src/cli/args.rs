@@ -163,6 +163,9 @@ pub enum MemoryCommand {
         /// Removes without asking.
         #[arg(long)]
         yes: bool,
+        /// Rewrites the memory versions too, so no version holds the removed lines.
+        #[arg(long)]
+        erase_history: bool,
     },
     /// Each line of a memory file (`memory/MEMORY.md`, `USER.md`...) with the version that
     /// wrote it and the conversations it came from.

@@ -274,9 +274,13 @@ async fn memory(bot: &Bot, command: &MemoryCommand) -> Result<String, AppError> 
         MemoryCommand::Show => commands.memory_show().await?,
         MemoryCommand::History { what } => commands.memory_history_of(what.as_deref()).await?,
         MemoryCommand::Blame { file } => commands.memory_blame(file).await?,
-        MemoryCommand::Forget { session, yes } => {
+        MemoryCommand::Forget {
+            session,
+            yes,
+            erase_history,
+        } => {
             let key = session_key(session, "--session")?;
-            crate::commands::memory_forget(bot, &key, *yes).await?
+            crate::commands::memory_forget(bot, &key, *yes, *erase_history).await?
         }
         MemoryCommand::Search {
             query,

@@ -81,14 +81,15 @@ fn run_with_input(
 
 /// Forgets a conversation holding a canary in `ws` with the backend `env` names: the
 /// session, its journal entries, the line only it taught and its search rows go; a fact
-/// another conversation also taught stays. `scan` says where the canary is still found.
+/// another conversation also taught stays; then the history is erased too. `scan` says
+/// where the canary is still found (with the memory versions, or without them).
 async fn forget_a_conversation<F>(
     ws: &Path,
     journal: Arc<dyn HistoryJournal>,
     env: Vec<(&'static str, String)>,
     scan: F,
 ) where
-    F: AsyncFn() -> Vec<String>,
+    F: AsyncFn(bool) -> Vec<String>,
 {
     let server = FakeServer::start(vec![
         answer("Noted."),
@@ -130,7 +131,7 @@ async fn forget_a_conversation<F>(
     assert!(ok, "{said}");
     let (ok, said) = go(args(&["memory", "search", CANARY]), "").await.unwrap();
     assert!(ok && said.contains(CANARY), "indexed before: {said}");
-    assert!(!scan().await.is_empty(), "the canary is there before");
+    assert!(!scan(false).await.is_empty(), "the canary is there before");
 
     // Without --yes and no answer: nothing; answered no: nothing.
     let forget = args(&["memory", "forget", "--session", "telegram:7"]);
@@ -150,10 +151,11 @@ async fn forget_a_conversation<F>(
     );
 
     assert_eq!(
-        scan().await,
+        scan(false).await,
         Vec::<String>::new(),
         "the canary outside the versions"
     );
+    assert!(!scan(true).await.is_empty(), "the versions still hold it");
     let (ok, shown) = go(args(&["memory", "show"]), "").await.unwrap();
     assert!(
         ok && shown.contains("- Allergic to peanuts") && !shown.contains(CANARY),
@@ -178,11 +180,57 @@ async fn forget_a_conversation<F>(
         .unwrap();
     assert!(ok && blame.contains("session cli:direct"), "{blame}");
     // Run again: nothing of it is left, and it says so.
-    let (ok, said) = go(forget, "y\n").await.unwrap();
+    let (ok, said) = go(forget.clone(), "y\n").await.unwrap();
     assert!(
         !ok && said.contains("Nothing of session telegram:7 is in memory"),
         "{said}"
     );
+
+    // The real erasure: said before it is done, then no version holds the canary.
+    let mut erase = forget;
+    erase.push("--erase-history".into());
+    erase.push("--yes".into());
+    let (ok, said) = go(erase, "").await.unwrap();
+    assert!(
+        ok && said.contains("memory versions rewritten without the removed lines"),
+        "{said}"
+    );
+    assert!(said.contains("version ids change"), "{said}");
+    assert_eq!(
+        scan(true).await,
+        Vec::<String>::new(),
+        "the canary in the versions"
+    );
+    let (ok, said) = go(args(&["memory", "history", "door"]), "").await.unwrap();
+    assert!(ok && said.contains("No memory line"), "{said}");
+    let (ok, blame) = go(args(&["memory", "blame", "memory/MEMORY.md"]), "")
+        .await
+        .unwrap();
+    assert!(
+        ok && blame.contains("session cli:direct"),
+        "provenance survives: {blame}"
+    );
+}
+
+/// Where the versions repository under `root` holds the canary: every object git finds
+/// in it, reachable or not.
+fn git_objects_with_canary(root: &Path) -> Vec<String> {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(root.join(".nanobot/memory.git"))
+        .args(["cat-file", "--batch-all-objects", "--batch"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let all = String::from_utf8_lossy(&out.stdout);
+    all.lines()
+        .filter(|l| l.contains(CANARY))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Where a file under `root` (the versions repository left out) holds the canary.
@@ -220,10 +268,14 @@ async fn forgetting_a_conversation_on_files_leaves_no_trace_outside_the_versions
     .unwrap();
     let journal = Arc::new(FileJournal::open(ws.path()).unwrap());
     let root = ws.path().to_owned();
-    forget_a_conversation(ws.path(), journal, Vec::new(), async || {
-        files_with_canary(&root)
-    })
-    .await;
+    let scan = async |versions: bool| {
+        let mut found = files_with_canary(&root);
+        if versions {
+            found.extend(git_objects_with_canary(&root));
+        }
+        found
+    };
+    forget_a_conversation(ws.path(), journal, Vec::new(), scan).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,7 +299,7 @@ async fn forgetting_a_conversation_on_postgres_leaves_no_trace_outside_the_versi
     let env = pg_env(&url, &store);
     let schema = store.schema().name().to_owned();
     let pool = store.pool().clone();
-    let scan = async || {
+    let scan = async |versions: bool| {
         let tables: Vec<String> = sqlx::query_scalar(
             "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 AND table_type = 'BASE TABLE'",
         )
@@ -256,7 +308,7 @@ async fn forgetting_a_conversation_on_postgres_leaves_no_trace_outside_the_versi
         .await
         .unwrap();
         let mut found = Vec::new();
-        for table in tables.into_iter().filter(|t| t != "versions") {
+        for table in tables.into_iter().filter(|t| versions || t != "versions") {
             let sql = format!(
                 "SELECT count(*) FROM \"{schema}\".\"{table}\" t WHERE t::text LIKE '%' || $1 || '%'"
             );

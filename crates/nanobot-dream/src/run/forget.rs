@@ -132,3 +132,65 @@ fn without(text: &str, gone: &[&str]) -> String {
         })
         .collect()
 }
+
+impl Dream {
+    /// Erases from every memory version the lines, held now or once, whose every recorded
+    /// source `forgotten` names, and the version message lines that quote them (a real
+    /// erasure: [`Dream::forget_lines`] leaves them in the history). Version ids change.
+    /// Returns how many versions changed.
+    pub async fn erase_from_history(&self, forgotten: Forgotten<'_>) -> Result<usize, DreamError> {
+        let lease = self.acquire("erase").await?;
+        let result = self.erase_leased(forgotten, &lease).await;
+        self.give_back(lease).await;
+        result
+    }
+
+    async fn erase_leased(
+        &self,
+        forgotten: Forgotten<'_>,
+        lease: &Lease,
+    ) -> Result<usize, DreamError> {
+        self.recover(lease).await?;
+        let replay = self.replay().await?;
+        let only = |origin: &Option<super::Origin>| {
+            origin
+                .as_ref()
+                .is_some_and(|o| !o.sources.is_empty() && o.sources.iter().all(forgotten))
+        };
+        let mut erased: Vec<(String, String)> = replay
+            .past
+            .iter()
+            .filter(|p| only(&p.origin))
+            .map(|p| (p.path.clone(), p.text.trim().to_owned()))
+            .collect();
+        for (path, lines) in &replay.files {
+            for (text, origin) in lines {
+                if is_fact(text) && only(origin) {
+                    erased.push((path.clone(), text.trim().to_owned()));
+                }
+            }
+        }
+        if erased.is_empty() {
+            return Ok(0);
+        }
+        self.lease.check(lease.fence).await?;
+        let edit = |version: &Version, mut files: Snapshot| {
+            // Wherever the line stood in that version (it may have moved between files).
+            for text in files.values_mut() {
+                let kept: String = text
+                    .split_inclusive('\n')
+                    .filter(|l| !erased.iter().any(|(_, e)| l.trim() == e))
+                    .collect();
+                *text = kept;
+            }
+            let quoted = |line: &str| {
+                erased
+                    .iter()
+                    .any(|(_, e)| line.contains(e.trim_start_matches(['-', '*', ' '])))
+            };
+            let message: Vec<&str> = version.message.lines().filter(|l| !quoted(l)).collect();
+            (message.join("\n"), files)
+        };
+        Ok(self.versions()?.rewrite(&edit).await?)
+    }
+}

@@ -65,11 +65,11 @@ pub struct PastLine {
 /// The versions replayed: each file's lines with their origins, and the lines gone.
 #[derive(Default)]
 pub(super) struct Replay {
-    files: BTreeMap<String, Vec<(String, Option<Origin>)>>,
+    pub(super) files: BTreeMap<String, Vec<(String, Option<Origin>)>>,
     /// The latest known origin of each line fingerprint (a restore brings a line back
     /// with the origin it had).
     known: HashMap<String, Origin>,
-    past: Vec<PastLine>,
+    pub(super) past: Vec<PastLine>,
 }
 
 impl Replay {

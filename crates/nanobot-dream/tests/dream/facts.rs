@@ -301,4 +301,28 @@ async fn forgetting_a_session_takes_the_lines_only_it_taught() {
     let found = f.dream.line_history("door code").await.unwrap();
     assert_eq!(found.past.len(), 1);
     assert!(found.past[0].replaced_by.is_empty());
+
+    // Erased from the history too: no version holds it, in its files or its message.
+    assert!(f.dream.erase_from_history(&from).await.unwrap() >= 1);
+    for version in f.dream.log(100).await.unwrap() {
+        let files =
+            nanobot_memory_store::MemoryVersions::files_at(f.versions.as_ref(), &version.id)
+                .await
+                .unwrap();
+        assert!(files.values().all(|t| !t.contains("4417")), "{files:?}");
+        assert!(!version.message.contains("4417"), "{}", version.message);
+    }
+    assert!(
+        f.dream
+            .line_history("door code")
+            .await
+            .unwrap()
+            .past
+            .is_empty()
+    );
+    assert_eq!(
+        f.dream.erase_from_history(&from).await.unwrap(),
+        0,
+        "nothing left"
+    );
 }

@@ -126,6 +126,55 @@ pub async fn versions_history(versions: impl MemoryVersions) {
 }
 
 /// Two instances over one storage: a version committed through one is the other's latest,
+/// A rewrite (an erasure) changes what every version holds, keeps the versions' order,
+/// times and count, and the history goes on from it.
+pub async fn versions_rewrite(versions: impl MemoryVersions) {
+    let secret = "- Door code 4417\n";
+    for (m, text) in [
+        (1, "# Memory\n"),
+        (2, "# Memory\n- Door code 4417\n"),
+        (3, "# Memory\n- Door code 4417\n- Likes tea\n"),
+    ] {
+        let message = format!("dream: run {m}\n\n+{}", text.lines().last().unwrap_or(""));
+        let files = snapshot(&[("memory/MEMORY.md", text)]);
+        versions.commit(&message, &files, minute(m)).await.unwrap();
+    }
+    let erase = |_: &Version, mut files: Snapshot| -> (String, Snapshot) {
+        for text in files.values_mut() {
+            *text = text.replace(secret, "");
+        }
+        (String::new(), files)
+    };
+    let edit = |version: &Version, files: Snapshot| {
+        let (_, files) = erase(version, files);
+        (version.message.replace("Door code 4417", "(erased)"), files)
+    };
+    assert_eq!(versions.rewrite(&edit).await.unwrap(), 2);
+    let log = versions.log(10).await.unwrap();
+    assert_eq!(log.len(), 3);
+    let times: Vec<_> = log.iter().map(|v| v.time).collect();
+    assert_eq!(times, [minute(3), minute(2), minute(1)]);
+    for version in &log {
+        assert!(!version.message.contains("4417"), "{}", version.message);
+        let files = versions.files_at(&version.id).await.unwrap();
+        assert!(files.values().all(|t| !t.contains("4417")), "{files:?}");
+        assert_eq!(versions.resolve(&version.id).await.unwrap().id, version.id);
+    }
+    assert_eq!(log[0].parent.as_deref(), Some(log[1].id.as_str()));
+    let files = snapshot(&[("memory/MEMORY.md", "# Memory\n- Likes tea\n- Walks\n")]);
+    let next = versions
+        .commit("dream: run 4", &files, minute(4))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.parent.as_deref(), Some(log[0].id.as_str()));
+    assert_eq!(
+        versions.rewrite(&edit).await.unwrap(),
+        0,
+        "nothing left to erase"
+    );
+}
+
 /// and its next version's parent.
 pub async fn shared_versions(first: impl MemoryVersions, second: impl MemoryVersions) {
     let one = first

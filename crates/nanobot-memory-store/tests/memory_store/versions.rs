@@ -360,3 +360,106 @@ async fn versions_survive_git_gc_and_packed_refs() {
         String::from_utf8_lossy(&fsck.stderr)
     );
 }
+
+/// An erasure leaves no object of the old history: git itself, listing every object in the
+/// repository (reachable or not, loose or packed), finds the erased text nowhere; a
+/// repository packed by `git gc` before is rewritten too, and git checks the result.
+#[tokio::test]
+async fn a_rewrite_leaves_no_old_object_behind() {
+    let ws = TempDir::new("git-rewrite");
+    let git = GitVersions::open(ws.path()).unwrap();
+    for (i, text) in [
+        "- tea\n",
+        "- tea\n- door 4417\n",
+        "- tea\n- door 4417\n- jazz\n",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let message = format!("dream: run {i}\n\n+{}", text.lines().last().unwrap_or(""));
+        git.commit(
+            &message,
+            &snapshot(&[("memory/MEMORY.md", text)]),
+            at(i as u32),
+        )
+        .await
+        .unwrap();
+    }
+    let dir = git.dir().to_str().unwrap().to_owned();
+    let git_cli = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("--git-dir")
+            .arg(&dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git_cli(&["gc", "-q"]);
+    let all = ["cat-file", "--batch-all-objects", "--batch"];
+    assert!(git_cli(&all).contains("4417"), "there before");
+    let edit = |v: &nanobot_memory_store::Version, mut files: Snapshot| {
+        for text in files.values_mut() {
+            *text = text.replace("- door 4417\n", "");
+        }
+        (v.message.replace("door 4417", "(erased)"), files)
+    };
+    assert_eq!(git.rewrite(&edit).await.unwrap(), 2);
+    assert!(!git_cli(&all).contains("4417"), "an old object survived");
+    git_cli(&["fsck", "--strict"]);
+    assert_eq!(git.log(10).await.unwrap().len(), 3);
+    // A reopened handle (another process) reads the new history and writes after it.
+    let again = GitVersions::open(ws.path()).unwrap();
+    let tip = again.log(1).await.unwrap().remove(0);
+    let next = again
+        .commit(
+            "after",
+            &snapshot(&[("memory/MEMORY.md", "- tea\n")]),
+            at(9),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.parent.as_deref(), Some(tip.id.as_str()));
+    assert!(!ws.path().join(".nanobot/memory.git.old").exists());
+    assert!(!ws.path().join(".nanobot/memory.git.rewrite").exists());
+}
+
+/// A crash between moving the old history away and moving the new one in: the next open
+/// finishes the swap, nothing of the history is lost.
+#[tokio::test]
+async fn an_interrupted_swap_is_finished_at_the_next_open() {
+    let ws = TempDir::new("git-swap");
+    let git = GitVersions::open(ws.path()).unwrap();
+    git.commit("one", &snapshot(&[("USER.md", "- a\n")]), at(1))
+        .await
+        .unwrap();
+    let nanobot = ws.path().join(".nanobot");
+    // What a rewrite leaves when it dies after its first rename.
+    copy_dir(
+        &nanobot.join("memory.git"),
+        &nanobot.join("memory.git.rewrite"),
+    );
+    std::fs::write(nanobot.join("memory.git.rewrite/REWRITTEN"), "").unwrap();
+    std::fs::rename(nanobot.join("memory.git"), nanobot.join("memory.git.old")).unwrap();
+    let again = GitVersions::open(ws.path()).unwrap();
+    assert_eq!(again.log(10).await.unwrap().len(), 1);
+    assert!(!nanobot.join("memory.git.old").exists());
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}

@@ -32,11 +32,16 @@ pub struct ScopeForget {
     pub lines: ForgetLines,
     /// The Dream version that recorded the lines' removal, once applied.
     pub version: Option<Version>,
+    /// Memory versions rewritten to erase the lines from the history too.
+    pub erased_versions: usize,
 }
 
 impl ScopeForget {
     fn is_empty(&self) -> bool {
-        self.session_messages.is_none() && self.entries.is_empty() && self.lines.is_empty()
+        self.session_messages.is_none()
+            && self.entries.is_empty()
+            && self.lines.is_empty()
+            && self.erased_versions == 0
     }
 }
 
@@ -50,6 +55,8 @@ pub struct ForgetReport {
     pub scopes: Vec<ScopeForget>,
     /// Whether it was carried out (else: what it would remove).
     pub applied: bool,
+    /// Whether the memory versions are rewritten too (a real erasure).
+    pub erase_history: bool,
 }
 
 impl ForgetReport {
@@ -97,37 +104,65 @@ impl ForgetReport {
                     version.subject()
                 );
             }
+            if scope.erased_versions > 0 {
+                let _ = write!(
+                    out,
+                    "\n{} memory versions rewritten without the removed lines",
+                    scope.erased_versions
+                );
+            }
         }
-        out.push_str("\n\nThe search index rows of all of it go too. Earlier memory versions still hold the removed lines; erase the history too to remove them there.");
+        out.push_str("\n\nThe search index rows of all of it go too.");
+        out.push_str(if self.erase_history {
+            " The memory versions are rewritten: every version loses the removed lines, and the lines of version messages that quote them; version ids change and the old history is deleted, so a restore can never bring them back."
+        } else {
+            " Earlier memory versions still hold the removed lines (a restore could bring them back); erase the history too to remove them there."
+        });
         out
     }
 }
 
 impl Bot {
-    /// What forgetting session `key` would remove, in every scope (nothing is changed).
-    pub async fn forget_plan(&self, key: &SessionKey) -> Result<ForgetReport, AssemblyError> {
-        self.forget_session(key, false).await
+    /// What forgetting session `key` would remove, in every scope (nothing is changed);
+    /// `erase_history`: whether the memory versions would be rewritten too.
+    pub async fn forget_plan(
+        &self,
+        key: &SessionKey,
+        erase_history: bool,
+    ) -> Result<ForgetReport, AssemblyError> {
+        self.forget_session(key, false, erase_history).await
     }
 
-    /// Forgets session `key` in every scope: see the module. An unknown session is
+    /// Forgets session `key` in every scope (see the module), and with `erase_history`
+    /// rewrites the memory versions without the removed lines. An unknown session is
     /// `NotFound`, with nothing changed.
-    pub async fn forget(&self, key: &SessionKey) -> Result<ForgetReport, AssemblyError> {
-        self.forget_session(key, true).await
+    pub async fn forget(
+        &self,
+        key: &SessionKey,
+        erase_history: bool,
+    ) -> Result<ForgetReport, AssemblyError> {
+        self.forget_session(key, true, erase_history).await
     }
 
     async fn forget_session(
         &self,
         key: &SessionKey,
         apply: bool,
+        erase_history: bool,
     ) -> Result<ForgetReport, AssemblyError> {
         let mut scopes = Vec::new();
         for scope in self.every_scope().await? {
             let memory = self.memory(&scope).await?;
-            let found = if apply {
+            let mut found = if apply {
                 self.forget_in(&memory, key).await?
             } else {
                 find(&memory, key).await?
             };
+            if apply && erase_history {
+                // Last, and whatever else was found: a rerun finishes an interrupted erasure.
+                let from = |s: &Source| s.session_key.as_deref() == Some(key.as_str());
+                found.erased_versions = memory.dream.erase_from_history(&from).await?;
+            }
             if !found.is_empty() {
                 scopes.push(found);
             }
@@ -143,6 +178,7 @@ impl Bot {
             session: key.clone(),
             scopes,
             applied: apply,
+            erase_history,
         })
     }
 
@@ -214,5 +250,6 @@ async fn find(memory: &ScopeMemory, key: &SessionKey) -> Result<ScopeForget, Ass
         entries,
         lines,
         version: None,
+        erased_versions: 0,
     })
 }

@@ -279,6 +279,32 @@ async fn versions_and_cursors(me: &Person, other: &Person) {
             other,
         );
     }
+    // A rewrite (an erasure) changes this scope's history only.
+    let theirs_log = other
+        .stores
+        .versions
+        .as_ref()
+        .expect("versions")
+        .log(100)
+        .await
+        .unwrap();
+    let erase = |v: &nanobot_memory_store::Version, mut files: Snapshot| {
+        files
+            .values_mut()
+            .for_each(|t| *t = t.replace("- more\n", ""));
+        (v.message.clone(), files)
+    };
+    assert!(versions.rewrite(&erase).await.unwrap() >= 1, "{}", me.scope);
+    for version in versions.log(100).await.unwrap() {
+        let files = versions.files_at(&version.id).await.unwrap();
+        assert!(
+            files.values().all(|t| !t.contains("- more\n")),
+            "{}",
+            me.scope
+        );
+    }
+    let other_versions = other.stores.versions.as_ref().expect("versions");
+    assert_eq!(other_versions.log(100).await.unwrap(), theirs_log);
     // Cursors move per scope.
     let journal = &me.stores.journal;
     journal
