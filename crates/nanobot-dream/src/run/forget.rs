@@ -97,7 +97,8 @@ fn select(replay: &Replay, now: &Snapshot, forgotten: Forgotten<'_>) -> ForgetLi
     let mut lines = ForgetLines::default();
     for (path, text) in now.iter().filter(|(p, _)| p.as_str() != CURSOR_PATH) {
         for line in replay.blame(path, text) {
-            let Some(origin) = line.origin.filter(|_| is_fact(&line.text)) else {
+            // Only what Dream wrote: a line written by hand is the operator's.
+            let Some(origin) = line.origin.filter(|o| o.by_dream && is_fact(&line.text)) else {
                 continue;
             };
             let hit = origin.sources.iter().filter(|s| forgotten(s)).count();
@@ -153,9 +154,9 @@ impl Dream {
         self.recover(lease).await?;
         let replay = self.replay().await?;
         let only = |origin: &Option<super::Origin>| {
-            origin
-                .as_ref()
-                .is_some_and(|o| !o.sources.is_empty() && o.sources.iter().all(forgotten))
+            origin.as_ref().is_some_and(|o| {
+                o.by_dream && !o.sources.is_empty() && o.sources.iter().all(forgotten)
+            })
         };
         let mut erased: Vec<(String, String)> = replay
             .past

@@ -95,8 +95,12 @@ impl Replay {
                 let (removed, added) = (op.old_range(), op.new_range());
                 if let DiffOp::Equal { .. } = op {
                     for (text, origin) in &old[removed] {
+                        // Only a line whose sources are known gains more: a line written by
+                        // hand, or before provenance, must not look taught by one entry.
                         let origin = match (origin, provenance.sources_of(&path, text)) {
-                            (Some(origin), Some(more)) => Some(origin.corroborated(more)),
+                            (Some(origin), Some(more)) if !origin.sources.is_empty() => {
+                                Some(origin.corroborated(more))
+                            }
                             (origin, _) => origin.clone(),
                         };
                         lines.push((text.clone(), origin));

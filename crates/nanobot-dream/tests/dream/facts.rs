@@ -237,7 +237,7 @@ async fn forgetting_a_session_takes_the_lines_only_it_taught() {
         &f,
         "telegram:7",
         (0, 2),
-        "- Door code 4417, allergic to peanuts",
+        "- Door code 4417, allergic to peanuts; project X active (a line written by hand: it stays)",
     )
     .await;
     say(&f, "cli:direct", (0, 2), "- Ada is allergic to peanuts").await;
