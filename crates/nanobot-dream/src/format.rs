@@ -20,6 +20,16 @@ pub fn run_reply(report: &RunReport) -> String {
         .map(|(first, last, n)| format!("{n} journal entries ({first}-{last})"))
         .unwrap_or_default();
     let mut reply = run_status(report, seconds, &batch);
+    if !report.superseded.is_empty() {
+        reply.push_str("\n\nCorrections that replaced the line they correct:");
+        for s in &report.superseded {
+            let _ = write!(
+                reply,
+                "\n- {}: \"{}\" replaced by \"{}\"",
+                s.path, s.old, s.new
+            );
+        }
+    }
     if !report.repeats.is_empty() {
         reply.push_str("\n\nLines not added because memory already says them:");
         for r in &report.repeats {

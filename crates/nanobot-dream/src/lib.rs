@@ -21,7 +21,7 @@ pub use overlay::{Overlay, ToolOutcome};
 pub use run::{
     BlameLine, Dream, DreamStores, ForgetLines, Forgotten, HistoryMatches, Origin, PastLine,
     Progress, Proposal, Repeat, RestoreReport, RunReport, RunStatus, StopReason, StoppedRun,
-    Trigger, diff_snapshots, text_tool_calls,
+    Superseded, Trigger, diff_snapshots, text_tool_calls,
 };
 pub use schedule::{CronExpr, DreamSchedule};
 pub use settings::DreamSettings;

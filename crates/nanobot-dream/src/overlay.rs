@@ -143,6 +143,30 @@ impl Overlay {
             .collect()
     }
 
+    /// The text of `target` when the run started, if it existed.
+    pub(crate) fn base(&self, target: &Target) -> Option<&str> {
+        self.base.get(target).map(String::as_str)
+    }
+
+    /// Puts `new` (a line the run appended) in the place of the line `old`, the appended
+    /// copy taken out: a replacement, as a diff shows it.
+    pub(crate) fn supersede_line(&mut self, target: &Target, old: &str, new: &str) {
+        let Some(text) = self.current.get(target) else {
+            return;
+        };
+        let mut lines: Vec<String> = text.split_inclusive('\n').map(str::to_owned).collect();
+        let bare = |l: &String| l.trim_end_matches(['\n', '\r']).to_owned();
+        let (Some(at), Some(copy)) = (
+            lines.iter().position(|l| bare(l) == old),
+            lines.iter().rposition(|l| bare(l) == new),
+        ) else {
+            return;
+        };
+        lines[at] = format!("{new}\n");
+        lines.remove(copy);
+        self.current.insert(target.clone(), lines.concat());
+    }
+
     /// Takes one occurrence of each of `lines` out of `target`, last first (an added line
     /// follows the one it repeats), keeping the file's other lines and its final newline.
     pub(crate) fn drop_lines(&mut self, target: &Target, lines: &[String]) {

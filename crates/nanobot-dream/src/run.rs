@@ -24,6 +24,7 @@ mod plan_loop;
 mod proposals;
 mod report;
 mod state;
+mod supersede;
 mod tool_loop;
 mod versions;
 
@@ -35,6 +36,7 @@ pub use lineage::{BlameLine, HistoryMatches, Origin, PastLine};
 pub use proposals::Proposal;
 pub use report::{RestoreReport, RunReport, RunStatus, StopReason, Trigger};
 pub use state::StoppedRun;
+pub use supersede::Superseded;
 pub use tool_loop::text_tool_calls;
 pub use versions::diff_snapshots;
 
@@ -295,6 +297,7 @@ impl Dream {
             Overlay::load(self.documents.as_ref(), self.config.max_file_chars).await?;
         report.status = self.edit(&mut overlay, batch, &mut report, lease).await?;
         if report.completed() {
+            report.superseded = supersede::replace_corrected(&mut overlay, batch);
             report.repeats = guard::refuse_repeats(&mut overlay);
             report.changes = overlay
                 .changes()

@@ -138,6 +138,8 @@ pub struct RunReport {
     /// Added lines taken out before the change was applied because they say what a line
     /// of the curated files already says.
     pub repeats: Vec<Repeat>,
+    /// Lines a `[correction]` fact of the batch replaced (the model had appended it).
+    pub superseded: Vec<Superseded>,
     /// Journal entries compacted away after the run.
     pub compacted: usize,
     /// Files whose changes were queued as proposals, not written (`propose_shared`).
@@ -167,6 +169,7 @@ impl RunReport {
             mode,
             refused: Vec::new(),
             repeats: Vec::new(),
+            superseded: Vec::new(),
             compacted: 0,
             proposed: Vec::new(),
             started,

@@ -326,3 +326,42 @@ async fn forgetting_a_session_takes_the_lines_only_it_taught() {
         "nothing left"
     );
 }
+
+/// A small model in plan mode appends a `[correction]` instead of replacing: the line it
+/// corrects is replaced all the same, and history keeps the old one with its time.
+#[tokio::test]
+async fn a_correction_the_model_appended_replaces_the_line_it_corrects() {
+    let plan = serde_json::json!({"append": [
+        {"file": "memory/MEMORY.md", "heading": "Memory", "line": "Ada moved to Paris; she lives in Paris now"},
+        {"file": "memory/MEMORY.md", "heading": "Memory", "line": "Lina is allergic to peanuts"}
+    ], "replace": []});
+    let llm = nanobot_llm_port::testing::ScriptedLlm::new().then_text(&plan.to_string());
+    let mut config = crate::support::config();
+    config.mode = nanobot_dream::DreamMode::Plan;
+    let f = crate::support::fixture_with(llm, config);
+    let before = "# Memory\n\n- Ada lives in Berlin\n- Project X active\n";
+    crate::support::WriteAny::write_doc_any(f.documents.as_ref(), Document::Memory, before)
+        .await
+        .unwrap();
+    say(
+        &f,
+        "cli:direct",
+        (0, 4),
+        "- [correction] Ada moved to Paris; she lives in Paris now\n- [permanent] Lina is allergic to peanuts",
+    )
+    .await;
+    let report = f.dream.run(Trigger::Manual).await.unwrap();
+    assert_eq!(
+        f.doc(Document::Memory).await.unwrap(),
+        "# Memory\n\n- Ada moved to Paris; she lives in Paris now\n- Project X active\n- Lina is allergic to peanuts\n"
+    );
+    assert_eq!(report.superseded.len(), 1, "{report:?}");
+    assert_eq!(report.superseded[0].old, "- Ada lives in Berlin");
+    assert!(format::run_reply(&report).contains("Corrections that replaced the line they correct"));
+    let found = f.dream.line_history("Berlin").await.unwrap();
+    assert_eq!(found.past.len(), 1);
+    assert_eq!(
+        found.past[0].replaced_by,
+        ["- Ada moved to Paris; she lives in Paris now"]
+    );
+}
