@@ -445,3 +445,39 @@ async fn a_knowledge_update_on_postgres_keeps_the_old_fact_in_history_only() {
     let env = pg_env(&url, &store);
     knowledge_update(ws.path(), Arc::new(agent), env).await;
 }
+
+/// A turn running on the session (another process holds its turn lock): forgetting it is
+/// refused with nothing removed, and works once the turn has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_with_a_turn_running_is_not_forgotten_under_it() {
+    use nanobot_session_store::{FileSessionStore, SessionKey, SessionStore};
+    let ws = TempDir::new("cli-forget-busy");
+    let server = FakeServer::start(vec![answer("Hello.")]).await;
+    let env = vec![("NANOBOT_BASE_URL", format!("{}/v1", server.url()))];
+    let path = ws.path().to_owned();
+    let run = move |args: &'static [&'static str]| {
+        let (path, env) = (path.clone(), env.clone());
+        tokio::task::spawn_blocking(move || run_with_input(&path, &env, args, ""))
+    };
+    let (ok, said) = run(&["--session", "telegram:9", "run", "-m", "hi"])
+        .await
+        .unwrap();
+    assert!(ok, "{said}");
+    let store = FileSessionStore::open_workspace(ws.path(), Default::default()).unwrap();
+    let key = SessionKey::new("telegram:9").unwrap();
+    let turn = store.try_lock_turn(&key).await.unwrap().unwrap();
+    let forget: &[&str] = &["memory", "forget", "--session", "telegram:9", "--yes"];
+    let (ok, said) = run(forget).await.unwrap();
+    assert!(
+        !ok && said.contains("has a turn running; nothing was removed"),
+        "{said}"
+    );
+    assert!(store.load(&key).await.unwrap().is_some());
+    turn.release().await;
+    let (ok, said) = run(forget).await.unwrap();
+    assert!(
+        ok && said.contains("the session and its 2 messages"),
+        "{said}"
+    );
+    assert!(store.load(&key).await.unwrap().is_none());
+}

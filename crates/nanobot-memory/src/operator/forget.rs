@@ -203,6 +203,26 @@ impl Bot {
         if found.is_empty() {
             return Ok(found);
         }
+        // A turn running on the session (another process) would write it back.
+        let Some(turn) = memory.sessions.store().try_lock_turn(key).await? else {
+            return Err(AssemblyError::Refused {
+                why: format!(
+                    "session {key} has a turn running; nothing was removed. Forget it when the turn has ended."
+                ),
+            });
+        };
+        let result = self.forget_locked(memory, key, &mut found).await;
+        turn.release().await;
+        result.map(|()| found)
+    }
+
+    /// The steps of [`Bot::forget_in`], under the session's turn lock.
+    async fn forget_locked(
+        &self,
+        memory: &Arc<ScopeMemory>,
+        key: &SessionKey,
+        found: &mut ScopeForget,
+    ) -> Result<(), AssemblyError> {
         let what = format!("session {key}");
         let from = |s: &Source| s.session_key.as_deref() == Some(key.as_str());
         let (lines, version) = memory.dream.forget_lines(&from, &what).await?;
@@ -225,7 +245,7 @@ impl Bot {
                 .await?;
             index.purge().await?;
         }
-        Ok(found)
+        Ok(())
     }
 }
 
