@@ -335,7 +335,7 @@ async fn a_correction_the_model_appended_replaces_the_line_it_corrects() {
         {"file": "memory/MEMORY.md", "heading": "Memory", "line": "Ada moved to Paris; she lives in Paris now"},
         {"file": "memory/MEMORY.md", "heading": "Memory", "line": "Lina is allergic to peanuts"}
     ], "replace": []});
-    let llm = nanobot_llm_port::testing::ScriptedLlm::new().then_text(&plan.to_string());
+    let llm = nanobot_llm_port::testing::ScriptedLlm::new().then_text(plan.to_string());
     let mut config = crate::support::config();
     config.mode = nanobot_dream::DreamMode::Plan;
     let f = crate::support::fixture_with(llm, config);
