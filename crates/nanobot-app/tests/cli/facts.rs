@@ -41,6 +41,24 @@ fn done() -> Reply {
     )
 }
 
+/// A store in a schema of its own, and its agent scope, whose `MEMORY.md` is `memory`.
+async fn agent_with_memory(
+    url: &str,
+    memory: &str,
+) -> (
+    nanobot_store_postgres::PgStore,
+    nanobot_store_postgres::PgScope,
+) {
+    let store = TestSchema::new(url).store().await;
+    let agent = store.scope(&ScopeKey::local(Subject::Agent)).await.unwrap();
+    let document = nanobot_memory_store::Document::Memory;
+    let any = nanobot_memory_store::Expected::Any;
+    nanobot_memory_store::MemoryDocuments::write(&agent, document, memory, any)
+        .await
+        .unwrap();
+    (store, agent)
+}
+
 fn answer(text: &str) -> Reply {
     Reply::json(
         200,
@@ -286,16 +304,7 @@ async fn forgetting_a_conversation_on_postgres_leaves_no_trace_outside_the_versi
         return;
     };
     let ws = TempDir::new("pg-forget");
-    let store = TestSchema::new(&url).store().await;
-    let agent = store.scope(&ScopeKey::local(Subject::Agent)).await.unwrap();
-    nanobot_memory_store::MemoryDocuments::write(
-        &agent,
-        nanobot_memory_store::Document::Memory,
-        "# Memory\n\n- Project X\n",
-        nanobot_memory_store::Expected::Any,
-    )
-    .await
-    .unwrap();
+    let (store, agent) = agent_with_memory(&url, "# Memory\n\n- Project X\n").await;
     let env = pg_env(&url, &store);
     let schema = store.schema().name().to_owned();
     let pool = store.pool().clone();
@@ -432,16 +441,7 @@ async fn a_knowledge_update_on_postgres_keeps_the_old_fact_in_history_only() {
         return;
     };
     let ws = TempDir::new("pg-facts");
-    let store = TestSchema::new(&url).store().await;
-    let agent = store.scope(&ScopeKey::local(Subject::Agent)).await.unwrap();
-    nanobot_memory_store::MemoryDocuments::write(
-        &agent,
-        nanobot_memory_store::Document::Memory,
-        "# Memory\n\n- Allergic to peanuts\n",
-        nanobot_memory_store::Expected::Any,
-    )
-    .await
-    .unwrap();
+    let (store, agent) = agent_with_memory(&url, "# Memory\n\n- Allergic to peanuts\n").await;
     let env = pg_env(&url, &store);
     knowledge_update(ws.path(), Arc::new(agent), env).await;
 }

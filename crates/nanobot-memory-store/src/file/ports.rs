@@ -14,6 +14,18 @@ impl crate::journal::JournalImport for FileJournal {
     }
 }
 
+impl FileJournal {
+    /// The history file's bytes, `None` when there is no file yet.
+    fn history_bytes(&self) -> Result<Option<Vec<u8>>, MemoryError> {
+        let path = self.path(HISTORY);
+        match fsio::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(MemoryError::io("read", &path, e)),
+        }
+    }
+}
+
 #[async_trait]
 impl HistoryJournal for FileJournal {
     async fn append(&self, entries: &[NewEntry<'_>]) -> Result<Vec<u64>, MemoryError> {
@@ -76,11 +88,8 @@ impl HistoryJournal for FileJournal {
         let mut state = self.state();
         let _held = self.hold()?;
         self.refresh(&mut state)?;
-        let path = self.path(HISTORY);
-        let bytes = match fsio::read(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Compaction::default()),
-            Err(e) => return Err(MemoryError::io("read", &path, e)),
+        let Some(bytes) = self.history_bytes()? else {
+            return Ok(Compaction::default());
         };
         // Every object line counts, valid entry or not, as in nanobot-ai.
         let lines: Vec<&[u8]> = bytes
@@ -116,11 +125,8 @@ impl HistoryJournal for FileJournal {
         let mut state = self.state();
         let _held = self.hold()?;
         self.refresh(&mut state)?;
-        let path = self.path(HISTORY);
-        let bytes = match fsio::read(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(MemoryError::io("read", &path, e)),
+        let Some(bytes) = self.history_bytes()? else {
+            return Ok(0);
         };
         let lines: Vec<&[u8]> = bytes
             .split(|&b| b == b'\n')
