@@ -416,6 +416,13 @@ async fn knowledge_update(
         "{blame}"
     );
     assert!(blame.contains("written outside Dream"), "{blame}");
+    let found = go(&["memory", "search", "Paris", "--source", "memory"])
+        .await
+        .unwrap();
+    assert!(
+        found.contains("learned from entry 2, session cli:direct messages 8-12"),
+        "a curated line's hit names its source: {found}"
+    );
     let entries = go(&["memory", "history", "5"]).await.unwrap();
     assert!(entries.contains("We moved to Paris"), "{entries}");
     server.requests();

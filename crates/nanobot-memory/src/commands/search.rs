@@ -5,7 +5,11 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
-use nanobot_memory_index::{MemoryIndex, SearchRequest};
+use std::collections::BTreeMap;
+
+use nanobot_dream::BlameLine;
+use nanobot_memory_index::{Hit, MemoryIndex, SearchRequest, SourceKind};
+use nanobot_memory_store::Document;
 
 use super::ScopeCommands;
 use crate::AssemblyError;
@@ -90,6 +94,7 @@ impl ScopeCommands<'_> {
                 request.query
             ));
         }
+        let origins = self.hit_origins(&hits).await;
         let mut out = String::new();
         for (n, hit) in hits.iter().enumerate() {
             let at = hit.at.map_or_else(
@@ -99,11 +104,55 @@ impl ScopeCommands<'_> {
             let (source, score, snippet) = (&hit.source, hit.score, &hit.snippet);
             let _ = writeln!(
                 out,
-                "[{}] {source} · {at} · score {score:.2}\n    {snippet}\n",
+                "[{}] {source} · {at} · score {score:.2}\n    {snippet}",
                 n + 1
             );
+            if let Some(from) = origins.get(n).and_then(Option::as_ref) {
+                let _ = writeln!(out, "    learned from {from}");
+            }
+            out.push('\n');
         }
         Ok(format!("{}{notes}", out.trim_end()))
+    }
+
+    /// For each hit in a memory file, the conversations its lines came from (as `memory
+    /// blame` gives them), when Dream recorded them.
+    async fn hit_origins(&self, hits: &[Hit]) -> Vec<Option<String>> {
+        let mut blamed: BTreeMap<&'static str, Vec<BlameLine>> = BTreeMap::new();
+        let mut out = Vec::with_capacity(hits.len());
+        for hit in hits {
+            let file = hit.source.split('#').next().unwrap_or_default();
+            let document = Document::ALL.into_iter().find(|d| {
+                hit.kind == SourceKind::Memory && d.path().rsplit('/').next() == Some(file)
+            });
+            let Some(document) = document else {
+                out.push(None);
+                continue;
+            };
+            if !blamed.contains_key(document.path()) {
+                let lines = self
+                    .memory
+                    .dream
+                    .blame(document.path())
+                    .await
+                    .unwrap_or_default();
+                blamed.insert(document.path(), lines);
+            }
+            let mut sources: Vec<String> = Vec::new();
+            let snippet = hit.snippet.trim_matches(['…', ' ']);
+            for line in blamed.get(document.path()).into_iter().flatten() {
+                let bare = line.text.trim().trim_start_matches(['-', '*', ' ']);
+                let said = bare.len() >= 8 && (snippet.contains(bare) || bare.contains(snippet));
+                for source in line.origin.iter().filter(|_| said).flat_map(|o| &o.sources) {
+                    let text = source.to_string();
+                    if !sources.contains(&text) {
+                        sources.push(text);
+                    }
+                }
+            }
+            out.push((!sources.is_empty()).then(|| sources.join("; ")));
+        }
+        out
     }
 
     /// Feeds the scope's index everything again, in place (searches meanwhile still find
