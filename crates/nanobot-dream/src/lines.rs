@@ -143,6 +143,22 @@ fn is_cjk(c: char) -> bool {
         0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF)
 }
 
+/// `text`'s lines, each with its newline, without one occurrence of each of `gone` (the
+/// last occurrence: an added line follows the one it repeats).
+pub(crate) fn take_out<'a>(text: &'a str, gone: &[impl AsRef<str>]) -> Vec<&'a str> {
+    let mut kept: Vec<&str> = text.split_inclusive('\n').collect();
+    for line in gone {
+        let line = line.as_ref();
+        if let Some(i) = kept
+            .iter()
+            .rposition(|l| l.trim_end_matches(['\n', '\r']) == line)
+        {
+            kept.remove(i);
+        }
+    }
+    kept
+}
+
 /// A stable name for what `line` says (its words, FNV-1a, 16 hex digits): the same in every
 /// build and on every machine, so the memory versions can name a line across runs.
 pub fn fingerprint(line: &str) -> String {

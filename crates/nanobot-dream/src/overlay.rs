@@ -173,15 +173,7 @@ impl Overlay {
         let Some(text) = self.current.get(target) else {
             return;
         };
-        let mut kept: Vec<&str> = text.split_inclusive('\n').collect();
-        for line in lines {
-            if let Some(i) = kept
-                .iter()
-                .rposition(|l| l.trim_end_matches(['\n', '\r']) == line)
-            {
-                kept.remove(i);
-            }
-        }
+        let kept = crate::lines::take_out(text, lines);
         let text = without_empty_sections(&kept, self.base.get(target).map(String::as_str));
         self.current.insert(target.clone(), text);
     }

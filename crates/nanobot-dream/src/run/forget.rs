@@ -5,7 +5,7 @@
 use super::lineage::Replay;
 use super::versions::Plan;
 use super::*;
-use crate::lines::is_fact;
+use crate::lines::{is_fact, take_out};
 use crate::provenance::Source;
 
 /// What forgetting some sources does to the memory files.
@@ -73,7 +73,7 @@ impl Dream {
                 .map(|(_, l)| l.as_str())
                 .collect();
             if !gone.is_empty() {
-                files.insert(path.clone(), Some(without(text, &gone)));
+                files.insert(path.clone(), Some(take_out(text, &gone).concat()));
             }
         }
         let message = format!(
@@ -95,8 +95,8 @@ impl Dream {
 /// (removed) or some (kept).
 fn select(replay: &Replay, now: &Snapshot, forgotten: Forgotten<'_>) -> ForgetLines {
     let mut lines = ForgetLines::default();
-    for (path, text) in now.iter().filter(|(p, _)| p.as_str() != CURSOR_PATH) {
-        for line in replay.blame(path, text) {
+    for (path, blamed) in replay.blame_files(now) {
+        for line in blamed {
             // Only what Dream wrote: a line written by hand is the operator's.
             let Some(origin) = line.origin.filter(|o| o.by_dream && is_fact(&line.text)) else {
                 continue;
@@ -114,24 +114,6 @@ fn select(replay: &Replay, now: &Snapshot, forgotten: Forgotten<'_>) -> ForgetLi
         }
     }
     lines
-}
-
-/// `text` without one occurrence of each of `gone`, its other lines and final newline as
-/// they were.
-fn without(text: &str, gone: &[&str]) -> String {
-    let mut left: Vec<&str> = gone.to_vec();
-    text.split_inclusive('\n')
-        .filter(|line| {
-            let bare = line.trim_end_matches(['\n', '\r']);
-            match left.iter().position(|g| *g == bare) {
-                Some(i) => {
-                    left.remove(i);
-                    false
-                }
-                None => true,
-            }
-        })
-        .collect()
 }
 
 impl Dream {

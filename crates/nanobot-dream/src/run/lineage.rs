@@ -175,12 +175,10 @@ impl Replay {
         }
         origin
     }
-}
 
-impl Replay {
     /// `text`, the file `path` now, line by line with the origins the versions give.
     pub(super) fn blame(&self, path: &str, text: &str) -> Vec<BlameLine> {
-        let versioned = self.files.get(path).cloned().unwrap_or_default();
+        let versioned = self.files.get(path).map_or(&[][..], Vec::as_slice);
         let old: Vec<&str> = versioned.iter().map(|(t, _)| t.as_str()).collect();
         let new: Vec<&str> = text.lines().collect();
         let mut origins = Vec::with_capacity(new.len());
@@ -202,6 +200,14 @@ impl Replay {
                 text: (*text).to_owned(),
                 origin,
             })
+            .collect()
+    }
+
+    /// Every tracked file of `now` blamed, from this one replay.
+    pub(super) fn blame_files(&self, now: &Snapshot) -> BTreeMap<String, Vec<BlameLine>> {
+        now.iter()
+            .filter(|(p, _)| p.as_str() != CURSOR_PATH)
+            .map(|(path, text)| (path.clone(), self.blame(path, text)))
             .collect()
     }
 }
@@ -243,6 +249,13 @@ impl Dream {
             });
         };
         Ok(replay.blame(path, text))
+    }
+
+    /// Every memory file as it is now, blamed (one replay of the versions for all of them,
+    /// where [`Dream::blame`] replays them for one file).
+    pub async fn blame_all(&self) -> Result<BTreeMap<String, Vec<BlameLine>>, DreamError> {
+        let replay = self.replay().await?;
+        Ok(replay.blame_files(&self.snapshot_now().await?))
     }
 
     /// The fact lines, held now or once, whose words hold every word of `query`: the lines

@@ -7,7 +7,6 @@ use std::time::Instant;
 
 use std::collections::BTreeMap;
 
-use nanobot_dream::BlameLine;
 use nanobot_memory_index::{Hit, MemoryIndex, SearchRequest, SourceKind};
 use nanobot_memory_store::Document;
 
@@ -118,7 +117,13 @@ impl ScopeCommands<'_> {
     /// For each hit in a memory file, the conversations its lines came from (as `memory
     /// blame` gives them), when Dream recorded them.
     async fn hit_origins(&self, hits: &[Hit]) -> Vec<Option<String>> {
-        let mut blamed: BTreeMap<&'static str, Vec<BlameLine>> = BTreeMap::new();
+        let in_files = hits.iter().any(|h| h.kind == SourceKind::Memory);
+        // One replay of the versions serves every file (a failure names no sources).
+        let blamed = if in_files {
+            self.memory.dream.blame_all().await.unwrap_or_default()
+        } else {
+            BTreeMap::new()
+        };
         let mut out = Vec::with_capacity(hits.len());
         for hit in hits {
             let file = hit.source.split('#').next().unwrap_or_default();
@@ -129,15 +134,6 @@ impl ScopeCommands<'_> {
                 out.push(None);
                 continue;
             };
-            if !blamed.contains_key(document.path()) {
-                let lines = self
-                    .memory
-                    .dream
-                    .blame(document.path())
-                    .await
-                    .unwrap_or_default();
-                blamed.insert(document.path(), lines);
-            }
             let mut sources: Vec<String> = Vec::new();
             let snippet = hit.snippet.trim_matches(['…', ' ']);
             for line in blamed.get(document.path()).into_iter().flatten() {
