@@ -98,10 +98,18 @@ pub struct Provenance {
 }
 
 impl Provenance {
-    /// The provenance of a run over `batch` that changed files `(path, before, after)`:
-    /// each added fact line is credited to the entries holding most of its words (every
-    /// entry of the batch when none holds half of them).
-    pub fn attribute(batch: &[JournalEntry], changes: &[(String, Option<&str>, &str)]) -> Self {
+    /// The provenance of a run over `batch` that changed files `(path, before, after)`,
+    /// the curated files being `curated` (path, text) afterwards:
+    /// - each added fact line is credited to the entries holding most of its words (every
+    ///   entry of the batch when none holds half of them);
+    /// - each line already there that an entry says again, every word of it, is credited
+    ///   to that entry too: a fact two conversations taught stays when one of them is
+    ///   forgotten. One-word lines are left out (too little to go on).
+    pub fn attribute(
+        batch: &[JournalEntry],
+        changes: &[(String, Option<&str>, &str)],
+        curated: &[(String, &str)],
+    ) -> Self {
         let entry_words: Vec<(u64, Vec<String>)> = batch
             .iter()
             .map(|e| (e.cursor, words(&e.content)))
@@ -123,36 +131,10 @@ impl Provenance {
                 lines.insert((path.clone(), fingerprint(line)), cursors);
             }
         }
+        corroborate(&mut lines, &entry_words, curated);
         Provenance {
             sources: batch.iter().map(Source::of).collect(),
             lines,
-        }
-    }
-
-    /// Credits the lines already in `files` (path, text) that an entry of `batch` says
-    /// again, every word of them, to that entry too: a fact two conversations taught stays
-    /// when one of them is forgotten. One-word lines are left out (too little to go on).
-    pub fn corroborate(&mut self, batch: &[JournalEntry], files: &[(String, &str)]) {
-        let entry_words: Vec<(u64, Vec<String>)> = batch
-            .iter()
-            .map(|e| (e.cursor, words(&e.content)))
-            .collect();
-        for (path, text) in files {
-            for line in text.lines().filter(|l| is_fact(l)) {
-                let key = (path.clone(), fingerprint(line));
-                let line_words = words(line);
-                if self.lines.contains_key(&key) || line_words.len() < 2 {
-                    continue;
-                }
-                let cursors: Vec<u64> = entry_words
-                    .iter()
-                    .filter(|(_, w)| contained(&line_words, w) >= 1.0)
-                    .map(|(c, _)| *c)
-                    .collect();
-                if !cursors.is_empty() {
-                    self.lines.insert(key, cursors);
-                }
-            }
         }
     }
 
@@ -197,6 +179,32 @@ impl Provenance {
                 .cloned()
                 .collect(),
         )
+    }
+}
+
+/// Credits the lines of `files` the run did not add (absent from `lines`) to the entries
+/// holding every word of them.
+fn corroborate(
+    lines: &mut BTreeMap<(String, String), Vec<u64>>,
+    entry_words: &[(u64, Vec<String>)],
+    files: &[(String, &str)],
+) {
+    for (path, text) in files {
+        for line in text.lines().filter(|l| is_fact(l)) {
+            let key = (path.clone(), fingerprint(line));
+            let line_words = words(line);
+            if lines.contains_key(&key) || line_words.len() < 2 {
+                continue;
+            }
+            let cursors: Vec<u64> = entry_words
+                .iter()
+                .filter(|(_, w)| contained(&line_words, w) >= 1.0)
+                .map(|(c, _)| *c)
+                .collect();
+            if !cursors.is_empty() {
+                lines.insert(key, cursors);
+            }
+        }
     }
 }
 
@@ -248,8 +256,11 @@ mod tests {
         let before = "# Memory\n\n- Project X\n";
         let after =
             "# Memory\n\n- Project X\n- Allergic to peanuts\n- Lives in Berlin\n- Enjoys jazz\n";
-        let provenance =
-            Provenance::attribute(&batch, &[("memory/MEMORY.md".into(), Some(before), after)]);
+        let provenance = Provenance::attribute(
+            &batch,
+            &[("memory/MEMORY.md".into(), Some(before), after)],
+            &[],
+        );
         let read = Provenance::parse(&format!(
             "dream: run\n\nsummary\n\n{}",
             provenance.trailers()

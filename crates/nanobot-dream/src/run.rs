@@ -311,12 +311,11 @@ impl Dream {
                     .into_iter()
                     .map(|(t, before, after)| (t.path(), before, after))
                     .collect();
-                let mut provenance = Provenance::attribute(batch, &changed);
                 let curated: Vec<(String, &str)> = Document::ALL
                     .into_iter()
                     .filter_map(|d| Some((d.path().to_owned(), overlay.get(&Target::Document(d))?)))
                     .collect();
-                provenance.corroborate(batch, &curated);
+                let provenance = Provenance::attribute(batch, &changed, &curated);
                 let run = RunBatch {
                     trigger,
                     entries: (first.cursor, last.cursor),
