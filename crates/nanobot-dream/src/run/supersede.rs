@@ -81,7 +81,7 @@ fn corrected(before: &str, after: &str, new: &str) -> Option<String> {
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0));
     match scored.as_slice() {
-        [(best, line)] => Some((*line).to_owned()).filter(|_| *best > 0.0),
+        [(_, line)] => Some((*line).to_owned()),
         [(best, line), (next, _), ..] if best > next => Some((*line).to_owned()),
         _ => None,
     }

@@ -160,7 +160,7 @@ impl Bot {
             };
             if apply && erase_history {
                 // Last, and whatever else was found: a rerun finishes an interrupted erasure.
-                let from = |s: &Source| s.session_key.as_deref() == Some(key.as_str());
+                let from = from_session(key);
                 found.erased_versions = memory.dream.erase_from_history(&from).await?;
             }
             if !found.is_empty() {
@@ -224,7 +224,7 @@ impl Bot {
         found: &mut ScopeForget,
     ) -> Result<(), AssemblyError> {
         let what = format!("session {key}");
-        let from = |s: &Source| s.session_key.as_deref() == Some(key.as_str());
+        let from = from_session(key);
         let (lines, version) = memory.dream.forget_lines(&from, &what).await?;
         found.lines = lines;
         found.version = version;
@@ -249,6 +249,11 @@ impl Bot {
     }
 }
 
+/// Whether a source is an entry made from session `key`.
+fn from_session(key: &SessionKey) -> impl Fn(&Source) -> bool + Send + Sync + '_ {
+    move |s: &Source| s.session_key.as_deref() == Some(key.as_str())
+}
+
 /// What of session `key` is in `memory`'s scope.
 async fn find(memory: &ScopeMemory, key: &SessionKey) -> Result<ScopeForget, AssemblyError> {
     let session_messages = match memory.sessions.store().load(key).await? {
@@ -262,7 +267,7 @@ async fn find(memory: &ScopeMemory, key: &SessionKey) -> Result<ScopeForget, Ass
         .into_iter()
         .filter(|e| e.session_key.as_deref() == Some(key.as_str()))
         .collect();
-    let from = |s: &Source| s.session_key.as_deref() == Some(key.as_str());
+    let from = from_session(key);
     let lines = memory.dream.lines_from(&from).await?;
     Ok(ScopeForget {
         scope: memory.scope.clone(),
