@@ -24,8 +24,8 @@ pub use message::{
 };
 pub use options::InvalidOption;
 pub use request::{
-    FinishReason, FunctionDefinition, JsonSchemaFormat, LlmRequest, LlmResponse, ResponseFormat,
-    ToolChoice, ToolDefinition, Usage,
+    FinishReason, FunctionDefinition, JsonSchemaFormat, LlmRequest, LlmResponse,
+    RepetitionControls, ResponseFormat, ToolChoice, ToolDefinition, Usage,
 };
 #[cfg(feature = "tokio")]
 pub use time::TokioClock;

@@ -88,6 +88,63 @@ impl LlmRequest {
     }
 }
 
+/// Sampling controls against a small model's habit of repeating itself (greedy decoding
+/// copies an earlier answer into the next one). Sent with chat answers only: summaries and
+/// curation copy facts from their input on purpose, and a penalty would bend them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
+pub struct RepetitionControls {
+    /// OpenAI's `frequency_penalty` (-2 to 2): less of a token the more it already occurs.
+    pub frequency_penalty: Option<f32>,
+    /// OpenAI's `presence_penalty` (-2 to 2): less of any token that already occurs.
+    pub presence_penalty: Option<f32>,
+    /// llama.cpp's `repeat_last_n`: how many of the latest tokens the penalties look at.
+    /// Its default, 64, sees little more than the question, so an earlier answer in the
+    /// history is copied freely; 0 turns the penalties off.
+    pub repeat_last_n: Option<u32>,
+}
+
+impl RepetitionControls {
+    /// No control: the server's defaults.
+    pub fn none() -> Self {
+        RepetitionControls::default()
+    }
+
+    /// The same controls with OpenAI's frequency and presence penalties.
+    pub fn with_penalties(mut self, frequency: f32, presence: f32) -> Self {
+        self.frequency_penalty = Some(frequency);
+        self.presence_penalty = Some(presence);
+        self
+    }
+
+    /// The same controls with the penalties looking at the latest `tokens` (llama.cpp).
+    pub fn looking_back(mut self, tokens: u32) -> Self {
+        self.repeat_last_n = Some(tokens);
+        self
+    }
+
+    /// `request` with the controls that are set, as body fields.
+    pub fn apply(&self, mut request: LlmRequest) -> LlmRequest {
+        let penalties = [
+            ("frequency_penalty", self.frequency_penalty),
+            ("presence_penalty", self.presence_penalty),
+        ];
+        for (name, value) in penalties {
+            if let Some(value) = value {
+                // Rounded so 0.3 goes on the wire as 0.3, not as f32's 0.30000001192092896.
+                let value = (f64::from(value) * 1_000.0).round() / 1_000.0;
+                request.extra.insert(name.to_owned(), Value::from(value));
+            }
+        }
+        if let Some(tokens) = self.repeat_last_n {
+            request
+                .extra
+                .insert("repeat_last_n".to_owned(), Value::from(tokens));
+        }
+        request
+    }
+}
+
 /// A function the model may call, described by a JSON schema.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolDefinition {

@@ -12,8 +12,8 @@ use nanobot_context_builder::{
 use nanobot_dream::{Dream, DreamConfig, RunReport, Trigger};
 use nanobot_llm_port::text::CallPlacement;
 use nanobot_llm_port::{
-    Clock, LlmClient, LlmRequest, Message, TextSink, TokenCounter, ToolCall, ToolChoice,
-    ToolDefinition, Usage,
+    Clock, LlmClient, LlmRequest, Message, RepetitionControls, TextSink, TokenCounter, ToolCall,
+    ToolChoice, ToolDefinition, Usage,
 };
 use nanobot_memory_core::{AutoCompact, ConsolidationConfig, Consolidator, replayed_messages};
 use nanobot_memory_scope::ScopeKey;

@@ -30,7 +30,7 @@ const DURABILITY: Kind = Kind::Choice(&["none", "turn-end", "always"]);
 /// Every key a file may hold, with its variable, its default as the README gives it, and its
 /// kind (one line each: a table read across).
 #[rustfmt::skip]
-pub(super) const KEYS: [Key; 41] = [
+pub(super) const KEYS: [Key; 44] = [
     ("workspace", "NANOBOT_WORKSPACE", "~/.nanobot/workspace", Kind::Text),
     ("storage.backend", "NANOBOT_STORAGE", "files", Kind::Choice(&["files", "postgres"])),
     ("storage.database_url", "NANOBOT_DATABASE_URL", "(none; required for postgres)", Kind::Text),
@@ -48,6 +48,9 @@ pub(super) const KEYS: [Key; 41] = [
     ("llm.max_output_tokens", "NANOBOT_MAX_OUTPUT_TOKENS", "512 (local), 4096", Kind::Whole),
     ("llm.request_timeout_secs", "NANOBOT_REQUEST_TIMEOUT_SECS", "300", Kind::Whole),
     ("llm.temperature", "NANOBOT_TEMPERATURE", "the server's", Kind::Number),
+    ("llm.frequency_penalty", "NANOBOT_FREQUENCY_PENALTY", "the server's", Kind::Number),
+    ("llm.presence_penalty", "NANOBOT_PRESENCE_PENALTY", "the server's", Kind::Number),
+    ("llm.repeat_last_n", "NANOBOT_REPEAT_LAST_N", "the server's (llama.cpp: 64)", Kind::Whole),
     ("llm.native_tools", "NANOBOT_NATIVE_TOOLS", "false (local), true", Kind::Flag),
     ("memory.consolidation_ratio", "NANOBOT_CONSOLIDATION_RATIO", "0.5", Kind::Number),
     ("memory.idle_ttl_minutes", "NANOBOT_IDLE_TTL_MINUTES", "15", Kind::Whole),

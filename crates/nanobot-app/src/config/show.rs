@@ -62,7 +62,7 @@ impl Config {
         let l = &self.llm;
         let _ = writeln!(
             out,
-            "[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\ntemperature = {}\nnative_tools = {}\n",
+            "[llm]\nprovider = {:?}\nmodel = {:?}\nbase_url = {:?}\napi_key_env = {:?}  # key {}\nstream = {}\ncontext_window = {}\nmax_output_tokens = {}\nrequest_timeout_secs = {}\ntemperature = {}\nfrequency_penalty = {}\npresence_penalty = {}\nrepeat_last_n = {}\nnative_tools = {}\n",
             l.provider.name(),
             l.model,
             l.base_url,
@@ -72,8 +72,11 @@ impl Config {
             l.context_window,
             l.max_output_tokens,
             l.request_timeout_secs,
-            l.temperature
-                .map_or("\"the server's\"".to_owned(), |t| t.to_string()),
+            server_default(l.temperature),
+            server_default(l.frequency_penalty),
+            server_default(l.presence_penalty),
+            l.repeat_last_n
+                .map_or("\"the server's\"".to_owned(), |n| n.to_string()),
             l.native_tools,
         );
     }
@@ -140,4 +143,9 @@ impl Config {
             }
         }
     }
+}
+
+/// A sampling value, or the server's default when unset.
+fn server_default(value: Option<f32>) -> String {
+    value.map_or("\"the server's\"".to_owned(), |v| v.to_string())
 }

@@ -4,7 +4,8 @@
 use insta::assert_json_snapshot;
 use nanobot_llm_port::{
     AssistantMessage, Content, ContentPart, FinishReason, JsonSchemaFormat, LlmRequest,
-    LlmResponse, Message, ResponseFormat, Role, ToolCall, ToolChoice, ToolDefinition, Usage,
+    LlmResponse, Message, RepetitionControls, ResponseFormat, Role, ToolCall, ToolChoice,
+    ToolDefinition, Usage,
 };
 use serde_json::{Value, json};
 
@@ -225,4 +226,21 @@ fn response_with_usage_and_finish_reasons() {
         FinishReason::from("end_turn"),
         FinishReason::Other("end_turn".into())
     );
+}
+
+#[test]
+fn repetition_controls_go_on_the_wire_only_when_set() {
+    let plain = RepetitionControls::none().apply(LlmRequest::new("m", vec![]));
+    let body = serde_json::to_value(&plain).unwrap();
+    for field in ["frequency_penalty", "presence_penalty", "repeat_last_n"] {
+        assert!(body.get(field).is_none(), "{field} sent unset: {body}");
+    }
+    let controlled = RepetitionControls::none()
+        .looking_back(2_560)
+        .with_penalties(0.3, -0.25)
+        .apply(LlmRequest::new("m", vec![]));
+    let body = serde_json::to_value(&controlled).unwrap();
+    assert_eq!(body["repeat_last_n"], json!(2_560));
+    assert_eq!(body["frequency_penalty"], json!(0.3));
+    assert_eq!(body["presence_penalty"], json!(-0.25));
 }

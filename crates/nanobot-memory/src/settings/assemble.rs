@@ -25,6 +25,7 @@ impl LlmSettings {
         let (window, output) = (self.context_window, self.max_output_tokens);
         let mut settings = AgentSettings::new(self.model.clone(), window, output);
         settings.temperature = self.temperature;
+        settings.repetition = self.repetition();
         settings.turn_wait = turn_wait;
         let mut consolidation = ConsolidationConfig::new(self.model.clone(), window, output);
         consolidation.ratio = memory.consolidation_ratio;

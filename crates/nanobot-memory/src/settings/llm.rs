@@ -69,6 +69,13 @@ pub struct LlmSettings {
     pub request_timeout_secs: u64,
     /// Sampling temperature (`None`: the server's default).
     pub temperature: Option<f32>,
+    /// OpenAI's `frequency_penalty` on answers (`None`: the server's default).
+    pub frequency_penalty: Option<f32>,
+    /// OpenAI's `presence_penalty` on answers (`None`: the server's default).
+    pub presence_penalty: Option<f32>,
+    /// How many of the latest tokens the penalties look at, llama.cpp's `repeat_last_n`
+    /// (`None`: its default, 64, about the question alone; 0: penalties off).
+    pub repeat_last_n: Option<u32>,
     /// Whether the model makes native tool calls (else tools are described in the prompt).
     pub native_tools: bool,
 }
@@ -115,6 +122,9 @@ impl LlmSettings {
             max_output_tokens,
             request_timeout_secs: 300,
             temperature: None,
+            frequency_penalty: None,
+            presence_penalty: None,
+            repeat_last_n: None,
             native_tools: provider != LlmProvider::Local,
         }
     }
@@ -156,7 +166,46 @@ impl LlmSettings {
                 format!("{t} is outside 0 to 2"),
             ));
         }
+        self.check_repetition()
+    }
+
+    /// Refuses penalties out of their range, or sent to a provider that has none.
+    fn check_repetition(&self) -> Result<(), InvalidOption> {
+        if self.provider == LlmProvider::Anthropic && self.repeat_last_n.is_some() {
+            return Err(InvalidOption::new(
+                "repeat_last_n",
+                "Anthropic's API has no such parameter; leave it unset",
+            ));
+        }
+        let penalties = [
+            ("frequency_penalty", self.frequency_penalty),
+            ("presence_penalty", self.presence_penalty),
+        ];
+        for (key, value) in penalties {
+            let Some(value) = value else { continue };
+            if self.provider == LlmProvider::Anthropic {
+                return Err(InvalidOption::new(
+                    key,
+                    "Anthropic's API has no such parameter; leave it unset",
+                ));
+            }
+            if !(-2.0..=2.0).contains(&value) {
+                return Err(InvalidOption::new(
+                    key,
+                    format!("{value} is outside -2 to 2"),
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// The penalties answers are sent with.
+    pub fn repetition(&self) -> nanobot_llm_port::RepetitionControls {
+        let mut controls = nanobot_llm_port::RepetitionControls::none();
+        controls.frequency_penalty = self.frequency_penalty;
+        controls.presence_penalty = self.presence_penalty;
+        controls.repeat_last_n = self.repeat_last_n;
+        controls
     }
 
     /// How long one call may take.

@@ -27,7 +27,7 @@ impl Agent {
         if let Some(temperature) = self.settings.temperature {
             request = request.with_temperature(temperature);
         }
-        request
+        self.settings.repetition.apply(request)
     }
 
     /// Runs one round of calls and saves it in the session with its results (round by

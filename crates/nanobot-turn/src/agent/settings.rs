@@ -14,6 +14,9 @@ pub struct AgentSettings {
     pub max_output_tokens: usize,
     /// Sampling temperature (`None`: the provider's default).
     pub temperature: Option<f32>,
+    /// Penalties against repeating earlier text, on answers only (never on archives or
+    /// Dream, which copy facts from their input on purpose).
+    pub repetition: RepetitionControls,
     /// How long a turn waits for another turn of the same session.
     pub turn_wait: Duration,
     /// The Consolidator of every scope.
@@ -52,6 +55,7 @@ impl AgentSettings {
             context_window,
             max_output_tokens,
             temperature: None,
+            repetition: RepetitionControls::none(),
             turn_wait: Duration::from_secs(30),
             dream_enabled: true,
             idle_ttl: None,
