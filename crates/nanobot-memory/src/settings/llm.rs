@@ -246,3 +246,32 @@ impl LlmSettings {
             .request_timeout(self.request_timeout()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn penalties_are_checked_and_reach_the_answers_settings() {
+        let mut local = LlmSettings::for_provider(LlmProvider::Local);
+        local.frequency_penalty = Some(0.3);
+        local.repeat_last_n = Some(2_560);
+        assert_eq!(local.check(), Ok(()));
+        let controls = local.repetition();
+        assert_eq!(controls.frequency_penalty, Some(0.3));
+        assert_eq!(controls.repeat_last_n, Some(2_560));
+        assert_eq!(controls.presence_penalty, None);
+
+        local.presence_penalty = Some(2.5);
+        let wrong = local.check().err().map(|e| e.to_string());
+        assert_eq!(
+            wrong.as_deref(),
+            Some("presence_penalty: 2.5 is outside -2 to 2")
+        );
+
+        let mut anthropic = LlmSettings::for_provider(LlmProvider::Anthropic);
+        anthropic.frequency_penalty = Some(0.3);
+        let refused = anthropic.check().err().map(|e| e.key);
+        assert_eq!(refused.as_deref(), Some("frequency_penalty"));
+    }
+}
