@@ -19,9 +19,9 @@ pub use config::{DreamConfig, DreamMode};
 pub use error::DreamError;
 pub use overlay::{Overlay, ToolOutcome};
 pub use run::{
-    BlameLine, Dream, DreamStores, ForgetLines, Forgotten, HistoryMatches, Origin, PastLine,
-    Progress, Proposal, Repeat, RestoreReport, RunReport, RunStatus, StopReason, StoppedRun,
-    Superseded, Trigger, diff_snapshots, text_tool_calls,
+    BlameLine, Dream, DreamStores, ForgetLines, Forgotten, HistoryMatches, MemoryAudit, Origin,
+    PastLine, Progress, Proposal, Repeat, RestoreReport, RunReport, RunStatus, StopReason,
+    StoppedRun, Superseded, Trigger, diff_snapshots, text_tool_calls,
 };
 pub use schedule::{CronExpr, DreamSchedule};
 pub use settings::DreamSettings;

@@ -10,6 +10,9 @@ use serde_json::{Value, json};
 use crate::overlay::{Overlay, ToolOutcome};
 use crate::sandbox::{self, Target};
 
+mod routes;
+pub use routes::{NOT_KEPT, sections};
+
 /// The most appends one plan may hold (the schema says so; more are not applied).
 pub const MAX_APPENDS: usize = 8;
 
@@ -60,35 +63,24 @@ pub enum PlanOp {
 /// The JSON schema of a plan: appends (a file, one of its headings, a line) and exact
 /// replacements. `files` are the paths the model may name, `headings` the sections they
 /// have; both are enums, so a constrained model can only name what exists. Whole-file
-/// writes are left to tool mode: a small model rewriting a file loses what it held.
-pub fn schema(files: &[String], headings: &[String], facts: &[String]) -> Value {
-    let heading = if headings.is_empty() {
-        json!({"type": "string", "maxLength": 200})
+/// writes are left to tool mode: a small model rewriting a file loses what it held. With
+/// tagged `facts`, the appends route each of them (see [`routes`]); `sections` are each
+/// file's headings.
+pub fn schema(
+    files: &[String],
+    headings: &[String],
+    sections: &[(String, Vec<String>)],
+    facts: &[String],
+) -> Value {
+    let append = if facts.is_empty() {
+        free_appends(files, headings)
     } else {
-        json!({"type": "string", "enum": headings})
-    };
-    let line = if facts.is_empty() {
-        json!({"type": "string", "minLength": 1, "maxLength": 300})
-    } else {
-        json!({"type": "string", "enum": facts})
+        routes::append_schema(sections, facts)
     };
     json!({
         "type": "object",
         "properties": {
-            "append": {
-                "type": "array",
-                "maxItems": MAX_APPENDS,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "file": {"type": "string", "enum": files},
-                        "heading": heading,
-                        "line": line
-                    },
-                    "required": ["file", "heading", "line"],
-                    "additionalProperties": false
-                }
-            },
+            "append": append,
             "replace": {
                 "type": "array",
                 "maxItems": MAX_REPLACES,
@@ -109,12 +101,37 @@ pub fn schema(files: &[String], headings: &[String], facts: &[String]) -> Value 
     })
 }
 
+/// Appends the model writes itself: a file, one of the files' headings, a line.
+fn free_appends(files: &[String], headings: &[String]) -> Value {
+    let heading = if headings.is_empty() {
+        json!({"type": "string", "maxLength": 200})
+    } else {
+        json!({"type": "string", "enum": headings})
+    };
+    json!({
+        "type": "array",
+        "maxItems": MAX_APPENDS,
+        "items": {
+            "type": "object",
+            "properties": {
+                "file": {"type": "string", "enum": files},
+                "heading": heading,
+                "line": {"type": "string", "minLength": 1, "maxLength": 300}
+            },
+            "required": ["file", "heading", "line"],
+            "additionalProperties": false
+        }
+    })
+}
+
 /// The response format asking for [`schema`].
-pub fn format(files: &[String], headings: &[String], facts: &[String]) -> ResponseFormat {
+pub fn format(overlay: &Overlay, facts: &[String]) -> ResponseFormat {
+    let files = files(overlay);
+    let (headings, sections) = (headings(overlay, &files), sections(overlay, &files));
     ResponseFormat::JsonSchema {
         json_schema: JsonSchemaFormat {
             name: "dream_edit_plan".into(),
-            schema: schema(files, headings, facts),
+            schema: schema(&files, &headings, &sections, facts),
             strict: Some(true),
         },
     }
@@ -147,6 +164,9 @@ pub fn parse(answer: &str) -> Result<Vec<PlanEdit>, String> {
         let (Some(file), Some(line)) = (text("file"), text("line")) else {
             return Err(format!("append {} needs a file and a line", n + 1));
         };
+        if file == NOT_KEPT {
+            continue;
+        }
         out.push(PlanEdit {
             file,
             op: PlanOp::Append,
@@ -291,10 +311,11 @@ pub fn append_under(text: &str, heading: &str, line: &str) -> String {
     let mut out: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
     match found {
         Some(at) => {
-            let level = heading_level(lines[at]).unwrap_or(1);
+            // The section's own lines, before any heading: a line for "Preferences" goes
+            // above its "### Technical Level", not under it.
             let mut end = lines.len();
             for (i, l) in lines.iter().enumerate().skip(at + 1) {
-                if heading_level(l).is_some_and(|lv| lv <= level) || l.trim() == "---" {
+                if heading_level(l).is_some() || l.trim() == "---" {
                     end = i;
                     break;
                 }
@@ -450,6 +471,15 @@ mod tests {
         );
         let twice = append_under(&once, "## User Information", "- Lives in Berlin");
         assert!(twice.contains("- Name: Ada\n- Lives in Berlin\n\n## Preferences"));
+        let nested = append_under(
+            "## Preferences\n\n### Technical Level\n\n- [ ] Expert\n",
+            "Preferences",
+            "- Short answers",
+        );
+        assert_eq!(
+            nested,
+            "## Preferences\n\n- Short answers\n\n### Technical Level\n\n- [ ] Expert\n"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ use nanobot_memory_store::{
 };
 use serde_json::Value;
 
+mod audit;
 mod commit;
 mod declined;
 mod forget;
@@ -28,6 +29,7 @@ mod supersede;
 mod tool_loop;
 mod versions;
 
+pub use audit::MemoryAudit;
 use commit::RunBatch;
 use declined::{ASK_AGAIN_PLAN, ASK_AGAIN_TOOLS, AskAgain, declined};
 pub use forget::{ForgetLines, Forgotten};

@@ -20,6 +20,17 @@ pub struct Repeat {
     pub existing: String,
 }
 
+impl Repeat {
+    fn of(path: &str, line: &str, existing_path: &str, existing: &str) -> Repeat {
+        Repeat {
+            path: path.to_owned(),
+            line: line.trim().to_owned(),
+            existing_path: existing_path.to_owned(),
+            existing: existing.trim().to_owned(),
+        }
+    }
+}
+
 /// Takes the added lines that repeat another out of `overlay`'s curated files.
 pub(super) fn refuse_repeats(overlay: &mut Overlay) -> Vec<Repeat> {
     let curated: Vec<Target> = Document::ALL.into_iter().map(Target::Document).collect();
@@ -45,26 +56,32 @@ pub(super) fn refuse_repeats(overlay: &mut Overlay) -> Vec<Repeat> {
         }
     }
     let mut refused = Vec::new();
+    let mut dropped: BTreeMap<Target, Vec<String>> = BTreeMap::new();
+    // The run's own lines kept so far: a later one that says all they say and more takes
+    // their place (the line that says more is kept, as against the files).
+    let mut kept: Vec<(Target, String)> = Vec::new();
     for (target, lines) in added {
         let path = target.path();
-        let mut dropped = Vec::new();
         for line in lines {
-            match said.iter().find(|(_, existing)| repeats(&line, existing)) {
-                Some((existing_path, existing)) => {
-                    refused.push(Repeat {
-                        path: path.clone(),
-                        line: line.trim().to_owned(),
-                        existing_path: existing_path.clone(),
-                        existing: existing.trim().to_owned(),
-                    });
-                    dropped.push(line);
-                }
-                None => said.push((path.clone(), line)),
+            let repeated = said
+                .iter()
+                .map(|(p, e)| (p.clone(), e.as_str()))
+                .chain(kept.iter().map(|(t, k)| (t.path(), k.as_str())))
+                .find(|(_, existing)| repeats(&line, existing));
+            if let Some((existing_path, existing)) = repeated {
+                refused.push(Repeat::of(&path, &line, &existing_path, existing));
+                dropped.entry(target.clone()).or_default().push(line);
+                continue;
             }
+            for (lesser_target, lesser) in kept.extract_if(.., |(_, k)| repeats(k, &line)) {
+                refused.push(Repeat::of(&lesser_target.path(), &lesser, &path, &line));
+                dropped.entry(lesser_target).or_default().push(lesser);
+            }
+            kept.push((target.clone(), line));
         }
-        if !dropped.is_empty() {
-            overlay.drop_lines(&target, &dropped);
-        }
+    }
+    for (target, lines) in dropped {
+        overlay.drop_lines(&target, &lines);
     }
     refused
 }

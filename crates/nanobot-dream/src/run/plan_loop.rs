@@ -15,10 +15,11 @@ impl Dream {
         report: &mut RunReport,
         lease: &mut Lease,
     ) -> RunStatus {
-        let format = self.llm.capabilities().supports_structured_output.then(|| {
-            let files = crate::plan::files(overlay);
-            crate::plan::format(&files, &crate::plan::headings(overlay, &files), facts)
-        });
+        let format = self
+            .llm
+            .capabilities()
+            .supports_structured_output
+            .then(|| crate::plan::format(overlay, facts));
         let mut messages = vec![Message::system(crate::plan::SYSTEM), Message::user(user)];
         let mut last_problem: Option<StopReason> = None;
         let mut asked_again = 0;

@@ -6,7 +6,7 @@ use chrono::Duration;
 use nanobot_dream::{Trigger, format};
 use nanobot_memory_store::{Document, HistoryJournal, NewEntry};
 
-use crate::support::{Fixture, edit, fixture, script};
+use crate::support::{Fixture, WriteAny, edit, fixture, script};
 
 async fn say(f: &Fixture, session: &str, messages: (u64, u64), text: &str) -> u64 {
     let entry = NewEntry::text(text)
@@ -364,4 +364,79 @@ async fn a_correction_the_model_appended_replaces_the_line_it_corrects() {
         found.past[0].replaced_by,
         ["- Ada moved to Paris; she lives in Paris now"]
     );
+}
+
+#[tokio::test]
+async fn the_audit_finds_a_fact_said_twice_and_counts_the_lines_dream_sourced() {
+    let f = fixture(script(
+        &[&[edit(
+            "memory/MEMORY.md",
+            "- Project X active",
+            "- Project X active\n- Lina is allergic to peanuts",
+        )]],
+        "noted",
+    ));
+    f.seed().await;
+    say(
+        &f,
+        "telegram:ada",
+        (0, 4),
+        "- [permanent] Lina is allergic to peanuts",
+    )
+    .await;
+    f.dream.run(Trigger::Manual).await.unwrap().version.unwrap();
+    let clean = f.dream.audit().await.unwrap();
+    assert!(clean.is_clean(), "{clean:?}");
+    assert_eq!(clean.curated_lines, 1);
+
+    // The same fact again under another heading, by hand: the hand-written line is not
+    // Dream's, the pair is, since Dream wrote one of them.
+    let memory = f.doc(Document::Memory).await.unwrap();
+    f.documents
+        .write_doc_any(
+            Document::Memory,
+            &format!("{memory}\n## Health\n\n- Lina: allergic to peanuts\n"),
+        )
+        .await
+        .unwrap();
+    let audit = f.dream.audit().await.unwrap();
+    assert!(!audit.is_clean());
+    let [(first, second)] = audit.repeated.as_slice() else {
+        panic!("one pair: {audit:?}");
+    };
+    assert_eq!(first.1, "- Lina is allergic to peanuts");
+    assert_eq!(second.1, "- Lina: allergic to peanuts");
+    assert!(audit.unsourced.is_empty(), "{audit:?}");
+}
+
+#[tokio::test]
+async fn of_two_new_lines_where_one_says_all_the_other_does_the_fuller_one_is_kept() {
+    let f = fixture(script(
+        &[&[edit(
+            "memory/MEMORY.md",
+            "- Project X active",
+            "- Project X active\n- Learning Portuguese\n- Also learning Portuguese, slowly",
+        )]],
+        "done",
+    ));
+    f.seed().await;
+    say(
+        &f,
+        "cli:idle",
+        (0, 2),
+        "- [permanent] Learning Portuguese, slowly",
+    )
+    .await;
+    let report = f.dream.run(Trigger::Manual).await.unwrap();
+    let memory = f.doc(Document::Memory).await.unwrap();
+    assert_eq!(
+        memory,
+        "# Memory\n\n- Project X active\n- Also learning Portuguese, slowly\n"
+    );
+    let [repeat] = report.repeats.as_slice() else {
+        panic!("one repeat: {:?}", report.repeats);
+    };
+    assert_eq!(repeat.line, "- Learning Portuguese");
+    assert_eq!(repeat.existing, "- Also learning Portuguese, slowly");
+    assert!(f.dream.audit().await.unwrap().is_clean());
 }

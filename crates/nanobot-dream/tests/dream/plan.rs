@@ -33,6 +33,7 @@ async fn a_plan_is_applied_and_versioned_when_the_backend_has_no_tool_calls() {
             {"file": "memory/MEMORY.md", "heading": "Health", "line": "Lina (daughter) is allergic to peanuts"},
             {"file": "memory/MEMORY.md", "heading": "Health", "line": "Lina (daughter) is allergic to peanuts"},
             {"file": "USER.md", "heading": "User", "line": "- Lives in Berlin"},
+            {"line": "The weather was nice", "about": "nothing lasting", "file": "none"},
         ]),
         json!([
             {"file": "memory/MEMORY.md", "old_text": "- Project X active", "new_text": "- Project X done"},
@@ -75,22 +76,39 @@ async fn a_plan_is_applied_and_versioned_when_the_backend_has_no_tool_calls() {
     let Some(ResponseFormat::JsonSchema { json_schema }) = &request.response_format else {
         panic!("no schema asked: {:?}", request.response_format);
     };
-    let append = &json_schema.schema["properties"]["append"]["items"]["properties"];
+    // A batch of tagged archives has each of its kept facts routed, in order: the fact,
+    // what it is about, its file and one of that file's sections, or not kept.
+    let routes = json_schema.schema["properties"]["append"]["prefixItems"]
+        .as_array()
+        .expect("routed facts");
+    assert_eq!(routes.len(), 2);
     assert_eq!(
-        append["file"]["enum"],
-        json!(["SOUL.md", "USER.md", "memory/MEMORY.md"])
+        json_schema.schema["properties"]["append"]["minItems"],
+        json!(2)
     );
+    let choices = routes[1]["anyOf"].as_array().unwrap();
+    let files: Vec<&serde_json::Value> = choices
+        .iter()
+        .map(|c| &c["properties"]["file"]["const"])
+        .collect();
     assert_eq!(
-        append["heading"]["enum"],
-        json!(["Basic Information", "Memory", "Soul", "User"])
+        files,
+        [
+            &json!("SOUL.md"),
+            &json!("USER.md"),
+            &json!("memory/MEMORY.md"),
+            &json!("none")
+        ]
     );
-    // A batch of tagged archives offers its kept facts as the lines to append.
+    let user = &choices[1]["properties"];
     assert_eq!(
-        append["line"]["enum"],
-        json!([
-            "The user's name is Ada.",
-            "Her daughter Lina is allergic to peanuts."
-        ])
+        user["line"]["const"],
+        json!("Her daughter Lina is allergic to peanuts.")
+    );
+    assert_eq!(user["about"]["const"], json!("the user or their family"));
+    assert_eq!(
+        user["heading"]["enum"],
+        json!(["User", "Basic Information"])
     );
     // The repeat and the line already there changed nothing and were not refusals.
     assert!(report.refused.is_empty(), "{:?}", report.refused);
