@@ -64,8 +64,8 @@ pub enum PlanOp {
 /// replacements. `files` are the paths the model may name, `headings` the sections they
 /// have; both are enums, so a constrained model can only name what exists. Whole-file
 /// writes are left to tool mode: a small model rewriting a file loses what it held. With
-/// tagged `facts`, the appends route each of them (see [`routes`]); `sections` are each
-/// file's headings.
+/// tagged `facts`, the appends route each of them (the fact, what it is about, its file and
+/// one of its sections); `sections` are each file's headings.
 pub fn schema(
     files: &[String],
     headings: &[String],

@@ -5,6 +5,7 @@ pub mod background;
 mod bot;
 mod builder;
 pub mod commands;
+pub mod demo;
 #[cfg(feature = "embeddings")]
 mod embeddings;
 mod error;

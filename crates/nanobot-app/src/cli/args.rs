@@ -106,8 +106,9 @@ pub enum Command {
     Config(ConfigCommand),
     /// Memory at work against the local model (`cargo xtask demo`)
     ///
-    /// Fails unless memory worked: a summary, a Dream version carrying a fact of the
-    /// conversation, and that fact in the next prompt.
+    /// Fails unless memory worked: a summary, a Dream version carrying a fact into memory and
+    /// the next prompt, answers that differ, a last answer from memory, her name in USER.md,
+    /// no fact twice, and each curated line with its sources.
     Demo {
         /// Only watch: report the memory checks without failing on them.
         #[arg(long)]
