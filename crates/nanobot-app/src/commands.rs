@@ -49,11 +49,16 @@ pub async fn memory_search(bot: &Bot, search: &MemorySearch<'_>) -> Result<Strin
 pub async fn memory_forget(
     bot: &Bot,
     key: &SessionKey,
+    messages: Option<(usize, usize)>,
     yes: bool,
     erase_history: bool,
 ) -> Result<String, AppError> {
+    let bot = &bot.assembled;
     if !yes {
-        let plan = bot.assembled.forget_plan(key, erase_history).await?;
+        let plan = match messages {
+            Some(range) => bot.forget_messages_plan(key, range, erase_history).await?,
+            None => bot.forget_plan(key, erase_history).await?,
+        };
         let unread =
             "nothing was removed: no answer was read; run with --yes to remove without asking";
         match confirm(&format!("{}\n\nRemove all this? [y/N] ", plan.describe())) {
@@ -62,7 +67,11 @@ pub async fn memory_forget(
             None => return Err(AppError::Usage(unread.into())),
         }
     }
-    Ok(bot.assembled.forget(key, erase_history).await?.describe())
+    let done = match messages {
+        Some(range) => bot.forget_messages(key, range, erase_history).await?,
+        None => bot.forget(key, erase_history).await?,
+    };
+    Ok(done.describe())
 }
 
 /// Asks `question` on stderr; the answer read from stdin (`None`: nothing to read).

@@ -161,6 +161,10 @@ pub enum MemoryCommand {
         /// The session key (`telegram:42`).
         #[arg(long, value_name = "KEY")]
         session: String,
+        /// Only these messages, `FIRST-LAST` as `nanobot sessions show` numbers them
+        /// (widened to whole turns), and what was made from them.
+        #[arg(long, value_name = "FIRST-LAST", value_parser = message_range)]
+        messages: Option<(usize, usize)>,
         /// Removes without asking.
         #[arg(long)]
         yes: bool,
@@ -288,4 +292,21 @@ pub enum Shell {
     Zsh,
     /// Fish.
     Fish,
+}
+
+/// `FIRST-LAST` (or one number) as a message range.
+fn message_range(text: &str) -> Result<(usize, usize), String> {
+    let number = |t: &str| {
+        t.trim()
+            .parse::<usize>()
+            .map_err(|_| format!("{text:?} is not FIRST-LAST (message numbers, e.g. 4-9)"))
+    };
+    let (first, last) = match text.split_once('-') {
+        Some((first, last)) => (number(first)?, number(last)?),
+        None => (number(text)?, number(text)?),
+    };
+    if first > last {
+        return Err(format!("{text:?}: the first message comes after the last"));
+    }
+    Ok((first, last))
 }

@@ -276,11 +276,12 @@ async fn memory(bot: &Bot, command: &MemoryCommand) -> Result<String, AppError> 
         MemoryCommand::Blame { file } => commands.memory_blame(file).await?,
         MemoryCommand::Forget {
             session,
+            messages,
             yes,
             erase_history,
         } => {
             let key = session_key(session, "--session")?;
-            crate::commands::memory_forget(bot, &key, *yes, *erase_history).await?
+            crate::commands::memory_forget(bot, &key, *messages, *yes, *erase_history).await?
         }
         MemoryCommand::Search {
             query,

@@ -488,3 +488,168 @@ async fn a_session_with_a_turn_running_is_not_forgotten_under_it() {
     );
     assert!(store.load(&key).await.unwrap().is_none());
 }
+
+/// Forgets the first turn of a conversation by message range: its messages, the journal
+/// entry made from them and the line only it taught go; the second turn, its entry and
+/// its line stay, and the session still opens in nanobot-ai's format.
+async fn forget_some_messages<F>(
+    ws: &Path,
+    journal: Arc<dyn HistoryJournal>,
+    env: Vec<(&'static str, String)>,
+    scan: F,
+) where
+    F: AsyncFn() -> Vec<String>,
+{
+    let server = FakeServer::start(vec![
+        answer("Noted."),
+        answer("Tea it is."),
+        edit(
+            "a",
+            "- Project X",
+            &format!("- Project X\n- Locker code is {CANARY}\n- Likes green tea"),
+        ),
+        done(),
+    ])
+    .await;
+    let mut env = env;
+    env.push(("NANOBOT_BASE_URL", format!("{}/v1", server.url())));
+    env.push(("NANOBOT_DREAM_MODE", "tools".to_owned()));
+    let shared = Arc::new((ws.to_owned(), env));
+    let go = |args: &[&str]| {
+        let shared = shared.clone();
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_with_input(&shared.0, &shared.1, &args, "")
+        })
+    };
+    let first = format!("My locker code is {CANARY}.");
+    for text in [first.as_str(), "I like green tea."] {
+        let (ok, said) = go(&["--session", "telegram:7", "run", "-m", text])
+            .await
+            .unwrap();
+        assert!(ok, "{said}");
+    }
+    let locker = format!("- Locker code is {CANARY}");
+    let entries = [
+        NewEntry::text(&locker)
+            .from_session("telegram:7")
+            .covering(0, 2),
+        NewEntry::text("- Likes green tea")
+            .from_session("telegram:7")
+            .covering(2, 4),
+    ];
+    journal.append(&entries).await.unwrap();
+    let (ok, said) = go(&["dream", "run"]).await.unwrap();
+    assert!(ok, "{said}");
+    assert!(!scan().await.is_empty(), "the canary is there before");
+
+    // Message 1 is the first turn's answer: the whole turn, 0-1, goes.
+    let forget = ["memory", "forget", "--session", "telegram:7", "--messages"];
+    let (ok, said) = go(&[&forget[..], &["1", "--yes"]].concat()).await.unwrap();
+    assert!(
+        ok && said.contains("Forgetting messages 1-1 of session telegram:7 removed"),
+        "{said}"
+    );
+    assert!(
+        said.contains("messages 0-1 of the session (2, whole turns)"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("memory/MEMORY.md: - Locker code is {CANARY}")),
+        "{said}"
+    );
+    assert_eq!(
+        scan().await,
+        Vec::<String>::new(),
+        "the canary outside the versions"
+    );
+    let (ok, shown) = go(&["memory", "show"]).await.unwrap();
+    assert!(ok && shown.contains("- Likes green tea"), "{shown}");
+    let (ok, session) = go(&["sessions", "show", "telegram:7"]).await.unwrap();
+    assert!(
+        ok && session.contains("[0] user: I like green tea.")
+            && session.contains("[1] assistant: Tea it is."),
+        "{session}"
+    );
+    let left = journal.read_since(0, None).await.unwrap();
+    assert_eq!(left.len(), 1, "the second turn's entry stays: {left:?}");
+    assert_eq!(left[0].content, "- Likes green tea");
+
+    // A range past the end, or backwards, removes nothing and says why.
+    let (ok, said) = go(&[&forget[..], &["7-9", "--yes"]].concat())
+        .await
+        .unwrap();
+    assert!(!ok && said.contains("has no messages 7-9"), "{said}");
+    let (ok, said) = go(&[&forget[..], &["3-1", "--yes"]].concat())
+        .await
+        .unwrap();
+    assert!(
+        !ok && said.contains("the first message comes after the last"),
+        "{said}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forgetting_some_messages_on_files_takes_what_came_of_them() {
+    let ws = TempDir::new("cli-forget-range");
+    std::fs::create_dir_all(ws.path().join("memory")).unwrap();
+    std::fs::write(
+        ws.path().join("memory/MEMORY.md"),
+        "# Memory\n\n- Project X\n",
+    )
+    .unwrap();
+    let journal = Arc::new(FileJournal::open(ws.path()).unwrap());
+    let root = ws.path().to_owned();
+    forget_some_messages(ws.path(), journal, Vec::new(), async || {
+        files_with_canary(&root)
+    })
+    .await;
+    // nanobot-ai's reader still opens the rewritten session: one JSON object per line.
+    let sessions = std::fs::read_dir(ws.path().join("sessions")).unwrap();
+    let jsonl = sessions
+        .flatten()
+        .filter(|f| f.path().extension().is_some_and(|e| e == "jsonl"));
+    for file in jsonl {
+        for line in std::fs::read_to_string(file.path()).unwrap().lines() {
+            serde_json::from_str::<serde_json::Value>(line).unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forgetting_some_messages_on_postgres_takes_what_came_of_them() {
+    let Some(url) = available("forgetting_some_messages_on_postgres_takes_what_came_of_them")
+    else {
+        return;
+    };
+    let ws = TempDir::new("pg-forget-range");
+    let (store, agent) = agent_with_memory(&url, "# Memory\n\n- Project X\n").await;
+    let env = pg_env(&url, &store);
+    let schema = store.schema().name().to_owned();
+    let pool = store.pool().clone();
+    let scan = async || {
+        let rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT table_name::text FROM information_schema.tables WHERE table_schema = '{schema}' AND table_type = 'BASE TABLE' AND table_name <> 'versions'"
+        )))
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        let mut found = Vec::new();
+        for table in rows {
+            let sql = format!(
+                "SELECT count(*) FROM \"{schema}\".\"{table}\" t WHERE t::text LIKE '%' || $1 || '%'"
+            );
+            let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                .bind(CANARY)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            if n > 0 {
+                found.push(format!("{table}: {n} rows"));
+            }
+        }
+        found
+    };
+    forget_some_messages(ws.path(), Arc::new(agent), env, scan).await;
+}

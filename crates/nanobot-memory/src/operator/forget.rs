@@ -12,7 +12,7 @@ use nanobot_dream::provenance::Source;
 use nanobot_memory_index::{GroupUpdate, history_source};
 use nanobot_memory_scope::{ScopeKey, Subject};
 use nanobot_memory_store::{HistoryJournal as _, JournalEntry, Version};
-use nanobot_session_store::SessionKey;
+use nanobot_session_store::{LAST_SUMMARY_KEY, SessionKey, StoredMessage};
 use nanobot_turn::ScopeMemory;
 
 use crate::{AssemblyError, Bot};
@@ -23,8 +23,11 @@ use crate::{AssemblyError, Bot};
 pub struct ScopeForget {
     /// The scope.
     pub scope: ScopeKey,
-    /// The session's messages, when the session is kept in this scope.
+    /// The session's messages, when the session is kept in this scope (with a message
+    /// range: how many of them go).
     pub session_messages: Option<usize>,
+    /// With a message range: the messages that go, `first..=last` (widened to whole turns).
+    pub messages: Option<(usize, usize)>,
     /// The journal entries made from the session.
     pub entries: Vec<JournalEntry>,
     /// The curated lines that go, and those that stay because another conversation also
@@ -51,6 +54,9 @@ impl ScopeForget {
 pub struct ForgetReport {
     /// The session.
     pub session: SessionKey,
+    /// Only these messages of it, `first..=last` as `nanobot sessions show` numbers them
+    /// (`None`: all of it).
+    pub range: Option<(usize, usize)>,
     /// The scopes holding any of it.
     pub scopes: Vec<ScopeForget>,
     /// Whether it was carried out (else: what it would remove).
@@ -68,11 +74,24 @@ impl ForgetReport {
     /// For the operator: what goes (or went) and what stays, scope by scope.
     pub fn describe(&self) -> String {
         let verb = if self.applied { "removed" } else { "removes" };
-        let mut out = format!("Forgetting session {} {verb}:", self.session);
+        let what = match self.range {
+            Some((first, last)) => format!("messages {first}-{last} of session"),
+            None => "session".to_owned(),
+        };
+        let mut out = format!("Forgetting {what} {} {verb}:", self.session);
         for scope in &self.scopes {
             let _ = write!(out, "\n\nIn {}:", scope.scope);
-            if let Some(n) = scope.session_messages {
-                let _ = write!(out, "\n- the session and its {n} messages");
+            match (scope.session_messages, scope.messages) {
+                (Some(n), Some((first, last))) => {
+                    let _ = write!(
+                        out,
+                        "\n- messages {first}-{last} of the session ({n}, whole turns), and the summary kept with it"
+                    );
+                }
+                (Some(n), None) => {
+                    let _ = write!(out, "\n- the session and its {n} messages");
+                }
+                (None, _) => {}
             }
             if !scope.entries.is_empty() {
                 let cursors: Vec<String> = scope
@@ -82,7 +101,7 @@ impl ForgetReport {
                     .collect();
                 let _ = write!(
                     out,
-                    "\n- {} journal entries made from it ({})",
+                    "\n- {} journal entries made from it, wholly or in part ({})",
                     cursors.len(),
                     cursors.join(", ")
                 );
@@ -144,23 +163,63 @@ impl Bot {
         self.forget_session(key, true, erase_history).await
     }
 
+    /// What forgetting messages `first..=last` of session `key` would remove (see
+    /// [`Bot::forget_messages`]; nothing is changed).
+    pub async fn forget_messages_plan(
+        &self,
+        key: &SessionKey,
+        (first, last): (usize, usize),
+        erase_history: bool,
+    ) -> Result<ForgetReport, AssemblyError> {
+        let target = Target::messages(key, first, last)?;
+        self.forget_target(&target, false, erase_history).await
+    }
+
+    /// Forgets messages `first..=last` of session `key` (as `nanobot sessions show`
+    /// numbers them), widened to whole turns so no tool call loses its result: the
+    /// messages and the session's kept summary, the journal entries made from any of them,
+    /// the curated lines only those entries taught, their search rows; in every scope.
+    pub async fn forget_messages(
+        &self,
+        key: &SessionKey,
+        (first, last): (usize, usize),
+        erase_history: bool,
+    ) -> Result<ForgetReport, AssemblyError> {
+        let target = Target::messages(key, first, last)?;
+        self.forget_target(&target, true, erase_history).await
+    }
+
     async fn forget_session(
         &self,
         key: &SessionKey,
         apply: bool,
         erase_history: bool,
     ) -> Result<ForgetReport, AssemblyError> {
+        let target = Target {
+            key: key.clone(),
+            range: None,
+        };
+        self.forget_target(&target, apply, erase_history).await
+    }
+
+    async fn forget_target(
+        &self,
+        target: &Target,
+        apply: bool,
+        erase_history: bool,
+    ) -> Result<ForgetReport, AssemblyError> {
+        let key = &target.key;
         let mut scopes = Vec::new();
         for scope in self.every_scope().await? {
             let memory = self.memory(&scope).await?;
             let mut found = if apply {
-                self.forget_in(&memory, key).await?
+                self.forget_in(&memory, target).await?
             } else {
-                find(&memory, key).await?
+                find(&memory, target).await?
             };
             if apply && erase_history {
                 // Last, and whatever else was found: a rerun finishes an interrupted erasure.
-                let from = from_session(key);
+                let from = target.source_filter(&found.entries);
                 found.erased_versions = memory.dream.erase_from_history(&from).await?;
             }
             if !found.is_empty() {
@@ -169,13 +228,19 @@ impl Bot {
         }
         if scopes.is_empty() {
             return Err(AssemblyError::NotFound {
-                what: format!(
-                    "Nothing of session {key} is in memory (no session, journal entry or memory line); nothing was removed. `nanobot sessions list` shows the sessions."
-                ),
+                what: match target.range {
+                    None => format!(
+                        "Nothing of session {key} is in memory (no session, journal entry or memory line); nothing was removed. `nanobot sessions list` shows the sessions."
+                    ),
+                    Some((first, last)) => format!(
+                        "Session {key} has no messages {first}-{last} and no journal entry made from them; nothing was removed. `nanobot sessions show {key}` numbers its messages."
+                    ),
+                },
             });
         }
         Ok(ForgetReport {
             session: key.clone(),
+            range: target.range,
             scopes,
             applied: apply,
             erase_history,
@@ -197,9 +262,10 @@ impl Bot {
     async fn forget_in(
         &self,
         memory: &Arc<ScopeMemory>,
-        key: &SessionKey,
+        target: &Target,
     ) -> Result<ScopeForget, AssemblyError> {
-        let mut found = find(memory, key).await?;
+        let key = &target.key;
+        let mut found = find(memory, target).await?;
         if found.is_empty() {
             return Ok(found);
         }
@@ -211,7 +277,7 @@ impl Bot {
                 ),
             });
         };
-        let result = self.forget_locked(memory, key, &mut found).await;
+        let result = self.forget_locked(memory, target, &mut found).await;
         turn.release().await;
         result.map(|()| found)
     }
@@ -220,11 +286,15 @@ impl Bot {
     async fn forget_locked(
         &self,
         memory: &Arc<ScopeMemory>,
-        key: &SessionKey,
+        target: &Target,
         found: &mut ScopeForget,
     ) -> Result<(), AssemblyError> {
-        let what = format!("session {key}");
-        let from = from_session(key);
+        let key = &target.key;
+        let what = match found.messages {
+            Some((first, last)) => format!("messages {first}-{last} of session {key}"),
+            None => format!("session {key}"),
+        };
+        let from = target.source_filter(&found.entries);
         let (lines, version) = memory.dream.forget_lines(&from, &what).await?;
         found.lines = lines;
         found.version = version;
@@ -236,7 +306,12 @@ impl Bot {
             index.replace(gone.collect()).await?;
         }
         memory.journal.remove_entries(&cursors).await?;
-        memory.sessions.delete(key).await?;
+        match found.messages {
+            Some(range) => take_out_messages(memory, key, range).await?,
+            None => {
+                memory.sessions.delete(key).await?;
+            }
+        }
         if let Some(index) = &memory.index {
             // The changed files and the deleted session leave the index, then its storage.
             memory
@@ -249,29 +324,139 @@ impl Bot {
     }
 }
 
-/// Whether a source is an entry made from session `key`.
-fn from_session(key: &SessionKey) -> impl Fn(&Source) -> bool + Send + Sync + '_ {
-    move |s: &Source| s.session_key.as_deref() == Some(key.as_str())
+/// What is forgotten: a session, or some of its messages.
+struct Target {
+    key: SessionKey,
+    /// `first..=last`, as asked.
+    range: Option<(usize, usize)>,
 }
 
-/// What of session `key` is in `memory`'s scope.
-async fn find(memory: &ScopeMemory, key: &SessionKey) -> Result<ScopeForget, AssemblyError> {
-    let session_messages = match memory.sessions.store().load(key).await? {
-        Some(loaded) => Some(loaded.session.messages().len()),
-        None => None,
+impl Target {
+    fn messages(key: &SessionKey, first: usize, last: usize) -> Result<Target, AssemblyError> {
+        if first > last {
+            return Err(AssemblyError::Refused {
+                why: format!("messages {first}-{last}: the first comes after the last"),
+            });
+        }
+        Ok(Target {
+            key: key.clone(),
+            range: Some((first, last)),
+        })
+    }
+
+    /// Whether an entry is made from what is forgotten: from the session, and with a range
+    /// from any of `messages` (`[start, end)` against `first..=last`).
+    fn holds(&self, entry: &JournalEntry, messages: Option<(usize, usize)>) -> bool {
+        if entry.session_key.as_deref() != Some(self.key.as_str()) {
+            return false;
+        }
+        match (self.range, messages, entry.message_range) {
+            (None, _, _) => true,
+            (Some(_), Some((first, last)), Some((start, end))) => {
+                start <= last as u64 && end > first as u64
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether a line's source is one of `entries` (those found to go), or, for a whole
+    /// session, any entry made from it (also those already removed by an interrupted run).
+    fn source_filter<'a>(
+        &'a self,
+        entries: &'a [JournalEntry],
+    ) -> impl Fn(&Source) -> bool + Send + Sync + 'a {
+        move |s: &Source| match self.range {
+            None => s.session_key.as_deref() == Some(self.key.as_str()),
+            Some(_) => entries.iter().any(|e| e.cursor == s.cursor),
+        }
+    }
+}
+
+/// `first..=last` widened to whole turns of `messages`: from the user message that began
+/// the turn holding `first` to the message before the next user message after `last`.
+fn whole_turns(
+    messages: &[StoredMessage],
+    (first, last): (usize, usize),
+) -> Option<(usize, usize)> {
+    if first >= messages.len() {
+        return None;
+    }
+    let is_user = |m: &StoredMessage| m.role() == Some("user");
+    let start = (0..=first)
+        .rev()
+        .find(|&i| is_user(&messages[i]))
+        .unwrap_or(first);
+    let last = last.min(messages.len() - 1);
+    let end = (last + 1..messages.len())
+        .find(|&i| is_user(&messages[i]))
+        .map_or(messages.len() - 1, |next| next - 1);
+    Some((start, end))
+}
+
+/// Takes messages `first..=last` out of session `key` (the pointer follows; the summary
+/// kept with the session goes, as it may tell of them).
+async fn take_out_messages(
+    memory: &ScopeMemory,
+    key: &SessionKey,
+    (first, last): (usize, usize),
+) -> Result<(), AssemblyError> {
+    let store = memory.sessions.store();
+    let Some(loaded) = store.load(key).await? else {
+        return Ok(());
     };
-    let entries = memory
+    let mut session = loaded.session;
+    let pointer = session.last_consolidated();
+    let count = last + 1 - first;
+    let kept: Vec<StoredMessage> = session
+        .messages()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i < first || *i > last)
+        .map(|(_, m)| m.clone())
+        .collect();
+    let now = session.meta().updated_at;
+    session.replace_messages(kept, now);
+    let moved = match pointer {
+        p if p > last => p - count,
+        p if p > first => first,
+        p => p,
+    };
+    session.set_last_consolidated(moved)?;
+    session.metadata_mut().remove(LAST_SUMMARY_KEY);
+    store.rewrite(&session, Some(loaded.revision)).await?;
+    memory.sessions.invalidate(key);
+    Ok(())
+}
+
+/// What of `target` is in `memory`'s scope.
+async fn find(memory: &ScopeMemory, target: &Target) -> Result<ScopeForget, AssemblyError> {
+    let key = &target.key;
+    let loaded = memory.sessions.store().load(key).await?;
+    let messages = match (target.range, &loaded) {
+        (Some(range), Some(loaded)) => whole_turns(loaded.session.messages(), range),
+        _ => None,
+    };
+    let session_messages = match (target.range, &loaded) {
+        (None, Some(loaded)) => Some(loaded.session.messages().len()),
+        (Some(_), Some(_)) => messages.map(|(first, last)| last + 1 - first),
+        (_, None) => None,
+    };
+    let asked = messages.or(target.range);
+    let entries: Vec<JournalEntry> = memory
         .journal
         .read_since(0, None)
         .await?
         .into_iter()
-        .filter(|e| e.session_key.as_deref() == Some(key.as_str()))
+        .filter(|e| target.holds(e, asked))
         .collect();
-    let from = from_session(key);
-    let lines = memory.dream.lines_from(&from).await?;
+    let lines = memory
+        .dream
+        .lines_from(&target.source_filter(&entries))
+        .await?;
     Ok(ScopeForget {
         scope: memory.scope.clone(),
         session_messages,
+        messages,
         entries,
         lines,
         version: None,
