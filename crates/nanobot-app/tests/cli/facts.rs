@@ -309,27 +309,7 @@ async fn forgetting_a_conversation_on_postgres_leaves_no_trace_outside_the_versi
     let schema = store.schema().name().to_owned();
     let pool = store.pool().clone();
     let scan = async |versions: bool| {
-        let tables: Vec<String> = sqlx::query_scalar(
-            "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 AND table_type = 'BASE TABLE'",
-        )
-        .bind(&schema)
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-        let mut found = Vec::new();
-        for table in tables.into_iter().filter(|t| versions || t != "versions") {
-            let sql = format!(
-                "SELECT count(*) FROM \"{schema}\".\"{table}\" t WHERE t::text LIKE '%' || $1 || '%'"
-            );
-            let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-                .bind(CANARY)
-                .fetch_one(&pool)
-                .await
-                .unwrap();
-            if n > 0 {
-                found.push(format!("{table}: {n} rows"));
-            }
-        }
+        let mut found = pg_rows_with_canary(&pool, &schema, versions).await;
         found.extend(files_with_canary(ws.path()));
         found
     };
@@ -628,28 +608,32 @@ async fn forgetting_some_messages_on_postgres_takes_what_came_of_them() {
     let env = pg_env(&url, &store);
     let schema = store.schema().name().to_owned();
     let pool = store.pool().clone();
-    let scan = async || {
-        let rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT table_name::text FROM information_schema.tables WHERE table_schema = '{schema}' AND table_type = 'BASE TABLE' AND table_name <> 'versions'"
-        )))
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-        let mut found = Vec::new();
-        for table in rows {
-            let sql = format!(
-                "SELECT count(*) FROM \"{schema}\".\"{table}\" t WHERE t::text LIKE '%' || $1 || '%'"
-            );
-            let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-                .bind(CANARY)
-                .fetch_one(&pool)
-                .await
-                .unwrap();
-            if n > 0 {
-                found.push(format!("{table}: {n} rows"));
-            }
-        }
-        found
-    };
+    let scan = async || pg_rows_with_canary(&pool, &schema, false).await;
     forget_some_messages(ws.path(), Arc::new(agent), env, scan).await;
+}
+
+/// The tables of `schema` with rows holding the canary (`versions`: that table too).
+async fn pg_rows_with_canary(pool: &sqlx::PgPool, schema: &str, versions: bool) -> Vec<String> {
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 AND table_type = 'BASE TABLE'",
+    )
+    .bind(schema)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let mut found = Vec::new();
+    for table in tables.into_iter().filter(|t| versions || t != "versions") {
+        let sql = format!(
+            "SELECT count(*) FROM \"{schema}\".\"{table}\" t WHERE t::text LIKE '%' || $1 || '%'"
+        );
+        let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(CANARY)
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        if n > 0 {
+            found.push(format!("{table}: {n} rows"));
+        }
+    }
+    found
 }
