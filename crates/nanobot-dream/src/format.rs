@@ -219,6 +219,10 @@ pub fn history(query: &str, found: &HistoryMatches) -> String {
                     let _ = write!(out, "\n  replaced by: {}", lines.join(" / "));
                 }
             }
+            if !past.because.is_empty() {
+                let why: Vec<String> = past.because.iter().map(|s| s.to_string()).collect();
+                let _ = write!(out, "\n  because of {}", why.join("; "));
+            }
             if let Some(origin) = &past.origin {
                 let _ = write!(out, "\n  came from {}", origin_note(origin));
             }

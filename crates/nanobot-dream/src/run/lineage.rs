@@ -60,6 +60,9 @@ pub struct PastLine {
     pub until: Version,
     /// The lines that took its place in that version (empty: removed).
     pub replaced_by: Vec<String>,
+    /// Why: the journal entries the replacing lines came from (empty: removed, or written
+    /// outside Dream).
+    pub because: Vec<Source>,
 }
 
 /// The versions replayed: each file's lines with their origins, and the lines gone.
@@ -108,9 +111,17 @@ impl Replay {
                     continue;
                 }
                 let inserted: Vec<&str> = new[added].to_vec();
+                let mut because: Vec<Source> = Vec::new();
                 for line in &inserted {
                     let origin = self.origin_of(version, &provenance, run, &path, line);
                     came.insert(fingerprint(line));
+                    if origin.version.id == version.id && is_fact(line) {
+                        for source in &origin.sources {
+                            if !because.iter().any(|b| b.cursor == source.cursor) {
+                                because.push(source.clone());
+                            }
+                        }
+                    }
                     lines.push((line.to_string(), Some(origin)));
                 }
                 let replaced_by: Vec<String> = inserted
@@ -126,6 +137,11 @@ impl Replay {
                             origin: origin.clone(),
                             until: version.clone(),
                             replaced_by: replaced_by.clone(),
+                            because: if replaced_by.is_empty() {
+                                Vec::new()
+                            } else {
+                                because.clone()
+                            },
                         });
                     }
                 }

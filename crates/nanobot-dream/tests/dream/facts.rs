@@ -74,6 +74,12 @@ async fn a_move_replaces_the_old_city_which_history_keeps_with_its_time() {
         "{shown}"
     );
     assert!(shown.contains("replaced by: - Lives in Paris"), "{shown}");
+    // Why: what the conversation that replaced it said.
+    assert!(
+        shown.contains("because of entry 2, session cli:direct messages 10-16"),
+        "{shown}"
+    );
+    assert_eq!(past.because.len(), 1);
 
     let paris = f.dream.line_history("Paris").await.unwrap();
     assert_eq!(paris.current.len(), 1);
