@@ -8,8 +8,10 @@ use serde_json::{Value, json};
 /// The marks a fact may carry, as the free-text archive instruction defines them.
 pub const MARKS: [&str; 5] = ["permanent", "durable", "ephemeral", "correction", "skip"];
 
-const SYSTEM: &str = "You keep the long-term memory of a personal assistant. From the \
-conversation below, list the facts the user stated that are worth remembering in two weeks: \
+const SYSTEM: &str = "You keep the long-term memory of a personal assistant. First, in \
+\"user\", say who the user is as their own lines below tell it (their name, work, where \
+they live), in one sentence in the third person, or an empty string when they do not say. \
+Then, from the conversation, list the facts the user stated that are worth remembering in two weeks: \
 who they are, their family, health, preferences, rules and decisions, each as a short \
 sentence about the user in the third person. Take facts only from the USER lines; the \
 ASSISTANT lines are context. Mark each fact: permanent (identity, family, health, \
@@ -26,6 +28,7 @@ pub fn schema() -> Value {
     json!({
         "type": "object",
         "properties": {
+            "user": {"type": "string", "maxLength": 200},
             "facts": {
                 "type": "array",
                 "maxItems": 8,
@@ -41,7 +44,7 @@ pub fn schema() -> Value {
             },
             "summary": {"type": "string", "maxLength": 400}
         },
-        "required": ["facts", "summary"],
+        "required": ["user", "facts", "summary"],
         "additionalProperties": false
     })
 }
@@ -94,6 +97,16 @@ pub fn render(answer: &str) -> Result<Option<String>, String> {
         .and_then(Value::as_array)
         .ok_or("no facts list")?;
     let mut lines = Vec::new();
+    // Who the user is comes first, as a lasting fact: a small model listing facts left
+    // the user's name out when it was said beside a weightier fact (issue 32's demo).
+    let user = value
+        .get("user")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let user = user.split_whitespace().collect::<Vec<_>>().join(" ");
+    if user.chars().any(char::is_alphanumeric) {
+        lines.push(format!("- [permanent] {user}"));
+    }
     for fact in facts {
         let mark = fact
             .get("mark")
@@ -158,5 +171,22 @@ mod tests {
         ] {
             assert!(render(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn who_the_user_is_comes_first_as_a_lasting_fact() {
+        let answer = r#"{"user": "Ada is a  software engineer from Berlin.",
+            "facts": [{"mark": "permanent", "fact": "Lina is allergic to peanuts"}],
+            "summary": "A trip."}"#;
+        assert_eq!(
+            render(answer).unwrap().unwrap(),
+            "- [permanent] Ada is a software engineer from Berlin.\n- [permanent] Lina is allergic to peanuts"
+        );
+        let unsaid = r#"{"user": " ", "facts": [], "summary": "Planning a trip."}"#;
+        assert_eq!(
+            render(unsaid).unwrap().unwrap(),
+            "- [ephemeral] Planning a trip."
+        );
+        assert_eq!(schema()["required"], json!(["user", "facts", "summary"]));
     }
 }
