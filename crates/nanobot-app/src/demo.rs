@@ -59,7 +59,7 @@ pub async fn run(
     let _ = out.flush();
     let llm = model_client(&config)?;
     let bot = Bot::open(config, llm, Arc::new(TokioClock::system())).await?;
-    let demo = Demo::new(bot.agent.clone(), bot.memory.clone(), &workspace, out)?
+    let demo = Demo::new(bot.agent.clone(), bot.memory.clone(), out)?
         .after_dream(crate::bot::clear_progress);
     let checks = demo.run().await?;
     let _ = writeln!(

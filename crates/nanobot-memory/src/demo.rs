@@ -6,7 +6,6 @@
 //! configured bot; a bot builder can run it on theirs.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -46,7 +45,6 @@ const AFTER_TURNS: f64 = 4.5;
 pub struct Demo<'a> {
     agent: Arc<Agent>,
     memory: Arc<ScopeMemory>,
-    workspace: PathBuf,
     out: &'a mut dyn Write,
     after_dream: Box<dyn Fn() + Send + 'a>,
     /// Archives that are the model's summaries (not `[RAW]`).
@@ -58,18 +56,15 @@ pub struct Demo<'a> {
 }
 
 impl<'a> Demo<'a> {
-    /// The demo in `memory`'s scope of `agent`, whose files are in `workspace`, writing to
-    /// `out`.
+    /// The demo in `memory`'s scope of `agent`, writing to `out`.
     pub fn new(
         agent: Arc<Agent>,
         memory: Arc<ScopeMemory>,
-        workspace: impl Into<PathBuf>,
         out: &'a mut dyn Write,
     ) -> Result<Self, AssemblyError> {
         Ok(Demo {
             agent,
             memory,
-            workspace: workspace.into(),
             out,
             after_dream: Box::new(|| {}),
             summaries: 0,
@@ -240,11 +235,9 @@ impl<'a> Demo<'a> {
         self.say("\n== 4. What Dream changed (memory versions, a git repository)");
         let log = nanobot_dream::format::log(&self.memory.dream.log(10).await?);
         self.say(&log);
-        let repository = self.workspace.join(nanobot_memory_store::REPOSITORY);
-        self.say(&format!(
-            "(read it with any git: git --git-dir {} log -p; where each line came from: nanobot memory blame USER.md)",
-            repository.display()
-        ));
+        self.say(
+            "(each version with its diff: nanobot memory log ID; where each line came from: nanobot memory blame USER.md)",
+        );
         self.say("\n== Memory now");
         for document in [Document::User, Document::Memory] {
             let text = self
