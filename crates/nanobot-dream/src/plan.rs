@@ -127,7 +127,10 @@ fn free_appends(files: &[String], headings: &[String]) -> Value {
 /// The response format asking for [`schema`].
 pub fn format(overlay: &Overlay, facts: &[String]) -> ResponseFormat {
     let files = files(overlay);
-    let (headings, sections) = (headings(overlay, &files), sections(overlay, &files));
+    // One read of the files' headings serves both: per file (routed facts) and all of
+    // them (free appends).
+    let sections = sections(overlay, &files);
+    let headings = all_headings(&sections);
     ResponseFormat::JsonSchema {
         json_schema: JsonSchemaFormat {
             name: "dream_edit_plan".into(),
@@ -427,18 +430,12 @@ pub const MAX_FACTS: usize = 64;
 
 /// The headings of the overlay's files (without `#`s, each once, sorted), for the schema.
 pub fn headings(overlay: &Overlay, files: &[String]) -> Vec<String> {
-    let mut headings: Vec<String> = files
-        .iter()
-        .filter_map(|f| sandbox::parse(f).ok())
-        .filter_map(|t| overlay.get(&t).map(str::to_owned))
-        .flat_map(|text| {
-            text.lines()
-                .filter(|l| heading_level(l).is_some())
-                .map(|l| l.trim_start_matches('#').trim().to_owned())
-                .collect::<Vec<_>>()
-        })
-        .filter(|h| !h.is_empty())
-        .collect();
+    all_headings(&sections(overlay, files))
+}
+
+/// Every file's headings in `sections`, each once, sorted.
+fn all_headings(sections: &[(String, Vec<String>)]) -> Vec<String> {
+    let mut headings: Vec<String> = sections.iter().flat_map(|(_, h)| h.clone()).collect();
     headings.sort();
     headings.dedup();
     headings
