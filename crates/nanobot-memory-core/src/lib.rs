@@ -5,6 +5,7 @@ mod autocompact;
 mod config;
 mod consolidator;
 mod error;
+pub mod grounding;
 mod prompt;
 mod raw;
 pub mod structured;

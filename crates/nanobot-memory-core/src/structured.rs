@@ -5,19 +5,19 @@
 use nanobot_llm_port::{JsonSchemaFormat, Message, ResponseFormat};
 use serde_json::{Value, json};
 
+use crate::grounding::{has_blank, said_words, unsaid_names};
+
 /// The marks a fact may carry, as the free-text archive instruction defines them.
 pub const MARKS: [&str; 5] = ["permanent", "durable", "ephemeral", "correction", "skip"];
 
-const SYSTEM: &str = "You keep the long-term memory of a personal assistant. First, in \
-\"user\", say who the user is as their own lines below tell it (their name, work, where \
-they live), in one sentence in the third person, or an empty string when they do not say. \
-Then, from the conversation, list the facts the user stated that are worth remembering in two weeks: \
-who they are, their family, health, preferences, rules and decisions, each as a short \
-sentence about the user in the third person. Take facts only from the USER lines; the \
-ASSISTANT lines are context. Mark each fact: permanent (identity, family, health, \
-preferences, habits), durable (knowledge, plans, configuration), ephemeral (the state of a \
-task), correction (corrects an earlier fact), skip (filler). Then summarise the \
-conversation in one sentence. Answer with JSON only.";
+const SYSTEM: &str = "You keep the long-term memory of a personal assistant. From the \
+conversation below, list the facts the user stated that are worth remembering in two weeks: \
+who they are (their name, work, home), their family, health, preferences, rules and \
+decisions, each as a short sentence about the user in the third person. Take facts only \
+from the USER lines; the ASSISTANT lines are context. Mark each fact: permanent (identity, \
+family, health, preferences, habits), durable (knowledge, plans, configuration), ephemeral \
+(the state of a task), correction (corrects an earlier fact), skip (filler). Then summarise \
+the conversation in one sentence. Answer with JSON only.";
 
 /// How much of an assistant message the structured request shows: the user's own words
 /// carry the facts, and a small window is better spent on them.
@@ -28,7 +28,6 @@ pub fn schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "user": {"type": "string", "maxLength": 200},
             "facts": {
                 "type": "array",
                 "maxItems": 8,
@@ -44,7 +43,7 @@ pub fn schema() -> Value {
             },
             "summary": {"type": "string", "maxLength": 400}
         },
-        "required": ["user", "facts", "summary"],
+        "required": ["facts", "summary"],
         "additionalProperties": false
     })
 }
@@ -88,25 +87,20 @@ pub fn messages(conversation: &str) -> Vec<Message> {
 /// The journal text of a structured answer: one `- [mark] fact` line per kept fact (the
 /// summary as an `ephemeral` line when no fact was kept); `Ok(None)` when there is nothing
 /// to keep; `Err` with the reason when the answer is not what the schema asks (a model that
-/// ignores the schema, or a cut answer), so the caller keeps the raw messages instead.
-pub fn render(answer: &str) -> Result<Option<String>, String> {
+/// ignores the schema, or a cut answer) or when every line it gave names someone or
+/// somewhere `lines` (the archived messages, [`crate::format_messages`]) never mention, so
+/// the caller keeps the raw messages instead. A line with an invented name or a blank
+/// ("[user's name]") is left out ([`crate::grounding`]).
+pub fn render(answer: &str, lines: &[String]) -> Result<Option<String>, String> {
     let value: Value =
         serde_json::from_str(answer.trim()).map_err(|e| format!("not JSON ({e})"))?;
     let facts = value
         .get("facts")
         .and_then(Value::as_array)
         .ok_or("no facts list")?;
-    let mut lines = Vec::new();
-    // Who the user is comes first, as a lasting fact: a small model listing facts left
-    // the user's name out when it was said beside a weightier fact (issue 32's demo).
-    let user = value
-        .get("user")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let user = user.split_whitespace().collect::<Vec<_>>().join(" ");
-    if user.chars().any(char::is_alphanumeric) {
-        lines.push(format!("- [permanent] {user}"));
-    }
+    let said = said_words(&lines.join("\n"));
+    let mut kept = Vec::new();
+    let mut invented: Vec<String> = Vec::new();
     for fact in facts {
         let mark = fact
             .get("mark")
@@ -120,25 +114,53 @@ pub fn render(answer: &str) -> Result<Option<String>, String> {
         let Some(text) = fact.get("fact").and_then(Value::as_str) else {
             return Err("a fact without its text".into());
         };
-        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let text = one_line(text);
         let line = format!("- [{mark}] {text}");
-        if mark == "skip" || text.is_empty() || lines.contains(&line) {
+        if mark == "skip" || text.is_empty() || kept.contains(&line) {
             continue;
         }
-        lines.push(line);
-    }
-    if lines.is_empty() {
-        let summary = value
-            .get("summary")
-            .and_then(Value::as_str)
-            .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
-            .unwrap_or_default();
-        if summary.is_empty() {
-            return Ok(None);
+        if grounded(&text, &said) {
+            kept.push(line);
+        } else {
+            invented.push(text);
         }
-        lines.push(format!("- [ephemeral] {summary}"));
     }
-    Ok(Some(lines.join("\n")))
+    if kept.is_empty() {
+        let summary = one_line(
+            value
+                .get("summary")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        );
+        if !summary.is_empty() && grounded(&summary, &said) {
+            kept.push(format!("- [ephemeral] {summary}"));
+        } else if !summary.is_empty() {
+            invented.push(summary);
+        }
+    }
+    match (kept.is_empty(), invented.is_empty()) {
+        (true, true) => Ok(None),
+        (true, false) => Err(format!(
+            "each line names someone or somewhere the conversation does not ({})",
+            invented.join("; ")
+        )),
+        (false, _) => {
+            if !invented.is_empty() {
+                tracing::warn!(left_out = ?invented, "archive lines naming what the conversation does not");
+            }
+            Ok(Some(kept.join("\n")))
+        }
+    }
+}
+
+/// Whether `text` names only what was said and leaves no blank.
+fn grounded(text: &str, said: &std::collections::HashSet<String>) -> bool {
+    unsaid_names(text, said).is_empty() && !has_blank(text)
+}
+
+/// `text` on one line, its spaces collapsed.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]
@@ -146,22 +168,35 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// The archived messages the answers below are about.
+    fn lines() -> Vec<String> {
+        vec![
+            "[2026-05-01 10:00] USER: Hi, I'm Ada, a software engineer from Berlin. My \
+             daughter Lina is allergic to peanuts."
+                .to_owned(),
+            "[2026-05-01 10:01] ASSISTANT: Noted, Ada. Enjoy the trip!".to_owned(),
+        ]
+    }
+
     #[test]
     fn answers_render_as_fact_lines_and_bad_ones_are_refused() {
-        let answer = r#"{"facts": [{"mark": "permanent", "fact": "Her name is  Maria"},
+        let answer = r#"{"facts": [{"mark": "permanent", "fact": "Her name is  Ada"},
             {"mark": "skip", "fact": "said hello"}, {"mark": "weird", "fact": "Lina is allergic to peanuts"},
-            {"mark": "permanent", "fact": "Her name is Maria"}], "summary": "A trip."}"#;
+            {"mark": "permanent", "fact": "Her name is Ada"}], "summary": "A trip."}"#;
         assert_eq!(
-            render(answer).unwrap().unwrap(),
-            "- [permanent] Her name is Maria\n- [durable] Lina is allergic to peanuts"
+            render(answer, &lines()).unwrap().unwrap(),
+            "- [permanent] Her name is Ada\n- [durable] Lina is allergic to peanuts"
         );
         assert_eq!(
-            render(r#"{"facts": [], "summary": "Planning a trip."}"#)
+            render(r#"{"facts": [], "summary": "Planning a trip."}"#, &lines())
                 .unwrap()
                 .unwrap(),
             "- [ephemeral] Planning a trip."
         );
-        assert_eq!(render(r#"{"facts": [], "summary": " "}"#).unwrap(), None);
+        assert_eq!(
+            render(r#"{"facts": [], "summary": " "}"#, &lines()).unwrap(),
+            None
+        );
         for bad in [
             "",
             "{\"facts\": [",
@@ -169,24 +204,30 @@ mod tests {
             "{\"summary\": \"x\"}",
             "{\"facts\": [{\"mark\": \"durable\"}]}",
         ] {
-            assert!(render(bad).is_err(), "{bad}");
+            assert!(render(bad, &lines()).is_err(), "{bad}");
         }
     }
 
     #[test]
-    fn who_the_user_is_comes_first_as_a_lasting_fact() {
-        let answer = r#"{"user": "Ada is a  software engineer from Berlin.",
-            "facts": [{"mark": "permanent", "fact": "Lina is allergic to peanuts"}],
+    fn lines_naming_what_the_conversation_does_not_are_left_out() {
+        // Seen in the demo on a fresh machine: stock people where the slice named nobody.
+        let answer = r#"{"facts": [{"mark": "permanent", "fact": "John Doe, a software engineer, lives in New York City."},
+            {"mark": "permanent", "fact": "A user named Alice lives in Lisbon."},
+            {"mark": "permanent", "fact": "The user's home is in [user's home address]."},
+            {"mark": "permanent", "fact": "She is allergic to peanuts? No, Lina is."}],
             "summary": "A trip."}"#;
         assert_eq!(
-            render(answer).unwrap().unwrap(),
-            "- [permanent] Ada is a software engineer from Berlin.\n- [permanent] Lina is allergic to peanuts"
+            render(answer, &lines()).unwrap().unwrap(),
+            "- [permanent] She is allergic to peanuts? No, Lina is."
         );
-        let unsaid = r#"{"user": " ", "facts": [], "summary": "Planning a trip."}"#;
-        assert_eq!(
-            render(unsaid).unwrap().unwrap(),
-            "- [ephemeral] Planning a trip."
+        // Nothing grounded at all: an error, so the raw messages are kept instead.
+        let invented = r#"{"facts": [{"mark": "durable",
+            "fact": "He works at Acme Corp."}], "summary": "John Doe talks about Acme."}"#;
+        let why = render(invented, &lines()).unwrap_err();
+        assert!(
+            why.contains("Acme Corp") && why.contains("John Doe"),
+            "{why}"
         );
-        assert_eq!(schema()["required"], json!(["user", "facts", "summary"]));
+        assert_eq!(schema()["required"], json!(["facts", "summary"]));
     }
 }

@@ -20,7 +20,8 @@ impl Consolidator {
         if !matches!(response.finish_reason, FinishReason::Stop) {
             return Ok(Err(RawReason::Unfinished(response.finish_reason)));
         }
-        let text = match crate::structured::render(&strip_think(&response.text_content())) {
+        let lines = format_messages(chunk);
+        let text = match crate::structured::render(&strip_think(&response.text_content()), &lines) {
             Err(why) => return Ok(Err(RawReason::InvalidStructured(why))),
             Ok(None) => return Ok(Ok(Prepared::Nothing)),
             Ok(Some(text)) => text,
