@@ -33,6 +33,9 @@ pub const CONVERSATION: [&str; 8] = [
     "Remind me: what did I tell you about allergies, and what should I say in Portuguese at restaurants?",
 ];
 
+/// The idle session's one turn.
+pub const IDLE_TURN: &str = "I'm also learning Portuguese, slowly. Obrigada is thank you, right?";
+
 /// What a turn costs on average, in fastest turns: the archives some turns wait for.
 const TURN_COST: f64 = 1.4;
 
@@ -174,7 +177,7 @@ impl<'a> Demo<'a> {
     async fn idle_compaction(&mut self) -> Result<(), AssemblyError> {
         self.say("\n== 2. An idle session is compacted");
         let idle = SessionKey::new("cli:idle-demo")?;
-        let text = "I'm also learning Portuguese, slowly. Obrigada is thank you, right?";
+        let text = IDLE_TURN;
         self.say(&format!("you> {text}"));
         let quiet: TextSink = Arc::new(|_: &str| {});
         let report = self.agent.turn(&self.memory, &idle, text, &quiet).await?;

@@ -268,7 +268,7 @@ fn the_demo_remembers_with_the_demo_model() {
         }
         _ => panic!("the memory checks failed:\n{said}"),
     }
-    assert_eq!(said.matches("\n[ok] ").count() + missing.len(), 8, "{said}");
+    assert_eq!(said.matches("\n[ok] ").count() + missing.len(), 9, "{said}");
     assert!(said.contains("Dream completed"), "{said}");
     assert!(
         said.contains("dream: manual run"),

@@ -1,11 +1,14 @@
 //! Did it remember, as a viewer would judge: summaries made, a fact carried into memory by
 //! Dream and into the next prompt, answers that differ, a last answer from memory, the
-//! user's name in `USER.md`, no fact twice, and each curated line with its sources.
+//! user's name in `USER.md`, no fact twice, each curated line with its sources, and no
+//! name in memory that the conversation never said.
 
+use nanobot_memory_core::grounding::{said_words, unsaid_names};
 use nanobot_memory_store::{Document, MemoryDocumentsExt};
 
-use super::Demo;
+use super::{CONVERSATION, Demo, IDLE_TURN};
 use crate::AssemblyError;
+use nanobot_dream::diff::FileDiff;
 
 /// Words that show a fact of the conversation reached memory: her name, the allergy, the
 /// preference for short answers.
@@ -42,34 +45,28 @@ impl Demo<'_> {
             summaries > 0,
             format!("{summaries} archives are the model's summaries, not [RAW]"),
         )];
-        checks.extend(self.carried_fact(report).await?);
+        let diffs = match &report.version {
+            Some(version) => self.memory.dream.show(&version.id).await?.1,
+            None => Vec::new(),
+        };
+        checks.extend(self.carried_fact(&diffs).await?);
         checks.push(self.answers_differ());
         checks.push(self.last_answer_remembers());
         checks.push(self.profile_has_name().await?);
         checks.extend(self.memory_audit().await?);
+        checks.push(self.names_said(&diffs));
         Ok(checks)
     }
 
     /// A fact carried into `USER.md` or `memory/MEMORY.md` by the run's version, and that
     /// fact in the next prompt.
-    async fn carried_fact(
-        &self,
-        report: &nanobot_dream::RunReport,
-    ) -> Result<[DemoCheck; 2], AssemblyError> {
-        let carried = match &report.version {
-            Some(version) => {
-                let (_, diffs) = self.memory.dream.show(&version.id).await?;
-                diffs
-                    .iter()
-                    .filter(|d| {
-                        d.path == Document::User.path() || d.path == Document::Memory.path()
-                    })
-                    .flat_map(|d| d.added_lines())
-                    .find(|line| has_fact(line))
-                    .map(str::to_owned)
-            }
-            None => None,
-        };
+    async fn carried_fact(&self, diffs: &[FileDiff]) -> Result<[DemoCheck; 2], AssemblyError> {
+        let carried = diffs
+            .iter()
+            .filter(|d| d.path == Document::User.path() || d.path == Document::Memory.path())
+            .flat_map(|d| d.added_lines())
+            .find(|line| has_fact(line))
+            .map(str::to_owned);
         let prompt = self
             .agent
             .build_prompt(&self.memory, &self.key, "What do you know about me?")
@@ -175,6 +172,37 @@ impl Demo<'_> {
             ),
         };
         Ok([twice, sourced])
+    }
+}
+
+impl Demo<'_> {
+    /// Every name in a line Dream wrote was said: by her, by the bot, or in the files
+    /// before the run. A small model once archived "John Doe, a software engineer, lives
+    /// in New York City" from a slice that named nobody, and Dream filed it in `USER.md`.
+    fn names_said(&self, diffs: &[FileDiff]) -> DemoCheck {
+        let mut source: Vec<&str> = CONVERSATION.to_vec();
+        source.push(IDLE_TURN);
+        source.extend(self.answers.iter().map(String::as_str));
+        source.extend(diffs.iter().flat_map(|d| {
+            d.unified
+                .lines()
+                .filter(|l| !l.starts_with('+') || l.starts_with("+++"))
+        }));
+        let said = said_words(&source.join("\n"));
+        let invented = diffs
+            .iter()
+            .flat_map(|d| d.added_lines().map(move |line| (&d.path, line)))
+            .find_map(|(path, line)| {
+                let unsaid = unsaid_names(line, &said);
+                (!unsaid.is_empty()).then(|| (path, line.trim(), unsaid.join(", ")))
+            });
+        match invented {
+            None => DemoCheck::new(true, "every name Dream wrote was said in the conversation"),
+            Some((path, line, names)) => DemoCheck::new(
+                false,
+                format!("{path}: {line} names {names}, which nobody said"),
+            ),
+        }
     }
 }
 
