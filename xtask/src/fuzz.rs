@@ -135,6 +135,29 @@ impl FuzzBudget {
         }
     }
 
+    /// The optimisation level of the targets' build: 1 for a short run, where the build
+    /// (every crate the app links, instrumented) takes longer than the fuzzing; 3 for the
+    /// long run, where executions per second count.
+    fn opt_level(self) -> &'static str {
+        match self {
+            FuzzBudget::Seconds(_) => "1",
+            FuzzBudget::Long { .. } => "3",
+        }
+    }
+
+    /// `cargo fuzz <verb> -O --sanitizer …` with the environment this budget builds in;
+    /// the build and every run share it, or a run would build again.
+    fn cargo_fuzz(self, verb: &str, target_dir: &str, fuzz_dir: &Path) -> Command {
+        let mut command = Command::new(crate::cargo());
+        command
+            .args(["fuzz", verb, "-O", "--sanitizer", self.sanitizer()])
+            .env("RUSTC_BOOTSTRAP", "1")
+            .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", self.opt_level())
+            .env("CARGO_TARGET_DIR", target_dir)
+            .current_dir(fuzz_dir);
+        command
+    }
+
     /// How many targets run at once: one for a short run (CI's other steps are done, but
     /// its figures stay comparable), two for the long run (both cores).
     fn parallel(self) -> usize {
@@ -177,11 +200,7 @@ pub(crate) fn run_all(root: &Path, budget: FuzzBudget) -> Result<Option<Vec<Targ
     let scratch = std::env::temp_dir().join(format!("nanobot-fuzz-{}", std::process::id()));
     let result = (|| {
         crate::status(
-            Command::new(crate::cargo())
-                .args(["fuzz", "build", "-O", "--sanitizer", sanitizer])
-                .env("RUSTC_BOOTSTRAP", "1")
-                .env("CARGO_TARGET_DIR", &target_dir)
-                .current_dir(&fuzz_dir),
+            &mut budget.cargo_fuzz("build", &target_dir, &fuzz_dir),
             "building the fuzz targets",
         )?;
         let shm = Path::new("/dev/shm");
@@ -261,16 +280,14 @@ fn one_target(
         }
     }
     let started = std::time::Instant::now();
-    let output = Command::new(crate::cargo())
-        .args(["fuzz", "run", "-O", "--sanitizer", sanitizer, target])
+    let output = budget
+        .cargo_fuzz("run", target_dir, fuzz_dir)
+        .arg(target)
         .arg(&work)
         .arg(&corpus)
         .arg("--")
         .args(&limits)
-        .env("RUSTC_BOOTSTRAP", "1")
-        .env("CARGO_TARGET_DIR", target_dir)
         .env("TMPDIR", temp)
-        .current_dir(fuzz_dir)
         .output()
         .map_err(|e| format!("could not run cargo fuzz: {e}"))?;
     let text = String::from_utf8_lossy(&output.stderr);
