@@ -40,6 +40,8 @@ pub enum AppError {
     Terminal(String),
     /// Memory search (its index, or feeding it) failed.
     Search(nanobot_memory_search::IndexingError),
+    /// `nanobot mcp` lost its client abnormally.
+    Mcp(nanobot_mcp::McpServerError),
     /// `nanobot demo` ran, but memory did not work as it should (the checks it names).
     Demo {
         /// The checks that failed.
@@ -105,6 +107,7 @@ impl fmt::Display for AppError {
                 f,
                 "memory search failed: {e}\nThe index is derived data: `nanobot memory reindex` builds it again."
             ),
+            AppError::Mcp(e) => write!(f, "the MCP server stopped: {e}"),
             AppError::Demo { reason } => write!(
                 f,
                 "the demo ran but memory did not work: {reason}\nA model too small to curate memory fails this (use the default model, or pass --no-check to only watch)."
@@ -129,6 +132,7 @@ impl std::error::Error for AppError {
             AppError::Context(e) => Some(e),
             AppError::Scope(e) => Some(e),
             AppError::Search(e) => Some(e),
+            AppError::Mcp(e) => Some(e),
             AppError::Turn { cause, .. } => Some(cause.as_ref()),
             _ => None,
         }

@@ -12,6 +12,19 @@ use crate::error::AppError;
 /// The model name the server lists and answers to.
 pub const SERVED_MODEL: &str = "nanobot";
 
+/// Serves `bot`'s memory (the scope it was opened in) to one MCP host on stdin and stdout
+/// until the host leaves. Stdout carries the protocol alone: logs go to stderr.
+pub async fn mcp_stdio(bot: Bot) -> Result<(), AppError> {
+    let server = nanobot_mcp::MemoryServer::new(
+        bot.memory.clone(),
+        bot.search.clone(),
+        bot.agent.counter().clone(),
+    );
+    let served = server.serve_stdio().await.map_err(AppError::Mcp);
+    bot.finish().await?;
+    served
+}
+
 /// Serves `bot` on `listen` (else the configured address) until Ctrl-C. A non-loopback
 /// address without keys is refused: anyone who can reach it would use the bot's memory.
 pub async fn serve(

@@ -101,6 +101,10 @@ pub enum Command {
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
     },
+    /// Long-term memory as an MCP server on stdin and stdout, for nanobot-ai, Claude Desktop
+    /// or any MCP host: the memory of --user/--chat, else the agent's. No tool can name
+    /// another scope.
+    Mcp,
     /// The configuration.
     #[command(subcommand)]
     Config(ConfigCommand),

@@ -147,6 +147,10 @@ async fn dispatch(
             let bot = open(load_config(&cli, env)?).await?;
             return crate::serve::serve(bot, listen.as_deref(), out).await;
         }
+        Command::Mcp => {
+            let bot = open_in_scope(&cli, load_config(&cli, env)?, &key).await?;
+            return crate::serve::mcp_stdio(bot).await;
+        }
         Command::Sessions(command) => {
             let bot = open_in_scope(&cli, load_config(&cli, env)?, &key).await?;
             sessions(&bot, command).await?

@@ -20,6 +20,7 @@ mod errors;
 mod facts;
 mod fixtures;
 mod golden;
+mod mcp;
 mod postgres;
 mod racing;
 mod scopes;

@@ -14,7 +14,7 @@ const ALICE: &str = "CANARY-ALICE-5d1e";
 const BOB: &str = "CANARY-BOB-0b7c";
 
 /// Every file under `dir` whose bytes hold `needle`.
-fn files_holding(dir: &Path, needle: &str) -> Vec<String> {
+pub(crate) fn files_holding(dir: &Path, needle: &str) -> Vec<String> {
     let mut hits = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
