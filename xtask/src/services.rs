@@ -60,6 +60,8 @@ type Found = Result<Vec<(String, String)>, Missing>;
 const PEER_VERSION: &str = "0.3.5";
 /// The official openai client's pinned requirements (hashes included).
 const OPENAI_REQUIREMENTS: &str = "crates/nanobot-serve/tests/openai_client/requirements.txt";
+/// The official MCP Python SDK's pinned requirements (hashes included).
+const MCP_REQUIREMENTS: &str = "crates/nanobot-mcp/tests/python_client/requirements.txt";
 
 /// Names all-MiniLM-L6-v2's folder (`config.json`, `vocab.txt`, `model.safetensors`) for
 /// the in-process embedder's tests and bench.
@@ -116,6 +118,11 @@ pub(crate) fn provide(root: &Path) -> Result<Provided, String> {
         "the official openai Python client (nanobot serve's compatibility check)",
         "about 10 s the first time (pinned by hash, about 70 MB into ~/.cache/nanobot-rs/openai-client), then a second",
         openai_client(root),
+    )?;
+    provided.add(
+        "the official MCP Python SDK (nanobot mcp's check with a real client)",
+        "about 10 s the first time (pinned by hash, about 40 MB into ~/.cache/nanobot-rs/mcp-client), then a second",
+        mcp_client(root),
     )?;
     // Build before the models start: a model answers slowly while cargo compiles on both
     // cores, and the end-to-end tests give it a bounded time.
@@ -377,38 +384,63 @@ fn peer() -> Step {
 
 fn openai_client(root: &Path) -> Step {
     println!("\n==> the openai Python client: nanobot serve is checked with it");
+    python_client(
+        root,
+        "openai-client",
+        OPENAI_REQUIREMENTS,
+        "NANOBOT_TEST_OPENAI_PYTHON",
+        "openai",
+    )
+}
+
+fn mcp_client(root: &Path) -> Step {
+    println!("\n==> the MCP Python SDK: nanobot mcp is checked with it");
+    python_client(
+        root,
+        "mcp-client",
+        MCP_REQUIREMENTS,
+        "NANOBOT_TEST_MCP_PYTHON",
+        "mcp",
+    )
+}
+
+/// A venv in `~/.cache/nanobot-rs/<name>` with `requirements` installed by hash (again
+/// whenever the file changes), named to the tests in `var` when `module` imports.
+fn python_client(root: &Path, name: &str, requirements: &str, var: &str, module: &str) -> Step {
     timed_step(|| {
-        const VAR: &str = "NANOBOT_TEST_OPENAI_PYTHON";
-        if let Some(python) = set(VAR) {
-            return Ok(vec![(VAR.to_owned(), python)]);
+        if let Some(python) = set(var) {
+            return Ok(vec![(var.to_owned(), python)]);
         }
         python3()?;
-        let requirements = root.join(OPENAI_REQUIREMENTS);
-        let wanted = fs::read_to_string(&requirements).map_err(|e| {
-            Missing::new(format!("{}: {e}", requirements.display()), "a whole clone")
-        })?;
-        let home = cache("nanobot-rs/openai-client");
+        let path = root.join(requirements);
+        let wanted = fs::read_to_string(&path)
+            .map_err(|e| Missing::new(format!("{}: {e}", path.display()), "a whole clone"))?;
+        let home = cache(&format!("nanobot-rs/{name}"));
         let venv = home.join(".venv");
         let python = venv.join("bin/python");
         let stamp = home.join("requirements.txt");
         let fix = format!(
-            "python3 -m venv {} && {}/bin/pip install --require-hashes -r {OPENAI_REQUIREMENTS}",
+            "python3 -m venv {} && {}/bin/pip install --require-hashes -r {requirements}",
             venv.display(),
             venv.display()
         );
+        let import = format!("import {module}");
         let current = fs::read_to_string(&stamp).is_ok_and(|s| s == wanted);
-        if !current || !runs(&python, &["-c", "import openai"]) {
+        if !current || !runs(&python, &["-c", &import]) {
             let _ = fs::remove_dir_all(&venv);
-            let path = requirements.display().to_string();
+            let path = path.display().to_string();
             venv_install(&venv, &["-q", "--require-hashes", "-r", &path])
                 .map_err(|e| Missing::new(e, &fix))?;
             fs::write(&stamp, &wanted)
                 .map_err(|e| Missing::new(format!("{}: {e}", stamp.display()), &fix))?;
         }
-        if runs(&python, &["-c", "import openai"]) {
-            Ok(vec![(VAR.to_owned(), python.display().to_string())])
+        if runs(&python, &["-c", &import]) {
+            Ok(vec![(var.to_owned(), python.display().to_string())])
         } else {
-            Err(Missing::new("the openai client does not import", fix))
+            Err(Missing::new(
+                format!("the {module} client does not import"),
+                fix,
+            ))
         }
     })
 }
