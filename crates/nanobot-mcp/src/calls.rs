@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::MemoryServer;
 use crate::args::{Args, BadArgument};
-use crate::tools::{FILES, MAX_ITEMS, MAX_NOTE_CHARS, names};
+use crate::tools::{DEFAULT_ITEMS, FILES, MAX_ITEMS, MAX_NOTE_CHARS, names};
 
 /// What a call answers: the structured result, and the text for hosts that read text (the
 /// structured result as JSON unless the tool has a text of its own).
@@ -42,8 +42,33 @@ impl From<BadArgument> for CallError {
     }
 }
 
-/// The default number of items a listing gives.
-const DEFAULT_ITEMS: u64 = 20;
+/// A listing's `limit` argument.
+fn item_limit(args: &Args<'_>) -> Result<usize, BadArgument> {
+    Ok(args.count("limit", 1, MAX_ITEMS as u64, DEFAULT_ITEMS as u64)? as usize)
+}
+
+/// The characters of stored text one result may still carry, and whether any was cut.
+struct TextBudget {
+    left: usize,
+    truncated: bool,
+}
+
+impl TextBudget {
+    fn new(max_chars: usize) -> Self {
+        TextBudget {
+            left: max_chars,
+            truncated: false,
+        }
+    }
+
+    /// `text` within what is left ([`cut`]), counted against it.
+    fn take(&mut self, text: &str) -> String {
+        let (kept, cut_short) = cut(text, self.left);
+        self.truncated |= cut_short;
+        self.left = self.left.saturating_sub(kept.chars().count());
+        kept
+    }
+}
 
 pub(crate) async fn call(
     server: &MemoryServer,
@@ -134,7 +159,7 @@ async fn read_memory(server: &MemoryServer, args: &Args<'_>) -> Result<Answer, C
 
 async fn recent_history(server: &MemoryServer, args: &Args<'_>) -> Result<Answer, CallError> {
     let after = args.count("after", 0, u64::MAX >> 1, 0)?;
-    let limit = args.count("limit", 1, MAX_ITEMS as u64, DEFAULT_ITEMS)? as usize;
+    let limit = item_limit(args)?;
     let mut entries = server
         .memory
         .journal
@@ -144,12 +169,11 @@ async fn recent_history(server: &MemoryServer, args: &Args<'_>) -> Result<Answer
     let more = entries.len() > limit;
     entries.truncate(limit);
     let next_after = entries.last().map_or(after, |e| e.cursor);
-    let mut budget = server.options.max_text_chars;
+    let mut budget = TextBudget::new(server.options.max_text_chars);
     let entries: Vec<Value> = entries
         .iter()
         .map(|entry| {
-            let (content, _) = cut(&entry.content, budget);
-            budget = budget.saturating_sub(content.chars().count());
+            let content = budget.take(&entry.content);
             json!({
                 "cursor": entry.cursor,
                 "timestamp": entry.timestamp,
@@ -164,7 +188,7 @@ async fn recent_history(server: &MemoryServer, args: &Args<'_>) -> Result<Answer
 }
 
 async fn list_sessions(server: &MemoryServer, args: &Args<'_>) -> Result<Answer, CallError> {
-    let limit = args.count("limit", 1, MAX_ITEMS as u64, DEFAULT_ITEMS)? as usize;
+    let limit = item_limit(args)?;
     let mut sessions = server
         .memory
         .sessions
@@ -198,7 +222,7 @@ async fn list_sessions(server: &MemoryServer, args: &Args<'_>) -> Result<Answer,
 async fn read_session(server: &MemoryServer, args: &Args<'_>) -> Result<Answer, CallError> {
     let key = args.text("key")?;
     let key = SessionKey::new(key).map_err(|e| BadArgument::new("key", e.to_string()))?;
-    let limit = args.count("limit", 1, MAX_ITEMS as u64, DEFAULT_ITEMS)? as usize;
+    let limit = item_limit(args)?;
     // From the store, not a cache: another process may have taken the latest turns, and
     // reading never creates a session.
     let loaded = server
@@ -211,15 +235,12 @@ async fn read_session(server: &MemoryServer, args: &Args<'_>) -> Result<Answer, 
         .ok_or_else(|| CallError::Failed(format!("there is no session {key} in this memory")))?;
     let messages = loaded.session.messages();
     let first = messages.len().saturating_sub(limit);
-    let mut budget = server.options.max_text_chars;
-    let mut truncated = false;
+    let mut budget = TextBudget::new(server.options.max_text_chars);
     let shown: Vec<Value> = messages[first..]
         .iter()
         .enumerate()
         .map(|(n, message)| {
-            let (content, cut_short) = cut(&message_text(message.content()), budget);
-            truncated |= cut_short;
-            budget = budget.saturating_sub(content.chars().count());
+            let content = budget.take(&message_text(message.content()));
             json!({
                 "index": first + n,
                 "role": message.role().unwrap_or("unknown"),
@@ -232,7 +253,7 @@ async fn read_session(server: &MemoryServer, args: &Args<'_>) -> Result<Answer, 
         "key": key.as_str(),
         "messages": shown,
         "total": messages.len(),
-        "truncated": truncated,
+        "truncated": budget.truncated,
     })))
 }
 
@@ -256,7 +277,7 @@ async fn remember(server: &MemoryServer, args: &Args<'_>) -> Result<Answer, Call
 }
 
 async fn memory_log(server: &MemoryServer, args: &Args<'_>) -> Result<Answer, CallError> {
-    let limit = args.count("limit", 1, MAX_ITEMS as u64, DEFAULT_ITEMS)? as usize;
+    let limit = item_limit(args)?;
     let versions =
         server.memory.dream.log(limit).await.map_err(|e| {
             CallError::Failed(format!("the memory versions could not be read: {e}"))
@@ -283,14 +304,11 @@ async fn memory_diff(server: &MemoryServer, args: &Args<'_>) -> Result<Answer, C
         .show(id)
         .await
         .map_err(|e| CallError::Failed(format!("version {id}: {e}")))?;
-    let mut budget = server.options.max_text_chars;
-    let mut truncated = false;
+    let mut budget = TextBudget::new(server.options.max_text_chars);
     let files: Vec<Value> = diffs
         .iter()
         .map(|diff| {
-            let (text, cut_short) = cut(&diff.unified, budget);
-            truncated |= cut_short;
-            budget = budget.saturating_sub(text.chars().count());
+            let text = budget.take(&diff.unified);
             json!({"path": diff.path, "added": diff.added, "removed": diff.removed, "diff": text})
         })
         .collect();
@@ -298,7 +316,7 @@ async fn memory_diff(server: &MemoryServer, args: &Args<'_>) -> Result<Answer, C
         "id": version.id,
         "message": version.message,
         "files": files,
-        "truncated": truncated,
+        "truncated": budget.truncated,
     })))
 }
 

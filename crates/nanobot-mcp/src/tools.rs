@@ -10,6 +10,9 @@ use serde_json::{Value, json};
 /// The most entries, sessions, messages or versions one call lists.
 pub const MAX_ITEMS: usize = 50;
 
+/// How many a listing gives when the call does not say.
+pub const DEFAULT_ITEMS: usize = 20;
+
 /// The longest note `remember` takes, in characters.
 pub const MAX_NOTE_CHARS: usize = 4_000;
 
@@ -107,7 +110,7 @@ fn recent_history() -> Tool {
             "type": "object",
             "properties": {
                 "after": {"type": "integer", "minimum": 0, "description": "Entries after this cursor; 0 (the default) from the start."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_ITEMS, "description": "At most this many entries (20 when left out)."}
+                "limit": limit(" entries")
             },
             "additionalProperties": false
         }),
@@ -139,9 +142,7 @@ fn list_sessions() -> Tool {
         "The conversations kept in this memory, most recently active first.",
         json!({
             "type": "object",
-            "properties": {
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_ITEMS, "description": "At most this many (20 when left out)."}
-            },
+            "properties": {"limit": limit("")},
             "additionalProperties": false
         }),
         json!({
@@ -175,7 +176,7 @@ fn read_session() -> Tool {
             "type": "object",
             "properties": {
                 "key": {"type": "string", "description": "The session key, channel:chat_id, as list_sessions gives it."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_ITEMS, "description": "At most this many of the newest messages (20 when left out)."}
+                "limit": limit(" of the newest messages")
             },
             "required": ["key"],
             "additionalProperties": false
@@ -233,9 +234,7 @@ fn memory_log() -> Tool {
          memory files.",
         json!({
             "type": "object",
-            "properties": {
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_ITEMS, "description": "At most this many (20 when left out)."}
-            },
+            "properties": {"limit": limit("")},
             "additionalProperties": false
         }),
         json!({
@@ -292,6 +291,17 @@ fn memory_diff() -> Tool {
     )
 }
 
+/// The `limit` argument of a listing: "At most this many{what}", within [`MAX_ITEMS`],
+/// [`DEFAULT_ITEMS`] when left out.
+fn limit(what: &str) -> Value {
+    json!({
+        "type": "integer",
+        "minimum": 1,
+        "maximum": MAX_ITEMS,
+        "description": format!("At most this many{what} ({DEFAULT_ITEMS} when left out).")
+    })
+}
+
 /// A result with a `text` that may have been cut, and the named string fields.
 fn text_output(fields: &[&str]) -> Value {
     let mut properties = serde_json::Map::new();
@@ -345,5 +355,26 @@ mod tests {
             let output = tool.output_schema.as_ref().map(|s| s["type"].clone());
             assert_eq!(output, Some(json!("object")), "{}", tool.name);
         }
+        let limit = |name: &str| {
+            let tool = tools
+                .iter()
+                .find(|t| t.name == name)
+                .map(|t| t.input_schema.clone());
+            tool.map(|schema| schema["properties"]["limit"]["description"].clone())
+        };
+        assert_eq!(
+            limit(names::HISTORY),
+            Some(json!("At most this many entries (20 when left out)."))
+        );
+        assert_eq!(
+            limit(names::LOG),
+            Some(json!("At most this many (20 when left out)."))
+        );
+        assert_eq!(
+            limit(names::SESSION),
+            Some(json!(
+                "At most this many of the newest messages (20 when left out)."
+            ))
+        );
     }
 }
