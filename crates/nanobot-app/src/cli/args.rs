@@ -112,7 +112,7 @@ pub enum Command {
     ///
     /// Fails unless memory worked: a summary, a Dream version carrying a fact into memory and
     /// the next prompt, answers that differ, a last answer from memory, her name in USER.md,
-    /// no fact twice, and each curated line with its sources.
+    /// no fact twice, each curated line with its sources, and no name nobody said.
     Demo {
         /// Only watch: report the memory checks without failing on them.
         #[arg(long)]
