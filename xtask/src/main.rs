@@ -140,8 +140,14 @@ fn eval_search(root: &Path, args: &[String]) -> Result<(), String> {
 }
 
 fn workspace_root() -> PathBuf {
-    // xtask lives one level below the workspace root.
-    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    // xtask lives one level below the workspace root. `cargo run` names the manifest's
+    // folder at run time; the one compiled in is a fallback only: with a target directory
+    // shared between checkouts, cargo runs the binary it last copied out, which may have been
+    // built from another checkout (seen: `cargo xtask ci --quick` in one clone checked
+    // another).
+    let manifest_dir = env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
     manifest_dir
         .parent()
         .map(Path::to_path_buf)
