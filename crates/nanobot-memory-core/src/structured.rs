@@ -23,38 +23,148 @@ the conversation in one sentence. Answer with JSON only.";
 /// carry the facts, and a small window is better spent on them.
 pub const ASSISTANT_EXCERPT_CHARS: usize = 240;
 
-/// The schema of a structured archive answer.
+/// The most user messages an answer lists one by one; a slice with more is asked for one
+/// flat list, so the repeated openings do not crowd out the facts in the answer's tokens.
+pub const PER_MESSAGE_MAX: usize = 6;
+
+/// How much of a user message opens its item in a per-message answer.
+pub const OPENING_CHARS: usize = 80;
+
+/// What the per-message request adds to [`SYSTEM`].
+const PER_MESSAGE: &str = " Go through the USER messages one by one, in order: each item \
+of by_message opens with the start of one message, then lists the facts that message states \
+(none for small talk).";
+
+/// The request for the archive of `lines` ([`crate::format_messages`]): its messages and
+/// the schema its answer must follow. A slice of at most [`PER_MESSAGE_MAX`] user messages
+/// is asked message by message: a small model that lists one flat set of facts for a whole
+/// slice drops some (her name beside her daughter's allergy); walking the messages one by
+/// one, each opening forced by the schema, keeps each message's facts in view.
+pub fn request(lines: &[String]) -> (Vec<Message>, ResponseFormat) {
+    let openings = user_openings(lines);
+    let per_message = !openings.is_empty() && openings.len() <= PER_MESSAGE_MAX;
+    let system = if per_message {
+        format!("{SYSTEM}{PER_MESSAGE}")
+    } else {
+        SYSTEM.to_owned()
+    };
+    let messages = vec![
+        Message::system(system),
+        Message::user(format!("Conversation:\n{}", conversation(lines))),
+    ];
+    let format = if per_message {
+        // `prefixItems` is outside OpenAI's strict subset: the schema guides that server
+        // and binds llama.cpp's (which turns any schema into a grammar).
+        response_format(per_message_schema(&openings), None)
+    } else {
+        response_format(schema(), Some(true))
+    };
+    (messages, format)
+}
+
+/// The longest request frame [`request`] makes, for sizing slices.
+pub fn frame() -> Vec<Message> {
+    vec![
+        Message::system(format!("{SYSTEM}{PER_MESSAGE}")),
+        Message::user("Conversation:\n"),
+    ]
+}
+
+/// The opening of each user message among `lines`, on one line.
+fn user_openings(lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .filter_map(|line| user_text(line))
+        .map(|text| one_line(text).chars().take(OPENING_CHARS).collect())
+        .collect()
+}
+
+/// The text of a user message's line (`[stamp] USER [tools: …]: text`).
+fn user_text(line: &str) -> Option<&str> {
+    let rest = match line.find("] USER") {
+        Some(at) if at < 40 => &line[at + "] USER".len()..],
+        _ => line.strip_prefix("USER")?,
+    };
+    let rest = match rest.strip_prefix(" [tools: ") {
+        Some(tools) => tools.split_once(']')?.1,
+        None => rest,
+    };
+    rest.strip_prefix(": ")
+}
+
+/// The schema of a flat structured archive answer: a list of facts and a summary.
 pub fn schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "facts": {
-                "type": "array",
-                "maxItems": 8,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "mark": {"type": "string", "enum": MARKS},
-                        "fact": {"type": "string", "minLength": 1, "maxLength": 240}
-                    },
-                    "required": ["mark", "fact"],
-                    "additionalProperties": false
-                }
-            },
-            "summary": {"type": "string", "maxLength": 400}
+            "facts": facts_schema(8),
+            "summary": summary_schema()
         },
         "required": ["facts", "summary"],
         "additionalProperties": false
     })
 }
 
-/// The response format that asks for [`schema`].
-pub fn format() -> ResponseFormat {
+/// The schema of a per-message answer: one item per user message, in order, each opening
+/// with that message's start (a constant) and listing its facts; then a summary.
+pub fn per_message_schema(openings: &[String]) -> Value {
+    let items: Vec<Value> = openings
+        .iter()
+        .map(|opening| {
+            json!({
+                "type": "object",
+                "properties": {
+                    "message": {"const": opening},
+                    "facts": facts_schema(4)
+                },
+                "required": ["message", "facts"],
+                "additionalProperties": false
+            })
+        })
+        .collect();
+    json!({
+        "type": "object",
+        "properties": {
+            "by_message": {
+                "type": "array",
+                "prefixItems": items,
+                "minItems": openings.len(),
+                "maxItems": openings.len()
+            },
+            "summary": summary_schema()
+        },
+        "required": ["by_message", "summary"],
+        "additionalProperties": false
+    })
+}
+
+fn facts_schema(max: usize) -> Value {
+    json!({
+        "type": "array",
+        "maxItems": max,
+        "items": {
+            "type": "object",
+            "properties": {
+                "mark": {"type": "string", "enum": MARKS},
+                "fact": {"type": "string", "minLength": 1, "maxLength": 240}
+            },
+            "required": ["mark", "fact"],
+            "additionalProperties": false
+        }
+    })
+}
+
+fn summary_schema() -> Value {
+    json!({"type": "string", "maxLength": 400})
+}
+
+/// The response format that asks for `schema`.
+fn response_format(schema: Value, strict: Option<bool>) -> ResponseFormat {
     ResponseFormat::JsonSchema {
         json_schema: JsonSchemaFormat {
             name: "memory_archive".into(),
-            schema: schema(),
-            strict: Some(true),
+            schema,
+            strict,
         },
     }
 }
@@ -76,14 +186,6 @@ pub fn conversation(lines: &[String]) -> String {
         .join("\n")
 }
 
-/// The request's messages around the conversation's text.
-pub fn messages(conversation: &str) -> Vec<Message> {
-    vec![
-        Message::system(SYSTEM),
-        Message::user(format!("Conversation:\n{conversation}")),
-    ]
-}
-
 /// The journal text of a structured answer: one `- [mark] fact` line per kept fact (the
 /// summary as an `ephemeral` line when no fact was kept); `Ok(None)` when there is nothing
 /// to keep; `Err` with the reason when the answer is not what the schema asks (a model that
@@ -94,10 +196,7 @@ pub fn messages(conversation: &str) -> Vec<Message> {
 pub fn render(answer: &str, lines: &[String]) -> Result<Option<String>, String> {
     let value: Value =
         serde_json::from_str(answer.trim()).map_err(|e| format!("not JSON ({e})"))?;
-    let facts = value
-        .get("facts")
-        .and_then(Value::as_array)
-        .ok_or("no facts list")?;
+    let facts = answer_facts(&value).ok_or("no facts list")?;
     let said = said_words(&lines.join("\n"));
     let mut kept = Vec::new();
     let mut invented: Vec<String> = Vec::new();
@@ -151,6 +250,19 @@ pub fn render(answer: &str, lines: &[String]) -> Result<Option<String>, String> 
             Ok(Some(kept.join("\n")))
         }
     }
+}
+
+/// The facts of a flat answer, or of a per-message one in message order.
+fn answer_facts(value: &Value) -> Option<Vec<&Value>> {
+    if let Some(facts) = value.get("facts").and_then(Value::as_array) {
+        return Some(facts.iter().collect());
+    }
+    let items = value.get("by_message").and_then(Value::as_array)?;
+    let mut facts = Vec::new();
+    for item in items {
+        facts.extend(item.get("facts").and_then(Value::as_array)?);
+    }
+    Some(facts)
 }
 
 /// Whether `text` names only what was said and leaves no blank.
@@ -229,5 +341,69 @@ mod tests {
             "{why}"
         );
         assert_eq!(schema()["required"], json!(["facts", "summary"]));
+    }
+
+    /// The schema of a request, and whether it asks for strict adherence.
+    fn schema_of(format: ResponseFormat) -> (Value, Option<bool>) {
+        let ResponseFormat::JsonSchema { json_schema } = format else {
+            panic!("not a schema");
+        };
+        (json_schema.schema, json_schema.strict)
+    }
+
+    #[test]
+    fn a_short_slice_is_asked_message_by_message() {
+        let mut slice = lines();
+        slice.push("[2026-05-01 10:02] USER [tools: search]: And   book\nthe train.".to_owned());
+        let (messages, format) = request(&slice);
+        let system = messages[0].content().unwrap().joined_text();
+        assert!(system.ends_with(PER_MESSAGE), "{system}");
+        let (schema, strict) = schema_of(format);
+        assert_eq!(strict, None);
+        let items = schema["properties"]["by_message"]["prefixItems"]
+            .as_array()
+            .unwrap();
+        let openings: Vec<&Value> = items
+            .iter()
+            .map(|item| &item["properties"]["message"]["const"])
+            .collect();
+        assert_eq!(
+            openings,
+            [
+                "Hi, I'm Ada, a software engineer from Berlin. My daughter Lina is allergic to pe",
+                "And book the train."
+            ]
+        );
+        assert_eq!(schema["properties"]["by_message"]["maxItems"], 2);
+        let answer = r#"{"by_message": [
+            {"message": "Hi, I'm Ada", "facts": [{"mark": "permanent", "fact": "Ada is a software engineer from Berlin"},
+                {"mark": "permanent", "fact": "Lina is allergic to peanuts"}]},
+            {"message": "And book", "facts": []}], "summary": "A trip."}"#;
+        assert_eq!(
+            render(answer, &slice).unwrap().unwrap(),
+            "- [permanent] Ada is a software engineer from Berlin\n\
+             - [permanent] Lina is allergic to peanuts"
+        );
+        let broken = r#"{"by_message": [{"message": "Hi"}], "summary": "x"}"#;
+        assert!(render(broken, &slice).is_err());
+    }
+
+    #[test]
+    fn a_long_slice_or_one_without_user_messages_is_asked_for_one_list() {
+        let many: Vec<String> = (0..=PER_MESSAGE_MAX)
+            .map(|i| format!("[2026-05-01 10:0{i}] USER: message {i}"))
+            .collect();
+        let assistant_only = vec!["[2026-05-01 10:00] ASSISTANT: Hello".to_owned()];
+        for slice in [many, assistant_only] {
+            let (messages, format) = request(&slice);
+            assert!(
+                !messages[0]
+                    .content()
+                    .unwrap()
+                    .joined_text()
+                    .contains(PER_MESSAGE)
+            );
+            assert_eq!(schema_of(format), (schema(), Some(true)));
+        }
     }
 }

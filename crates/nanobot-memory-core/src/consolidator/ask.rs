@@ -54,8 +54,7 @@ impl Consolidator {
         &self,
         chunk: &[nanobot_session_store::StoredMessage],
     ) -> Option<LlmRequest> {
-        let messages =
-            crate::structured::messages(&crate::structured::conversation(&format_messages(chunk)));
+        let (messages, format) = crate::structured::request(&format_messages(chunk));
         let prompt = self.estimate_messages(&messages);
         // Our count is cl100k's; the model's tokenizer differs, so keep a proportional margin.
         let margin = (prompt / 5).max(64);
@@ -69,7 +68,7 @@ impl Consolidator {
         }
         let mut request = LlmRequest::new(self.config.model.clone(), messages)
             .with_max_tokens(u32::try_from(room).unwrap_or(u32::MAX))
-            .with_response_format(crate::structured::format());
+            .with_response_format(format);
         request.temperature = Some(self.config.temperature.unwrap_or(0.0));
         Some(request)
     }

@@ -117,7 +117,7 @@ impl Consolidator {
         let frame = self.frame_tokens(session, &archive_instruction(1));
         let mut cap = self.config.budget().saturating_sub(frame) / 10 * 9;
         if self.config.structured_first {
-            let structured_frame = self.estimate_messages(&crate::structured::messages(""));
+            let structured_frame = self.estimate_messages(&crate::structured::frame());
             let room = self
                 .config
                 .context_window
