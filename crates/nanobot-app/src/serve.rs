@@ -15,14 +15,55 @@ pub const SERVED_MODEL: &str = "nanobot";
 /// Serves `bot`'s memory (the scope it was opened in) to one MCP host on stdin and stdout
 /// until the host leaves. Stdout carries the protocol alone: logs go to stderr.
 pub async fn mcp_stdio(bot: Bot) -> Result<(), AppError> {
-    let server = nanobot_mcp::MemoryServer::new(
+    let bot = Arc::new(bot);
+    let mut server = nanobot_mcp::MemoryServer::new(
         bot.memory.clone(),
         bot.search.clone(),
         bot.agent.counter().clone(),
-    );
+    )
+    .with_options(bot.config.mcp.options());
+    if bot.config.mcp.allow_forget {
+        server = server.with_forget(Arc::new(ForgetInScope(bot.clone())));
+    }
     let served = server.serve_stdio().await.map_err(AppError::Mcp);
     bot.finish().await?;
     served
+}
+
+/// `/mcp` for `bot` on `address`: the chat API's keys choose each request's memory; the
+/// `Host` names answered are loopback, the configured ones and the listening address.
+fn mcp_http(bot: &Arc<Bot>, address: SocketAddr) -> nanobot_mcp::McpHttpService {
+    let config = &bot.config.mcp;
+    let mut server =
+        nanobot_mcp::HttpMemoryServer::new(bot.search.clone(), bot.agent.counter().clone())
+            .with_options(config.options());
+    if config.allow_forget {
+        server = server.with_forget(Arc::new(ForgetInScope(bot.clone())));
+    }
+    let mut hosts = config.hosts();
+    if !address.ip().is_unspecified() && !address.ip().is_loopback() {
+        hosts.push(address.ip().to_string());
+    }
+    server.service(hosts)
+}
+
+/// `forget_session` for MCP hosts: the session forgotten in the served scope alone.
+struct ForgetInScope(Arc<Bot>);
+
+#[async_trait::async_trait]
+impl nanobot_mcp::ForgetSession for ForgetInScope {
+    async fn forget(
+        &self,
+        memory: &Arc<nanobot_turn::ScopeMemory>,
+        key: &nanobot_session_store::SessionKey,
+    ) -> Result<String, String> {
+        self.0
+            .assembled
+            .forget_in_scope(memory, key)
+            .await
+            .map(|report| report.describe())
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// Serves `bot` on `listen` (else the configured address) until Ctrl-C. A non-loopback
@@ -66,6 +107,9 @@ pub async fn serve(
         );
     }
     let mut server = Server::new(bot.agent.clone(), settings).with_search(bot.search.clone());
+    if bot.config.mcp.http {
+        server = server.with_mcp(mcp_http(&bot, address));
+    }
     if let Storage::Postgres(store) = &bot.storage {
         let store = store.clone();
         server = server.with_readiness(Arc::new(move || {
@@ -85,8 +129,13 @@ pub async fn serve(
     let bound = listener.local_addr().unwrap_or(address);
     let _ = writeln!(
         out,
-        "nanobot serve: http://{bound}/v1 (model {SERVED_MODEL:?}, {} key(s)); Ctrl-C stops",
-        bot.config.serve.keys.len()
+        "nanobot serve: http://{bound}/v1 (model {SERVED_MODEL:?}, {} key(s)){}; Ctrl-C stops",
+        bot.config.serve.keys.len(),
+        if bot.config.mcp.http {
+            format!(", MCP at http://{bound}/mcp")
+        } else {
+            String::new()
+        }
     );
     let _ = out.flush();
     axum::serve(listener, server.router())

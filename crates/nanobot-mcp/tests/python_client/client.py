@@ -1,16 +1,22 @@
-"""The official MCP Python SDK against `nanobot mcp` on stdio, as an MCP host starts it.
+"""The official MCP Python SDK against nanobot-rs memory, as an MCP host reaches it.
 
-Usage: client.py NANOBOT WORKSPACE CANARY [ARGS...]. Lists the tools, calls each one, reads
-the resources, checks a bad argument's error, and prints one JSON report. Exit code 0 only
-when every check held.
+Usage:
+  client.py stdio NANOBOT WORKSPACE CANARY [ARGS...]   `nanobot mcp` started on stdio
+  client.py http URL SECRET CANARY SESSION            `/mcp` of `nanobot serve`, with a key
+
+Leaves a note holding the canary, lists the tools, calls each one, reads the resources,
+checks a bad argument's error, and prints one JSON report. Exit code 0 only when every
+check held.
 """
 
 import asyncio
+import contextlib
 import json
 import sys
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamablehttp_client
 from mcp.shared.exceptions import McpError
 
 EXPECTED = [
@@ -25,17 +31,32 @@ EXPECTED = [
 ]
 
 
-async def main(program: str, workspace: str, canary: str, extra: list[str]) -> dict:
-    params = StdioServerParameters(
-        command=program, args=["--workspace", workspace, *extra, "mcp"]
-    )
-    report: dict = {"checks": {}}
+@contextlib.asynccontextmanager
+async def connect(mode: str, first: str, second: str, extra: list[str]):
+    """The (read, write) streams of a stdio or a streamable HTTP connection."""
+    if mode == "stdio":
+        params = StdioServerParameters(
+            command=first, args=["--workspace", second, *extra, "mcp"]
+        )
+        async with stdio_client(params) as (read, write):
+            yield read, write
+    else:
+        headers = {"Authorization": f"Bearer {second}"}
+        async with streamablehttp_client(first, headers=headers) as (read, write, _):
+            yield read, write
+
+
+async def main(mode: str, first: str, second: str, canary: str, session_key: str,
+               extra: list[str]) -> dict:
+    report: dict = {"checks": {}, "transport": mode}
     checks = report["checks"]
-    async with stdio_client(params) as (read, write):
+    async with connect(mode, first, second, extra) as (read, write):
         async with ClientSession(read, write) as session:
             init = await session.initialize()
             report["server"] = init.serverInfo.name
             report["protocol"] = init.protocolVersion
+            kept = await session.call_tool("remember", {"note": f"Python note {canary}"})
+            checks["remember keeps a note"] = (kept.structuredContent or {}).get("cursor", 0) > 0
             tools = (await session.list_tools()).tools
             names = [t.name for t in tools]
             checks["tools listed"] = names == EXPECTED
@@ -59,13 +80,11 @@ async def main(program: str, workspace: str, canary: str, extra: list[str]) -> d
             sessions = await session.call_tool("list_sessions", {})
             listed = (sessions.structuredContent or {}).get("sessions", [])
             checks["list_sessions lists the session"] = any(
-                s["key"] == "cli:direct" for s in listed
+                s["key"] == session_key for s in listed
             )
-            one = await session.call_tool("read_session", {"key": "cli:direct", "limit": 2})
+            one = await session.call_tool("read_session", {"key": session_key, "limit": 2})
             messages = (one.structuredContent or {}).get("messages", [])
             checks["read_session reads it"] = any(canary in m["content"] for m in messages)
-            kept = await session.call_tool("remember", {"note": f"Python note {canary}"})
-            checks["remember keeps a note"] = (kept.structuredContent or {}).get("cursor", 0) > 0
             log = await session.call_tool("memory_log", {"limit": 5})
             checks["memory_log answers"] = not log.isError
             versions = (log.structuredContent or {}).get("versions", [])
@@ -98,7 +117,12 @@ async def main(program: str, workspace: str, canary: str, extra: list[str]) -> d
 
 
 if __name__ == "__main__":
-    program, workspace, canary, *extra = sys.argv[1:]
-    result = asyncio.run(main(program, workspace, canary, extra))
+    mode, *rest = sys.argv[1:]
+    if mode == "stdio":
+        program, workspace, canary, *extra = rest
+        result = asyncio.run(main(mode, program, workspace, canary, "cli:direct", extra))
+    else:
+        url, secret, canary, session_key = rest
+        result = asyncio.run(main(mode, url, secret, canary, session_key, []))
     print(json.dumps(result, indent=2))
     sys.exit(0 if result["ok"] else 1)

@@ -202,16 +202,47 @@ impl Bot {
         self.forget_target(&target, apply, erase_history).await
     }
 
+    /// Forgets session `key` in `memory`'s scope alone (as [`Bot::forget`] does in every
+    /// scope), for a caller that may only touch that scope (an MCP host's model). The
+    /// memory versions keep their history. Nothing of it in the scope is `NotFound`.
+    pub async fn forget_in_scope(
+        &self,
+        memory: &Arc<ScopeMemory>,
+        key: &SessionKey,
+    ) -> Result<ForgetReport, AssemblyError> {
+        let target = Target {
+            key: key.clone(),
+            range: None,
+        };
+        self.forget_over(vec![memory.clone()], &target, true, false)
+            .await
+    }
+
     async fn forget_target(
         &self,
         target: &Target,
         apply: bool,
         erase_history: bool,
     ) -> Result<ForgetReport, AssemblyError> {
+        let mut memories = Vec::new();
+        for scope in self.every_scope().await? {
+            memories.push(self.memory(&scope).await?);
+        }
+        self.forget_over(memories, target, apply, erase_history)
+            .await
+    }
+
+    /// [`Bot::forget_target`] over the scopes of `memories`.
+    async fn forget_over(
+        &self,
+        memories: Vec<Arc<ScopeMemory>>,
+        target: &Target,
+        apply: bool,
+        erase_history: bool,
+    ) -> Result<ForgetReport, AssemblyError> {
         let key = &target.key;
         let mut scopes = Vec::new();
-        for scope in self.every_scope().await? {
-            let memory = self.memory(&scope).await?;
+        for memory in memories {
             let mut found = if apply {
                 self.forget_in(&memory, target).await?
             } else {

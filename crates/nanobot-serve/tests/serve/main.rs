@@ -23,6 +23,7 @@ use nanobot_turn::{Agent, AgentSettings, InMemoryBackend};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+mod mcp;
 mod options;
 
 struct Fixture {
@@ -44,10 +45,17 @@ fn serve(
     let mut agent_settings = AgentSettings::new("nanobot", 32_768, 512);
     let mut settings = ServeSettings::new("nanobot");
     configure(&mut settings, &mut agent_settings);
+    let agent = agent(llm, agent_settings);
+    let router = Server::new(agent.clone(), settings).router();
+    (agent, router)
+}
+
+/// An agent over the in-memory backend.
+fn agent(llm: Arc<dyn LlmClient>, settings: AgentSettings) -> Arc<Agent> {
     let mut builder = BuilderConfig::new(Host::new("Linux", "x86_64", "nanobot-rs"));
     builder.tool_contract = false;
-    let agent = Arc::new(Agent::new(
-        agent_settings,
+    Arc::new(Agent::new(
+        settings,
         llm,
         Arc::new(ContextBuilder::new(builder, Arc::new(Cl100kBase))),
         Arc::new(InMemoryBackend::new(
@@ -56,9 +64,7 @@ fn serve(
         )),
         Arc::new(SystemClock),
         Arc::new(Cl100kBase),
-    ));
-    let router = Server::new(agent.clone(), settings).router();
-    (agent, router)
+    ))
 }
 
 fn keys() -> Vec<ApiKeyEntry> {

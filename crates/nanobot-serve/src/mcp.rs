@@ -1,0 +1,45 @@
+//! `/mcp`: the memory MCP server over streamable HTTP. Each request's memory is the one its
+//! key gives, exactly as for the chat API (the key's tenant, then the user its binding
+//! names), chosen here before the MCP service sees the request: no MCP session and no tool
+//! argument can name another scope.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::HeaderMap;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use nanobot_mcp::RequestScope;
+use nanobot_turn::ScopeMemory;
+
+use crate::Server;
+use crate::error::ServeError;
+
+/// Puts the caller's memory in the request for the MCP service, or answers 401 (no key or
+/// a wrong one) or the error that kept the memory from opening.
+pub(crate) async fn scope(
+    State(server): State<Arc<Server>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    match caller_memory(&server, request.headers()).await {
+        Ok(memory) => {
+            request.extensions_mut().insert(RequestScope(memory));
+            next.run(request).await
+        }
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn caller_memory(
+    server: &Server,
+    headers: &HeaderMap,
+) -> Result<Arc<ScopeMemory>, ServeError> {
+    let caller = server.caller(headers)?;
+    let user = caller.user(headers, None)?;
+    server
+        .agent
+        .memory(&caller.scope(&user)?)
+        .await
+        .map_err(|e| ServeError::from_turn(&e))
+}
