@@ -242,18 +242,27 @@ async fn the_official_mcp_python_client_uses_nanobot_mcp() {
     .unwrap();
     assert!(out.status.success(), "{}", text(&out, ws.path()));
 
-    let client = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../nanobot-mcp/tests/python_client/client.py");
-    let report = std::process::Command::new(python)
-        .arg(client)
+    let mut client = python_client(&python);
+    client
         .arg("stdio")
         .arg(env!("CARGO_BIN_EXE_nanobot"))
         .arg(ws.path())
         .arg(canary)
-        .env("HOME", ws.path())
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
+        .env("HOME", ws.path());
+    assert_every_check_held(&client.output().unwrap());
+}
+
+/// The official SDK's client script (`client.py`) run by `python`, arguments to follow.
+fn python_client(python: &str) -> std::process::Command {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../nanobot-mcp/tests/python_client/client.py");
+    let mut command = std::process::Command::new(python);
+    command.arg(script).env_remove("RUST_LOG");
+    command
+}
+
+/// The client script's report, printed; every check held.
+fn assert_every_check_held(report: &std::process::Output) {
     let said = String::from_utf8_lossy(&report.stdout);
     println!("{said}");
     assert!(
@@ -481,13 +490,9 @@ async fn the_official_mcp_python_client_uses_nanobot_serve_mcp_with_a_key() {
             Some(&said),
         );
         assert_eq!(turn.0, 200, "{}", turn.1);
-        let client = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../nanobot-mcp/tests/python_client/client.py");
-        let report = std::process::Command::new(python)
-            .arg(client)
+        let report = python_client(&python)
             .args(["http", &format!("http://127.0.0.1:{port}/mcp"), "sk-mcp"])
             .args([canary, "api:s1"])
-            .env_remove("RUST_LOG")
             .output()
             .unwrap();
         let _ = child.kill();
@@ -496,13 +501,7 @@ async fn the_official_mcp_python_client_uses_nanobot_serve_mcp_with_a_key() {
     })
     .await
     .unwrap();
-    let said = String::from_utf8_lossy(&report.stdout);
-    println!("{said}");
-    assert!(
-        report.status.success(),
-        "{said}\n{}",
-        String::from_utf8_lossy(&report.stderr)
-    );
+    assert_every_check_held(&report);
 }
 
 /// The scenarios of the MCP conformance suite that any server must pass. The rest of its
