@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use nanobot_mcp::RequestScope;
@@ -22,10 +22,18 @@ pub(crate) async fn scope(
     mut request: Request,
     next: Next,
 ) -> Response {
+    let ending = request.method() == Method::DELETE;
     match caller_memory(&server, request.headers()).await {
         Ok(memory) => {
             request.extensions_mut().insert(RequestScope(memory));
-            next.run(request).await
+            let mut response = next.run(request).await;
+            // rmcp ends a session with 202 and no body; the official Python SDK takes only
+            // 200 or 204 as done and warns "Session termination failed: 202" on every
+            // disconnect. The session did end: say so the way both read.
+            if ending && response.status() == StatusCode::ACCEPTED {
+                *response.status_mut() = StatusCode::NO_CONTENT;
+            }
+            response
         }
         Err(error) => error.into_response(),
     }

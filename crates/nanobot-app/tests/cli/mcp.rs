@@ -502,6 +502,11 @@ async fn the_official_mcp_python_client_uses_nanobot_serve_mcp_with_a_key() {
     .await
     .unwrap();
     assert_every_check_held(&report);
+    let logged = String::from_utf8_lossy(&report.stderr);
+    assert!(
+        !logged.contains("Session termination failed"),
+        "the SDK ends its session cleanly: {logged}"
+    );
 }
 
 /// The scenarios of the MCP conformance suite that any server must pass. The rest of its

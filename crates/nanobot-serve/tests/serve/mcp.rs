@@ -220,4 +220,8 @@ async fn the_key_not_the_mcp_session_chooses_the_memory_and_strangers_are_refuse
     let as_alice = rpc(router, &[host, alice, in_session], read).await;
     let text = String::from_utf8_lossy(&as_alice.body).into_owned();
     assert!(text.contains("CANARY-ALICE-4417"), "{text}");
+
+    // Ending the session answers 204, which every client reads as done.
+    let ended = call(router, "DELETE", "/mcp", &[host, alice, in_session], None).await;
+    assert_eq!(ended.status, StatusCode::NO_CONTENT);
 }
