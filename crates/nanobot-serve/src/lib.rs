@@ -162,6 +162,20 @@ impl Server {
             binding: key.binding.clone(),
         })
     }
+
+    /// The caller's scope memory: the user the key's binding gives (or a trusted front
+    /// end's header), in the key's tenant; 401 without a valid key.
+    pub(crate) async fn caller_memory(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<Arc<nanobot_turn::ScopeMemory>, ServeError> {
+        let caller = self.caller(headers)?;
+        let user = caller.user(headers, None)?;
+        self.agent
+            .memory(&caller.scope(&user)?)
+            .await
+            .map_err(|e| ServeError::from_turn(&e))
+    }
 }
 
 /// The request headers a browser page may send: ours and the trusted front ends'.

@@ -6,14 +6,12 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use nanobot_mcp::RequestScope;
-use nanobot_turn::ScopeMemory;
 
 use crate::Server;
-use crate::error::ServeError;
 
 /// Puts the caller's memory in the request for the MCP service, or answers 401 (no key or
 /// a wrong one) or the error that kept the memory from opening.
@@ -23,7 +21,7 @@ pub(crate) async fn scope(
     next: Next,
 ) -> Response {
     let ending = request.method() == Method::DELETE;
-    match caller_memory(&server, request.headers()).await {
+    match server.caller_memory(request.headers()).await {
         Ok(memory) => {
             request.extensions_mut().insert(RequestScope(memory));
             let mut response = next.run(request).await;
@@ -37,17 +35,4 @@ pub(crate) async fn scope(
         }
         Err(error) => error.into_response(),
     }
-}
-
-async fn caller_memory(
-    server: &Server,
-    headers: &HeaderMap,
-) -> Result<Arc<ScopeMemory>, ServeError> {
-    let caller = server.caller(headers)?;
-    let user = caller.user(headers, None)?;
-    server
-        .agent
-        .memory(&caller.scope(&user)?)
-        .await
-        .map_err(|e| ServeError::from_turn(&e))
 }

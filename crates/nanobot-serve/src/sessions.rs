@@ -14,22 +14,6 @@ use crate::Server;
 use crate::error::ServeError;
 use crate::identity::{API_PLATFORM, checked_id, session_key};
 
-/// The caller's scope memory (the user from the key's binding, or a trusted front end's
-/// header).
-async fn caller_memory(
-    server: &Server,
-    headers: &HeaderMap,
-) -> Result<Arc<ScopeMemory>, ServeError> {
-    let caller = server.caller(headers)?;
-    let user = caller.user(headers, None)?;
-    let scope = caller.scope(&user)?;
-    server
-        .agent
-        .memory(&scope)
-        .await
-        .map_err(|e| ServeError::from_turn(&e))
-}
-
 /// The caller's memory and the stored key of their session `id` (checked).
 async fn caller_session(
     server: &Server,
@@ -37,7 +21,7 @@ async fn caller_session(
     id: &str,
 ) -> Result<(Arc<ScopeMemory>, nanobot_session_store::SessionKey, String), ServeError> {
     let id = checked_id("session", id)?;
-    let memory = caller_memory(server, headers).await?;
+    let memory = server.caller_memory(headers).await?;
     let key = session_key(&id)?;
     Ok((memory, key, id))
 }
@@ -50,7 +34,7 @@ fn respond(outcome: Result<Response, ServeError>) -> Response {
 pub(crate) async fn list(State(server): State<Arc<Server>>, headers: HeaderMap) -> Response {
     respond(
         async {
-            let memory = caller_memory(&server, &headers).await?;
+            let memory = server.caller_memory(&headers).await?;
             let sessions = memory
                 .sessions
                 .list()
