@@ -43,15 +43,7 @@ of by_message opens with the start of one message, then lists the facts that mes
 pub fn request(lines: &[String]) -> (Vec<Message>, ResponseFormat) {
     let openings = user_openings(lines);
     let per_message = !openings.is_empty() && openings.len() <= PER_MESSAGE_MAX;
-    let system = if per_message {
-        format!("{SYSTEM}{PER_MESSAGE}")
-    } else {
-        SYSTEM.to_owned()
-    };
-    let messages = vec![
-        Message::system(system),
-        Message::user(format!("Conversation:\n{}", conversation(lines))),
-    ];
+    let messages = framed(per_message, &conversation(lines));
     let format = if per_message {
         // `prefixItems` is outside OpenAI's strict subset: the schema guides that server
         // and binds llama.cpp's (which turns any schema into a grammar).
@@ -64,9 +56,19 @@ pub fn request(lines: &[String]) -> (Vec<Message>, ResponseFormat) {
 
 /// The longest request frame [`request`] makes, for sizing slices.
 pub fn frame() -> Vec<Message> {
+    framed(true, "")
+}
+
+/// The request's messages around `conversation`, asked message by message or not.
+fn framed(per_message: bool, conversation: &str) -> Vec<Message> {
+    let system = if per_message {
+        format!("{SYSTEM}{PER_MESSAGE}")
+    } else {
+        SYSTEM.to_owned()
+    };
     vec![
-        Message::system(format!("{SYSTEM}{PER_MESSAGE}")),
-        Message::user("Conversation:\n"),
+        Message::system(system),
+        Message::user(format!("Conversation:\n{conversation}")),
     ]
 }
 
@@ -74,16 +76,18 @@ pub fn frame() -> Vec<Message> {
 fn user_openings(lines: &[String]) -> Vec<String> {
     lines
         .iter()
-        .filter_map(|line| user_text(line))
+        .filter_map(|line| role_text(line, "USER"))
         .map(|text| one_line(text).chars().take(OPENING_CHARS).collect())
         .collect()
 }
 
-/// The text of a user message's line (`[stamp] USER [tools: …]: text`).
-fn user_text(line: &str) -> Option<&str> {
-    let rest = match line.find("] USER") {
-        Some(at) if at < 40 => &line[at + "] USER".len()..],
-        _ => line.strip_prefix("USER")?,
+/// The text of a line of `role`'s message (`[stamp] ROLE [tools: …]: text`), `None` for
+/// another role's.
+fn role_text<'a>(line: &'a str, role: &str) -> Option<&'a str> {
+    let marker = format!("] {role}");
+    let rest = match line.find(&marker) {
+        Some(at) if at < 40 => &line[at + marker.len()..],
+        _ => line.strip_prefix(role)?,
     };
     let rest = match rest.strip_prefix(" [tools: ") {
         Some(tools) => tools.split_once(']')?.1,
@@ -175,8 +179,7 @@ pub fn conversation(lines: &[String]) -> String {
     lines
         .iter()
         .map(|line| {
-            let assistant = line.find("] ASSISTANT: ").is_some_and(|at| at < 40)
-                || line.starts_with("ASSISTANT: ");
+            let assistant = role_text(line, "ASSISTANT").is_some();
             match line.char_indices().nth(ASSISTANT_EXCERPT_CHARS) {
                 Some((cut, _)) if assistant => format!("{}…", &line[..cut]),
                 _ => line.clone(),
@@ -341,6 +344,24 @@ mod tests {
             "{why}"
         );
         assert_eq!(schema()["required"], json!(["facts", "summary"]));
+    }
+
+    #[test]
+    fn assistant_lines_are_cut_and_user_lines_kept_whole() {
+        let long = "word ".repeat(100);
+        let slice = [
+            format!("[2026-05-01 10:00] USER: {long}"),
+            format!("[2026-05-01 10:01] ASSISTANT: {long}"),
+            // An answer after tool calls carries its tools and is cut all the same.
+            format!("[2026-05-01 10:02] ASSISTANT [tools: web_search]: {long}"),
+        ];
+        let shown = conversation(&slice);
+        let shown: Vec<&str> = shown.lines().collect();
+        assert_eq!(shown[0], slice[0]);
+        for line in &shown[1..] {
+            assert_eq!(line.chars().count(), ASSISTANT_EXCERPT_CHARS + 1, "{line}");
+            assert!(line.ends_with('…'), "{line}");
+        }
     }
 
     /// The schema of a request, and whether it asks for strict adherence.
