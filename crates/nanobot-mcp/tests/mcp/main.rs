@@ -79,6 +79,17 @@ impl Fixture {
         memory
     }
 
+    /// A manual Dream run over `memory` whose model changes nothing (it still records a
+    /// version).
+    async fn quiet_dream_run(&self, memory: &ScopeMemory) {
+        self.llm.push(LlmResponse::text("Nothing to change."));
+        memory
+            .dream
+            .run(nanobot_dream::Trigger::Manual)
+            .await
+            .unwrap();
+    }
+
     /// An `rmcp` client talking to a server over `memory`.
     async fn client(&self, memory: Arc<ScopeMemory>) -> RunningService<RoleClient, ()> {
         self.client_of(self.server(memory)).await
@@ -204,12 +215,7 @@ async fn every_tool_and_resource_answers_through_the_protocol() {
     assert_eq!(last[0].content, "She prefers tea to coffee.");
 
     // A Dream run records the files as they are first ("memory: initial state").
-    fixture.llm.push(LlmResponse::text("Nothing to change."));
-    memory
-        .dream
-        .run(nanobot_dream::Trigger::Manual)
-        .await
-        .unwrap();
+    fixture.quiet_dream_run(&memory).await;
     let log = structured(&client, "memory_log", json!({"limit": 5})).await;
     let versions = log["versions"].as_array().unwrap();
     // Newest first: the run's own version (no file changed), then the files as they were.
@@ -410,23 +416,13 @@ async fn restore_and_forget_are_offered_only_when_turned_on_and_stay_in_the_scop
         let hints = tool.annotations.as_ref().unwrap();
         assert_eq!(hints.destructive_hint, Some(true), "{name}");
     }
-    fixture.llm.push(LlmResponse::text("Nothing to change."));
-    memory
-        .dream
-        .run(nanobot_dream::Trigger::Manual)
-        .await
-        .unwrap();
+    fixture.quiet_dream_run(&memory).await;
     memory
         .documents
         .write(Document::User, "# User\n\n- Overwritten\n", Expected::Any)
         .await
         .unwrap();
-    fixture.llm.push(LlmResponse::text("Nothing to change."));
-    memory
-        .dream
-        .run(nanobot_dream::Trigger::Manual)
-        .await
-        .unwrap();
+    fixture.quiet_dream_run(&memory).await;
     let log = structured(&client, "memory_log", json!({"limit": 1})).await;
     let newest = log["versions"][0]["id"].as_str().unwrap().to_owned();
     let restored = structured(&client, "restore_memory", json!({"version": newest})).await;
