@@ -493,7 +493,7 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
         .unwrap_or_else(|| root.join("target"))
 }
 
-fn shared_dir(root: &Path) -> PathBuf {
+pub(crate) fn shared_dir(root: &Path) -> PathBuf {
     env::var_os("NANOBOT_SHARED_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("..").join("shared"))

@@ -20,6 +20,8 @@
 //! - `release-check`: `cargo semver-checks` against the last `v*` tag.
 //! - `bench [--before REV] [workload ...]`: the Python peer and our benchmarks in one job,
 //!   as ratios; with `--before`, an earlier commit's benchmarks beside today's.
+//!   The Python binding's save (`python_save`) is measured the same way, through its
+//!   release wheel, beside nanobot-ai's own store.
 //! - `eval search [ARGS]`: the memory-search evaluation (`crates/nanobot-search-eval`): every
 //!   labelled corpus into every backend (PostgreSQL where `NANOBOT_TEST_PG_URL` is set),
 //!   each lane beside a textbook BM25; a table, and `target/eval/search.json`.
@@ -34,6 +36,7 @@ mod deps;
 mod fuzz;
 mod llm;
 mod package;
+mod python;
 mod release;
 mod services;
 mod size;
@@ -52,7 +55,7 @@ fn main() -> ExitCode {
         Some("size") => size::check(&root),
         Some("package") => package::run(&root),
         Some("release-check") => release::release_check(&root),
-        Some("bench") => bench::run(&root, &args[1..]),
+        Some("bench") => bench_all(&root, &args[1..]),
         Some("campaign") => campaign::run(&root, &args[1..]),
         Some("llm") => llm::run(&root, &args[1..]),
         Some("eval") => match args.get(1).map(String::as_str) {
@@ -152,6 +155,33 @@ fn workspace_root() -> PathBuf {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or(manifest_dir)
+}
+
+/// `cargo xtask bench [--before REV] [workload ...]`: our benchmarks against the peer, then
+/// (when chosen, or when none is named) the Python binding's save beside nanobot-ai's.
+fn bench_all(root: &Path, args: &[String]) -> Result<(), String> {
+    let python_save = args.iter().any(|a| a == "python_save");
+    let rest: Vec<String> = args
+        .iter()
+        .filter(|a| *a != "python_save")
+        .cloned()
+        .collect();
+    let named = match rest.as_slice() {
+        [flag, _rev, named @ ..] if flag == "--before" => named.len(),
+        named => named.len(),
+    };
+    if !python_save || named > 0 {
+        bench::run(root, &rest)?;
+    }
+    if python_save || named == 0 {
+        let out_dir = bench::target_dir(root).join("bench-report");
+        let workload = bench::shared_dir(root).join("bench/bench_nanobot.py");
+        timed(
+            "the Python binding's save, beside nanobot-ai's own store",
+            || python::bench(root, &workload, &out_dir),
+        )?;
+    }
+    Ok(())
 }
 
 /// How much of `cargo xtask ci` runs.
@@ -312,6 +342,10 @@ fn checks(root: &Path, mode: CiMode) -> Result<(), String> {
             ("RUSTDOCFLAGS", "--cfg docsrs -D warnings"),
             ("RUSTC_BOOTSTRAP", "1"),
         ],
+    )?;
+    timed(
+        "the Python binding: the wheel built, its pytest suite against nanobot-ai 0.3.5 (about 1 minute)",
+        || python::check(root),
     )?;
     if mode == CiMode::Quick {
         println!("\n--quick: no packaging, dependency policy, each-feature check or campaign");

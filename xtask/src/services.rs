@@ -2,7 +2,8 @@
 //! whole suite on a fresh machine: git, the cargo plugins (cargo-fuzz, cargo-hack,
 //! cargo-deny), the local PostgreSQL (started when it is
 //! installed but stopped, with its `test` database), the pinned nanobot-ai peer, the pinned
-//! official `openai` and `mcp` clients, the pinned MCP conformance suite, a test build, and
+//! official `openai` and `mcp` clients, the pinned MCP conformance suite, the Python
+//! binding's venv (nanobot-ai with maturin and pytest), a test build, and
 //! the three local models (started here and stopped at the end).
 //!
 //! Each step says what it does and how long it usually takes. A step that cannot be done
@@ -128,6 +129,11 @@ pub(crate) fn provide(root: &Path) -> Result<Provided, String> {
         "the MCP conformance suite and Node.js 22 (npm; nanobot serve's /mcp checked by it)",
         "about 15 s the first time (pinned by package-lock, about 240 MB into ~/.cache/nanobot-rs/mcp-conformance), then a second",
         mcp_conformance(root),
+    )?;
+    provided.add(
+        "nanobot-ai 0.3.5 with maturin and pytest (the Python binding's wheel and tests)",
+        "about 40 s the first time (PyPI, about 400 MB into ~/.cache/nanobot-rs/python-binding), then a second",
+        python_binding(root),
     )?;
     // Build before the models start: a model answers slowly while cargo compiles on both
     // cores, and the end-to-end tests give it a bounded time.
@@ -447,6 +453,21 @@ fn python_client(root: &Path, name: &str, requirements: &str, var: &str, module:
                 fix,
             ))
         }
+    })
+}
+
+fn python_binding(root: &Path) -> Step {
+    println!("\n==> the Python binding's venv: its wheel is built and tested against nanobot-ai");
+    timed_step(|| {
+        if let Some(python) = set(crate::python::VAR) {
+            return Ok(vec![(crate::python::VAR.to_owned(), python)]);
+        }
+        python3()?;
+        let python = crate::python::venv(root).map_err(|(why, fix)| Missing::new(why, fix))?;
+        Ok(vec![(
+            crate::python::VAR.to_owned(),
+            python.display().to_string(),
+        )])
     })
 }
 
