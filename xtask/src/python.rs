@@ -137,6 +137,7 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
 pub(crate) fn bench(root: &Path, workload: &Path, out_dir: &Path) -> Result<(), String> {
     let python = venv(root).map_err(|(why, fix)| format!("{why}; to provide it: {fix}"))?;
     build_and_install(root, &python, true)?;
+    fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let out = out_dir.join("python-save.json");
     crate::status(
         Command::new(&python)

@@ -235,3 +235,32 @@ def test_provider_state_round_trips(places):
     lines = [json.loads(l) for l in manager._store.get_session_path("cli:state").read_text().splitlines() if l.strip()]
     assert any(l.get("_type") == "provider_state" for l in lines)
     assert theirs(places).get_or_create("cli:state").provider_state is not None
+
+
+def test_threads_share_one_store(places):
+    import threading
+
+    manager = ours(places)
+    store = manager._store
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        try:
+            session = Session(key=f"thread:{n}")
+            for i in range(30):
+                session.add_message("user", f"{n}-{i}")
+                store.save(session, fsync=(i == 29))
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    rows = theirs(places).list_sessions()
+    assert len(rows) == 8
+    for n in range(8):
+        stored = theirs(places).get_or_create(f"thread:{n}")
+        assert [m["content"] for m in stored.messages] == [f"{n}-{i}" for i in range(30)]
