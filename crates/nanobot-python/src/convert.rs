@@ -65,23 +65,23 @@ fn to_json_at(value: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
         return Ok(Value::Object(map));
     }
     if let Ok(list) = value.cast::<PyList>() {
-        return list
-            .iter()
-            .map(|item| to_json_at(&item, depth + 1))
-            .collect::<PyResult<_>>()
-            .map(Value::Array);
+        return array(list.iter(), depth);
     }
     if let Ok(tuple) = value.cast::<PyTuple>() {
-        return tuple
-            .iter()
-            .map(|item| to_json_at(&item, depth + 1))
-            .collect::<PyResult<_>>()
-            .map(Value::Array);
+        return array(tuple.iter(), depth);
     }
     Err(PyTypeError::new_err(format!(
         "Object of type {} is not JSON serializable",
         type_name(value)
     )))
+}
+
+/// A list's or a tuple's items as a JSON array.
+fn array<'py>(items: impl Iterator<Item = Bound<'py, PyAny>>, depth: usize) -> PyResult<Value> {
+    items
+        .map(|item| to_json_at(&item, depth + 1))
+        .collect::<PyResult<_>>()
+        .map(Value::Array)
 }
 
 fn int_to_json(int: &Bound<'_, PyInt>) -> PyResult<Value> {
