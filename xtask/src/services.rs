@@ -63,6 +63,8 @@ const PEER_VERSION: &str = "0.3.5";
 const OPENAI_REQUIREMENTS: &str = "crates/nanobot-serve/tests/openai_client/requirements.txt";
 /// The official MCP Python SDK's pinned requirements (hashes included).
 const MCP_REQUIREMENTS: &str = "crates/nanobot-mcp/tests/python_client/requirements.txt";
+/// Playwright for Python, pinned by hash, driving Debian's Chromium in the inspector's test.
+const BROWSER_REQUIREMENTS: &str = "crates/nanobot-app/tests/cli/browser/requirements.txt";
 
 /// Names all-MiniLM-L6-v2's folder (`config.json`, `vocab.txt`, `model.safetensors`) for
 /// the in-process embedder's tests and bench.
@@ -129,6 +131,22 @@ pub(crate) fn provide(root: &Path) -> Result<Provided, String> {
         "the MCP conformance suite and Node.js 22 (npm; nanobot serve's /mcp checked by it)",
         "about 15 s the first time (pinned by package-lock, about 240 MB into ~/.cache/nanobot-rs/mcp-conformance), then a second",
         mcp_conformance(root),
+    )?;
+    provided.add(
+        "Debian's Chromium (the inspector's test in a real browser)",
+        "about 1 minute the first time (apt-get, about 300 MB), then a second",
+        chromium(),
+    )?;
+    provided.add(
+        "Playwright for Python (drives that Chromium; never downloads a browser)",
+        "about 15 s the first time (pinned by hash, about 150 MB into ~/.cache/nanobot-rs/browser-client), then a second",
+        python_client(
+            root,
+            "browser-client",
+            BROWSER_REQUIREMENTS,
+            "NANOBOT_TEST_BROWSER_PYTHON",
+            "playwright.sync_api",
+        ),
     )?;
     provided.add(
         "nanobot-ai 0.3.5 with maturin and pytest (the Python binding's wheel and tests)",
@@ -452,6 +470,45 @@ fn python_client(root: &Path, name: &str, requirements: &str, var: &str, module:
                 format!("the {module} client does not import"),
                 fix,
             ))
+        }
+    })
+}
+
+/// Debian's `chromium`, installed with apt-get when missing (as root).
+fn chromium() -> Step {
+    const VAR: &str = "NANOBOT_TEST_CHROMIUM";
+    println!("\n==> Chromium: the memory inspector is driven in a real browser");
+    timed_step(|| {
+        if let Some(path) = set(VAR) {
+            return Ok(vec![(VAR.to_owned(), path)]);
+        }
+        let path = "/usr/bin/chromium";
+        let fix = "apt-get update && apt-get install -y --no-install-recommends chromium";
+        if !runs(path, &["--version"]) {
+            let apt = |args: &[&str]| {
+                Command::new("apt-get")
+                    .args(args)
+                    .env("DEBIAN_FRONTEND", "noninteractive")
+                    .stdout(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            };
+            let installed = apt(&["update", "-qq"])
+                && apt(&[
+                    "install",
+                    "-y",
+                    "-qq",
+                    "--no-install-recommends",
+                    "chromium",
+                ]);
+            if !installed {
+                return Err(Missing::new("apt-get could not install chromium", fix));
+            }
+        }
+        if runs(path, &["--version"]) {
+            Ok(vec![(VAR.to_owned(), path.to_owned())])
+        } else {
+            Err(Missing::new(format!("{path} does not run"), fix))
         }
     })
 }

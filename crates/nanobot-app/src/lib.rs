@@ -8,6 +8,7 @@ pub mod config;
 pub mod demo;
 mod error;
 pub mod logging;
+pub mod metrics;
 pub mod pg;
 pub mod scopes;
 pub mod serve;

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use nanobot_memory_scope::{ScopeKey, Subject};
 use nanobot_serve::Server;
 
 use crate::bot::{Bot, Storage};
@@ -106,23 +107,7 @@ pub async fn serve(
             nanobot_serve::log_compaction,
         );
     }
-    let mut server = Server::new(bot.agent.clone(), settings).with_search(bot.search.clone());
-    if bot.config.mcp.http {
-        server = server.with_mcp(mcp_http(&bot, address));
-    }
-    if let Storage::Postgres(store) = &bot.storage {
-        let store = store.clone();
-        server = server.with_readiness(Arc::new(move || {
-            let store = store.clone();
-            Box::pin(async move {
-                store
-                    .meta("min_reader")
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| format!("the database cannot be reached: {e}"))
-            })
-        }));
-    }
+    let server = server_of(&bot, settings, address)?;
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|e| AppError::Usage(format!("cannot listen on {address}: {e}")))?;
@@ -138,7 +123,11 @@ pub async fn serve(
         }
     );
     let _ = out.flush();
-    axum::serve(listener, server.router())
+    // The peer's address decides who may read /metrics without its key.
+    let app = server
+        .router()
+        .into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })
@@ -147,4 +136,56 @@ pub async fn serve(
     stop.notify_waiters();
     // Sessions written, background consolidations finished.
     bot.finish().await
+}
+
+/// The server of `bot`: its search, `/mcp`, `/metrics` and the inspector as configured, and
+/// the database's readiness check.
+fn server_of(
+    bot: &Arc<Bot>,
+    settings: nanobot_serve::ServeSettings,
+    address: SocketAddr,
+) -> Result<Server, AppError> {
+    let mut server = Server::new(bot.agent.clone(), settings).with_search(bot.search.clone());
+    if bot.config.mcp.http {
+        server = server.with_mcp(mcp_http(bot, address));
+    }
+    if bot.config.serve.metrics {
+        server = server.with_metrics(crate::metrics::renderer()?);
+    }
+    if bot.config.serve.inspector {
+        server = server.with_inspector(Arc::new(Directory(bot.clone())));
+    }
+    if let Storage::Postgres(store) = &bot.storage {
+        let store = store.clone();
+        server = server.with_readiness(Arc::new(move || {
+            let store = store.clone();
+            Box::pin(async move {
+                store
+                    .meta("min_reader")
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| format!("the database cannot be reached: {e}"))
+            })
+        }));
+    }
+    Ok(server)
+}
+
+/// The scopes the inspector lists: the agent's, then every scope the storage holds.
+struct Directory(Arc<Bot>);
+
+#[async_trait::async_trait]
+impl nanobot_serve::ScopeDirectory for Directory {
+    async fn scopes(&self) -> Result<Vec<ScopeKey>, String> {
+        let others = self
+            .0
+            .assembled
+            .storage()
+            .scopes()
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut scopes = vec![ScopeKey::local(Subject::Agent)];
+        scopes.extend(others.into_iter().map(|s| ScopeKey::local(s.subject)));
+        Ok(scopes)
+    }
 }

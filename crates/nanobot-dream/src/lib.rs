@@ -19,9 +19,10 @@ pub use config::{DreamConfig, DreamMode};
 pub use error::DreamError;
 pub use overlay::{Overlay, ToolOutcome};
 pub use run::{
-    BlameLine, Dream, DreamStores, ForgetLines, Forgotten, HistoryMatches, MemoryAudit, Origin,
-    PastLine, Progress, Proposal, Repeat, RestoreReport, RunReport, RunStatus, StopReason,
-    StoppedRun, Superseded, Trigger, diff_snapshots, text_tool_calls,
+    BlameLine, DREAM_EDITS, DREAM_RUNS, Decision, Dream, DreamStores, ForgetLines, Forgotten,
+    HistoryMatches, MemoryAudit, Origin, PastLine, Progress, Proposal, Repeat, RestoreReport,
+    Review, RunReport, RunStatus, StopReason, StoppedRun, Superseded, Trigger, diff_snapshots,
+    text_tool_calls,
 };
 pub use schedule::{CronExpr, DreamSchedule};
 pub use settings::DreamSettings;

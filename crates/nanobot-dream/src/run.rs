@@ -24,6 +24,7 @@ mod lineage;
 mod plan_loop;
 mod proposals;
 mod report;
+mod review;
 mod state;
 mod supersede;
 mod tool_loop;
@@ -37,6 +38,7 @@ pub use guard::Repeat;
 pub use lineage::{BlameLine, HistoryMatches, Origin, PastLine};
 pub use proposals::Proposal;
 pub use report::{RestoreReport, RunReport, RunStatus, StopReason, Trigger};
+pub use review::{Decision, Review};
 pub use state::StoppedRun;
 pub use supersede::Superseded;
 pub use tool_loop::text_tool_calls;
@@ -228,6 +230,9 @@ impl Dream {
     async fn run_inner(&self, trigger: Trigger, dry_run: bool) -> Result<RunReport, DreamError> {
         let started = std::time::Instant::now();
         let result = self.run_logged(trigger, dry_run).await;
+        if !dry_run {
+            count_run(&result);
+        }
         match &result {
             Ok(report) => tracing::info!(
                 status = ?report.status,
@@ -379,5 +384,38 @@ impl Dream {
             DreamMode::Auto => DreamMode::Tools,
             mode => mode,
         }
+    }
+}
+
+/// Metric: Dream runs, by `outcome` (`completed`, `nothing_to_do`, `stopped`, `failed`).
+pub const DREAM_RUNS: &str = "nanobot_dream_runs_total";
+/// Metric: Dream's edits, by `result`: `applied` (files changed), `refused` (plan edits
+/// refused), `superseded` (lines a correction replaced), `proposed` (queued for review).
+pub const DREAM_EDITS: &str = "nanobot_dream_edits_total";
+
+/// Counts a (not dry) run in [`DREAM_RUNS`] and its edits in [`DREAM_EDITS`].
+fn count_run(result: &Result<RunReport, DreamError>) {
+    let outcome = match result.as_ref().map(|r| &r.status) {
+        Ok(RunStatus::Completed) => "completed",
+        Ok(RunStatus::NothingToDo) => "nothing_to_do",
+        Ok(RunStatus::Stopped(_)) => "stopped",
+        Err(_) => "failed",
+    };
+    metrics::counter!(DREAM_RUNS, "outcome" => outcome).increment(1);
+    let Ok(report) = result else {
+        return;
+    };
+    let applied = if report.status == RunStatus::Completed {
+        report.changes.len() - report.proposed.len().min(report.changes.len())
+    } else {
+        0
+    };
+    for (kind, n) in [
+        ("applied", applied),
+        ("refused", report.refused.len()),
+        ("superseded", report.superseded.len()),
+        ("proposed", report.proposed.len()),
+    ] {
+        metrics::counter!(DREAM_EDITS, "result" => kind).increment(n as u64);
     }
 }

@@ -6,6 +6,7 @@ mod decorate;
 mod embed;
 mod error;
 mod message;
+mod metered;
 mod options;
 mod request;
 #[cfg(feature = "test-util")]
@@ -22,6 +23,7 @@ pub use message::{
     AssistantMessage, Content, ContentPart, Extra, FunctionCall, ImageUrl, Message, Role,
     SystemMessage, ToolCall, ToolMessage, UserMessage,
 };
+pub use metered::{MODEL_CALL_SECONDS, MODEL_CALLS, MODEL_TOKENS, Metered};
 pub use options::InvalidOption;
 pub use request::{
     FinishReason, FunctionDefinition, JsonSchemaFormat, LlmRequest, LlmResponse,

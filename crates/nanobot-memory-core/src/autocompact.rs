@@ -64,6 +64,9 @@ pub struct Compacted {
     pub result: Result<Option<ArchiveRecord>, ConsolidationError>,
 }
 
+/// Metric: idle compactions, by `outcome` (`archived`, `nothing`, `failed`).
+pub const IDLE_COMPACTIONS: &str = "nanobot_idle_compactions_total";
+
 /// Idle compaction with a deadline per session.
 pub struct AutoCompact {
     consolidator: Arc<Consolidator>,
@@ -198,6 +201,12 @@ impl AutoCompact {
         for key in due {
             let result = self.consolidator.compact_idle(&key).await;
             self.schedule().compacting.remove(&key);
+            let outcome = match &result {
+                Ok(Some(_)) => "archived",
+                Ok(None) => "nothing",
+                Err(_) => "failed",
+            };
+            metrics::counter!(IDLE_COMPACTIONS, "outcome" => outcome).increment(1);
             done.push(Compacted { key, result });
         }
         done

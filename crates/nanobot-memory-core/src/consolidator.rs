@@ -27,7 +27,7 @@ mod rounds;
 mod sizing;
 
 use report::Prepared;
-pub use report::{ArchiveRecord, Archived, ConsolidationReport, RawReason};
+pub use report::{ARCHIVES, ArchiveRecord, Archived, ConsolidationReport, RawReason};
 
 use crate::config::ConsolidationConfig;
 use crate::error::ConsolidationError;

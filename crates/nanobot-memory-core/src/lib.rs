@@ -11,12 +11,12 @@ mod raw;
 pub mod structured;
 mod summary;
 
-pub use autocompact::{AutoCompact, Compacted, DEFAULT_IDLE_TTL, TurnGuard};
+pub use autocompact::{AutoCompact, Compacted, DEFAULT_IDLE_TTL, IDLE_COMPACTIONS, TurnGuard};
 pub use config::ConsolidationConfig;
 #[cfg(feature = "test-util")]
 pub use consolidator::SessionEstimates;
 pub use consolidator::{
-    ArchiveRecord, Archived, ConsolidationReport, Consolidator, NOTHING, PROBE_MESSAGE,
+    ARCHIVES, ArchiveRecord, Archived, ConsolidationReport, Consolidator, NOTHING, PROBE_MESSAGE,
     RECALLED_PLACEHOLDER, RawReason,
 };
 pub use error::ConsolidationError;

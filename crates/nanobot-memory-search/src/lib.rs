@@ -29,6 +29,17 @@ pub const DEFAULT_BUDGET_TOKENS: usize = 2_000;
 /// (see [`SearchMemoryTool::with_neighbour_weight`]).
 pub const NEIGHBOUR_WEIGHT: f64 = 0.0;
 
+/// Metric: each search lane's latency in seconds, by `lane` (`words`, `meaning`).
+pub const SEARCH_SECONDS: &str = "nanobot_search_duration_seconds";
+
+/// `search`'s result, its latency recorded in [`SEARCH_SECONDS`] under `lane`.
+async fn timed<T>(lane: &'static str, search: impl std::future::Future<Output = T>) -> T {
+    let started = std::time::Instant::now();
+    let result = search.await;
+    metrics::histogram!(SEARCH_SECONDS, "lane" => lane).record(started.elapsed().as_secs_f64());
+    result
+}
+
 /// The tag the results are wrapped in; a snippet can never close it (see [`render`]).
 const ENVELOPE: &str = "memory_search_results";
 
@@ -101,10 +112,10 @@ impl SearchMemoryTool {
             } else {
                 request
             };
-            return Ok((self.index.search(asked).await?, None));
+            return Ok((timed("words", self.index.search(asked)).await?, None));
         };
-        let lexical = self.index.search(&deep).await?;
-        Ok(match lane.search(&deep).await {
+        let lexical = timed("words", self.index.search(&deep)).await?;
+        Ok(match timed("meaning", lane.search(&deep)).await {
             Ok(Some(nearest)) => (
                 reciprocal_rank_fusion(&[lexical, nearest], usize::MAX),
                 None,

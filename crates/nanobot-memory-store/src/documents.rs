@@ -79,6 +79,9 @@ pub enum AuxFile {
     /// `memory/.dream_proposals.json`: changes a user's or a chat's Dream proposed to the
     /// agent's shared `SOUL.md` and skills, waiting for an operator's review.
     DreamProposals,
+    /// `memory/.dream_review.json`: an operator's decisions about the proposals, and
+    /// whether every edit of the scope's Dream waits for review.
+    DreamReview,
 }
 
 impl AuxFile {
@@ -89,6 +92,7 @@ impl AuxFile {
             AuxFile::DreamState => "memory/.dream_state.json",
             AuxFile::DreamPending => "memory/.dream_pending.json",
             AuxFile::DreamProposals => "memory/.dream_proposals.json",
+            AuxFile::DreamReview => "memory/.dream_review.json",
         }
     }
 }

@@ -232,6 +232,7 @@ async fn copy_documents(
         AuxFile::DreamState,
         AuxFile::DreamPending,
         AuxFile::DreamProposals,
+        AuxFile::DreamReview,
     ] {
         let Some(source) = from.read_aux(aux).await? else {
             continue;

@@ -95,11 +95,10 @@ async fn run(server: Arc<Server>, headers: HeaderMap, body: Bytes) -> Result<Res
         stream = request.stream,
         "chat completion"
     );
-    let permit = server
-        .turns
-        .clone()
-        .try_acquire_owned()
-        .map_err(|_| ServeError::TooManyTurns)?;
+    let permit = server.turns.clone().try_acquire_owned().map_err(|_| {
+        metrics::counter!(nanobot_session_store::BUSY, "reason" => "turns").increment(1);
+        ServeError::TooManyTurns
+    })?;
 
     let (sender, receiver) = mpsc::unbounded_channel();
     let text_sender = sender.clone();

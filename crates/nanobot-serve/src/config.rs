@@ -8,7 +8,7 @@ use std::time::Duration;
 use nanobot_llm_port::InvalidOption;
 use nanobot_memory_scope::{DEFAULT_NAME, ScopeKey, Subject};
 
-use crate::{ApiKeyEntry, CorsOrigins, ServeSettings, UserBinding};
+use crate::{ApiKeyEntry, CorsOrigins, MetricsAccess, ServeSettings, UserBinding};
 
 /// What a user sets about the server; every field has a default.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +31,13 @@ pub struct ServeConfig {
     pub cors_origins: Vec<String>,
     /// The API keys (none: no key is asked, which only a loopback address allows).
     pub keys: Vec<KeyConfig>,
+    /// `GET /metrics` in Prometheus' format (default on).
+    pub metrics: bool,
+    /// The memory inspector at `/ui` (default on; sign-in with an API key).
+    pub inspector: bool,
+    /// The variable holding the key `/metrics` asks for (`Authorization: Bearer ...`);
+    /// unset: `/metrics` answers loopback callers only. The chat keys never open it.
+    pub metrics_key_env: Option<String>,
 }
 
 /// One API key: its name, the variable holding its secret, its tenant and its binding.
@@ -56,6 +63,8 @@ pub struct KeyConfig {
     pub user_header: Option<String>,
     /// The header a `trusted` front end names its chats (the session) in.
     pub chat_header: Option<String>,
+    /// Whether the memory inspector shows this key every scope (an operator's key).
+    pub operator: bool,
 }
 
 impl Default for ServeConfig {
@@ -68,6 +77,9 @@ impl Default for ServeConfig {
             body_limit_bytes: settings.body_limit,
             cors_origins: Vec::new(),
             keys: Vec::new(),
+            metrics: true,
+            inspector: true,
+            metrics_key_env: None,
         }
     }
 }
@@ -131,6 +143,19 @@ impl ServeConfig {
         settings.body_limit = self.body_limit_bytes;
         settings.cors = CorsOrigins::parse(&self.cors_origins)
             .map_err(|reason| InvalidOption::new("cors_origins", reason))?;
+        settings.metrics = match (self.metrics, &self.metrics_key_env) {
+            (false, _) => MetricsAccess::Off,
+            (true, None) => MetricsAccess::Loopback,
+            (true, Some(var)) => match secret(var).filter(|s| !s.trim().is_empty()) {
+                Some(key) => MetricsAccess::Key(key),
+                None => {
+                    return Err(InvalidOption::new(
+                        "metrics_key_env",
+                        format!("the variable {var} that should hold the metrics key is not set"),
+                    ));
+                }
+            },
+        };
         Ok(settings)
     }
 }
@@ -282,6 +307,7 @@ impl KeyConfig {
                 .clone()
                 .unwrap_or_else(|| DEFAULT_NAME.to_owned()),
             binding,
+            operator: self.operator,
         })
     }
 }

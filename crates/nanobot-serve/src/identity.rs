@@ -43,6 +43,9 @@ pub struct ApiKeyEntry {
     pub tenant: String,
     /// How its requests get a user.
     pub binding: UserBinding,
+    /// Whether the memory inspector (`/ui`) shows it every scope, with the review queue of
+    /// the shared files; other keys see their own scope only.
+    pub operator: bool,
 }
 
 impl std::fmt::Debug for ApiKeyEntry {
@@ -150,7 +153,7 @@ pub fn authenticate<'k>(keys: &'k [ApiKeyEntry], headers: &HeaderMap) -> Option<
     found
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     let mut difference = a.len() ^ b.len();
     for (i, byte) in a.iter().enumerate() {
         difference |= usize::from(byte ^ b.get(i).copied().unwrap_or(!byte));

@@ -7,8 +7,10 @@ mod cors;
 mod error;
 mod identity;
 mod mcp;
+mod metrics;
 mod search;
 mod sessions;
+mod ui;
 
 pub use config::{KeyConfig, ServeConfig};
 pub use cors::CorsOrigins;
@@ -17,6 +19,8 @@ pub use identity::{
     API_PLATFORM, ApiKeyEntry, Caller, MAX_REQUEST_ID_CHARS, UserBinding, authenticate, checked_id,
     session_key,
 };
+pub use metrics::{MetricsAccess, RenderMetrics, describe_metrics};
+pub use ui::{DREAM_REVIEWS, ScopeDirectory};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,6 +53,8 @@ pub struct ServeSettings {
     pub keep_alive: Duration,
     /// Which browser origins may call the API (off by default).
     pub cors: CorsOrigins,
+    /// Who may read `GET /metrics` (loopback callers by default).
+    pub metrics: MetricsAccess,
 }
 
 impl ServeSettings {
@@ -63,6 +69,7 @@ impl ServeSettings {
             request_timeout: Duration::from_secs(120),
             keep_alive: Duration::from_secs(15),
             cors: CorsOrigins::Off,
+            metrics: MetricsAccess::Loopback,
         }
     }
 }
@@ -84,6 +91,12 @@ pub struct Server {
     pub(crate) search: Option<Arc<nanobot_turn::SearchMemory>>,
     readiness: Option<Readiness>,
     mcp: Option<nanobot_mcp::McpHttpService>,
+    /// What `GET /metrics` renders (the app's exporter); `None`: no route.
+    pub(crate) metrics: Option<RenderMetrics>,
+    /// The scopes the inspector lists (`None`: no inspector).
+    pub(crate) scope_directory: Option<Arc<dyn ScopeDirectory>>,
+    /// The inspector's signed-in browsers.
+    pub(crate) ui_sessions: Option<ui::Sessions>,
 }
 
 impl Server {
@@ -96,6 +109,9 @@ impl Server {
             search: None,
             readiness: None,
             mcp: None,
+            metrics: None,
+            scope_directory: None,
+            ui_sessions: None,
         }
     }
 
@@ -110,6 +126,21 @@ impl Server {
     /// embedder); without it, by words only.
     pub fn with_search(mut self, search: Arc<nanobot_turn::SearchMemory>) -> Server {
         self.search = Some(search);
+        self
+    }
+
+    /// `GET /metrics` answers what `render` gives (the app's Prometheus exporter), to the
+    /// callers [`ServeSettings::metrics`] allows.
+    pub fn with_metrics(mut self, render: RenderMetrics) -> Server {
+        self.metrics = Some(render);
+        self
+    }
+
+    /// The memory inspector at `/ui` (pages, the review queue), listing the scopes
+    /// `directory` knows to operator keys.
+    pub fn with_inspector(mut self, directory: Arc<dyn ScopeDirectory>) -> Server {
+        self.scope_directory = Some(directory);
+        self.ui_sessions = Some(ui::Sessions::default());
         self
     }
 
@@ -138,6 +169,12 @@ impl Server {
             .route("/v1/sessions/{id}/clear", post(sessions::clear))
             .route("/v1/sessions/{id}", axum::routing::delete(sessions::delete))
             .route("/v1/memory/search", post(search::search));
+        if server.scope_directory.is_some() {
+            routes = routes.merge(ui::routes());
+        }
+        if server.metrics.is_some() && server.settings.metrics != MetricsAccess::Off {
+            routes = routes.route("/metrics", get(metrics::scrape));
+        }
         if let Some(service) = mcp {
             routes = routes.merge(Router::new().route_service("/mcp", service).route_layer(
                 axum::middleware::from_fn_with_state(server.clone(), mcp::scope),

@@ -30,7 +30,8 @@ pub use history::{
 pub use info::{PREVIEW_SCAN_RECORDS, PreviewScan, listing_preview, listing_title};
 pub use key::{MAX_KEY_BYTES, SessionKey};
 pub use manager::{
-    DEFAULT_CACHE_CAPACITY, DeleteObserver, MAX_WRITE_ATTEMPTS, SessionHandle, SessionManager,
+    BUSY, DEFAULT_CACHE_CAPACITY, DeleteObserver, MAX_WRITE_ATTEMPTS, SessionHandle,
+    SessionManager, TURN_LOCK_WAIT_SECONDS,
 };
 pub use memory::{InMemorySessionStore, sort_listing};
 pub use message::{RECALLED_FIELD, StoredMessage, TOKENS_FIELD};

@@ -8,6 +8,12 @@ use nanobot_llm_port::{Clock, TokenCounter};
 use serde_json::Value;
 
 use crate::error::SessionError;
+
+/// Metric: seconds a turn waited for its session's turn lock (a histogram).
+pub const TURN_LOCK_WAIT_SECONDS: &str = "nanobot_turn_lock_wait_seconds";
+/// Metric: "busy" answers, by `reason`: `session` (a turn lock not free within the wait),
+/// `turns` (a server at its limit of turns at once).
+pub const BUSY: &str = "nanobot_busy_total";
 use crate::history::{HistoryOptions, Replayed, get_history, message_tokens};
 use crate::key::SessionKey;
 use crate::message::StoredMessage;
@@ -361,14 +367,16 @@ impl SessionManager {
         let started = self.clock.now();
         let mut pause = std::time::Duration::from_millis(5);
         loop {
-            if let Some(lock) = self.store.try_lock_turn(key).await? {
-                self.refresh_if_stale(key).await?;
-                return Ok(lock);
-            }
             let waited = (self.clock.now() - started)
                 .to_std()
                 .unwrap_or(std::time::Duration::ZERO);
+            if let Some(lock) = self.store.try_lock_turn(key).await? {
+                metrics::histogram!(TURN_LOCK_WAIT_SECONDS).record(waited.as_secs_f64());
+                self.refresh_if_stale(key).await?;
+                return Ok(lock);
+            }
             if waited >= wait {
+                metrics::counter!(BUSY, "reason" => "session").increment(1);
                 return Err(SessionError::Busy {
                     key: key.to_string(),
                     waited,

@@ -12,8 +12,8 @@ use nanobot_context_builder::{
 use nanobot_dream::{Dream, DreamConfig, RunReport, Trigger};
 use nanobot_llm_port::text::CallPlacement;
 use nanobot_llm_port::{
-    Clock, LlmClient, LlmRequest, Message, RepetitionControls, TextSink, TokenCounter, ToolCall,
-    ToolChoice, ToolDefinition, Usage,
+    Clock, LlmClient, LlmRequest, Message, Metered, RepetitionControls, TextSink, TokenCounter,
+    ToolCall, ToolChoice, ToolDefinition, Usage,
 };
 use nanobot_memory_core::{AutoCompact, ConsolidationConfig, Consolidator, replayed_messages};
 use nanobot_memory_scope::ScopeKey;
@@ -31,6 +31,7 @@ use answer::ToolRound;
 use open_scopes::OpenScopes;
 pub use settings::{AgentSettings, TurnReport};
 
+use crate::counts::count_turn;
 use crate::error::{Saved, TurnError};
 use crate::memory::{ContextPrompt, MemoryBackend, PromptInputs, ScopeMemory, summary_of};
 use crate::notes::{record_background_failure, record_compaction, record_raw_archives};
@@ -53,7 +54,11 @@ pub const DEFAULT_MAX_TOOL_STEPS: usize = 4;
 /// between two scopes' memories).
 pub struct Agent {
     settings: AgentSettings,
+    /// The model as turns call it (each call counted as a `turn` call).
     llm: Arc<dyn LlmClient>,
+    /// The same model as archives and Dream call it (counted under their own purpose).
+    archive_llm: Arc<dyn LlmClient>,
+    dream_llm: Arc<dyn LlmClient>,
     clock: Arc<dyn Clock>,
     counter: Arc<dyn TokenCounter>,
     builder: Arc<ContextBuilder>,
@@ -84,7 +89,9 @@ impl Agent {
     ) -> Self {
         Agent {
             settings,
-            llm,
+            archive_llm: Arc::new(Metered::new(llm.clone(), "archive")),
+            dream_llm: Arc::new(Metered::new(llm.clone(), "dream")),
+            llm: Arc::new(Metered::new(llm, "turn")),
             clock,
             counter,
             builder,
@@ -268,6 +275,7 @@ impl Agent {
             .instrument(span.clone())
             .await;
         let elapsed_ms = started.elapsed().as_millis() as u64;
+        count_turn(started.elapsed(), &result);
         match &result {
             Ok(report) => {
                 span.record("prompt_tokens", report.prompt_tokens);

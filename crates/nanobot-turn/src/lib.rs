@@ -5,6 +5,7 @@ mod agent;
 mod backends;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod counts;
 mod error;
 mod memory;
 mod notes;
@@ -15,6 +16,7 @@ pub use agent::{
     Agent, AgentSettings, DEFAULT_MAX_OPEN_SCOPES, DEFAULT_MAX_TOOL_STEPS, TurnReport,
 };
 pub use backends::{InMemoryBackend, OneScope};
+pub use counts::{OPEN_SCOPES, STORAGE_ERRORS, TURN_SECONDS, TURNS};
 pub use error::{Saved, TurnError};
 pub use memory::{MemoryBackend, ScopeMemory, ScopeStores};
 pub use notes::{

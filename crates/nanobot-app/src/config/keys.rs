@@ -30,7 +30,7 @@ const DURABILITY: Kind = Kind::Choice(&["none", "turn-end", "always"]);
 /// Every key a file may hold, with its variable, its default as the README gives it, and its
 /// kind (one line each: a table read across).
 #[rustfmt::skip]
-pub(super) const KEYS: [Key; 48] = [
+pub(super) const KEYS: [Key; 51] = [
     ("workspace", "NANOBOT_WORKSPACE", "~/.nanobot/workspace", Kind::Text),
     ("storage.backend", "NANOBOT_STORAGE", "files", Kind::Choice(&["files", "postgres"])),
     ("storage.database_url", "NANOBOT_DATABASE_URL", "(none; required for postgres)", Kind::Text),
@@ -79,11 +79,14 @@ pub(super) const KEYS: [Key; 48] = [
     ("serve.request_timeout_secs", "NANOBOT_SERVE_REQUEST_TIMEOUT_SECS", "120", Kind::Whole),
     ("serve.body_limit_bytes", "NANOBOT_SERVE_BODY_LIMIT_BYTES", "20971520", Kind::Whole),
     ("serve.cors_origins", "NANOBOT_SERVE_CORS_ORIGINS", "none (CORS off)", Kind::List),
+    ("serve.metrics", "NANOBOT_SERVE_METRICS", "true", Kind::Flag),
+    ("serve.inspector", "NANOBOT_SERVE_INSPECTOR", "true", Kind::Flag),
+    ("serve.metrics_key_env", "NANOBOT_SERVE_METRICS_KEY_ENV", "none (loopback only)", Kind::Text),
 ];
 
 /// The keys of each `[[serve.keys]]` table (no variables: secrets come from the variable
 /// each key names).
-pub(super) const SERVE_KEY_FIELDS: [(&str, Kind); 7] = [
+pub(super) const SERVE_KEY_FIELDS: [(&str, Kind); 8] = [
     ("name", Kind::Text),
     ("secret_env", Kind::Text),
     ("tenant", Kind::Text),
@@ -91,6 +94,7 @@ pub(super) const SERVE_KEY_FIELDS: [(&str, Kind); 7] = [
     ("user", Kind::Text),
     ("user_header", Kind::Text),
     ("chat_header", Kind::Text),
+    ("operator", Kind::Flag),
 ];
 
 /// What is wrong with a key: the key and why.

@@ -53,6 +53,8 @@ pub struct Config {
     pub serve: ServeConfig,
     /// Each `[[serve.keys]]` key's secret, when its variable is set (never printed).
     pub serve_secrets: Vec<Option<ApiKey>>,
+    /// The key `/metrics` asks for, when `serve.metrics_key_env` names a set variable.
+    pub metrics_key: Option<ApiKey>,
 }
 
 impl Config {
@@ -97,6 +99,7 @@ impl Config {
             mcp: sections.read("mcp", McpConfig::default())?,
             serve: sections.read("serve", ServeConfig::default())?,
             serve_secrets: Vec::new(),
+            metrics_key: None,
             source: source.clone(),
         };
         config.check().map_err(|e| bad((e.key, e.reason)))?;
@@ -130,10 +133,19 @@ impl Config {
             .iter()
             .map(|key| env(&key.secret_env).and_then(ApiKey::new))
             .collect();
+        self.metrics_key = self
+            .serve
+            .metrics_key_env
+            .as_deref()
+            .and_then(env)
+            .and_then(ApiKey::new);
     }
 
     /// The secret in the variable `var`, when a `[[serve.keys]]` key names it.
     pub fn serve_secret(&self, var: &str) -> Option<String> {
+        if self.serve.metrics_key_env.as_deref() == Some(var) {
+            return self.metrics_key.as_ref().map(|s| s.expose().to_owned());
+        }
         self.serve
             .keys
             .iter()

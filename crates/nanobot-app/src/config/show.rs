@@ -121,12 +121,17 @@ impl Config {
         let s = &self.serve;
         let _ = writeln!(
             out,
-            "[serve]\nlisten = {:?}\nmax_concurrent_turns = {}\nrequest_timeout_secs = {}\nbody_limit_bytes = {}\ncors_origins = {:?}",
+            "[serve]\nlisten = {:?}\nmax_concurrent_turns = {}\nrequest_timeout_secs = {}\nbody_limit_bytes = {}\ncors_origins = {:?}\nmetrics = {}\nmetrics_key_env = {}\ninspector = {}",
             s.listen,
             s.max_concurrent_turns,
             s.request_timeout_secs,
             s.body_limit_bytes,
             s.cors_origins,
+            s.metrics,
+            s.metrics_key_env
+                .as_deref()
+                .map_or("none (loopback only)".to_owned(), |v| format!("{v:?}")),
+            s.inspector,
         );
         for (key, secret) in s.keys.iter().zip(&self.serve_secrets) {
             let _ = write!(
@@ -150,6 +155,9 @@ impl Config {
                 if let Some(value) = value {
                     let _ = writeln!(out, "{name} = {value:?}");
                 }
+            }
+            if key.operator {
+                let _ = writeln!(out, "operator = true");
             }
         }
     }

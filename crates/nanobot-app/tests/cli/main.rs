@@ -20,6 +20,7 @@ mod errors;
 mod facts;
 mod fixtures;
 mod golden;
+mod inspector;
 mod mcp;
 mod postgres;
 mod racing;

@@ -401,3 +401,121 @@ async fn two_servers_on_one_database_behind_round_robin_lose_double_and_cross_no
         }
     }
 }
+
+/// The metric names the server's README documents (its metrics table).
+fn documented_metrics() -> Vec<String> {
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../nanobot-serve/README.md");
+    std::fs::read_to_string(readme)
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `nanobot_"))
+        .filter_map(|rest| rest.split_once('`'))
+        .map(|(name, _)| format!("nanobot_{name}"))
+        .collect()
+}
+
+/// The samples of a Prometheus text exposition: (series with its labels, value).
+fn samples(text: &str) -> Vec<(String, f64)> {
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .map(|line| {
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            (series.to_owned(), value.parse().unwrap())
+        })
+        .collect()
+}
+
+/// Acceptance 4 of issue 35: `/metrics` scraped after a few turns, parsed, every documented
+/// metric present and the turns counted; the chat key does not open it, its own key does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nanobot_serve_metrics_are_scraped_with_their_own_key_and_every_documented_one_is_there() {
+    let ws = TempDir::new("cli-serve-metrics");
+    let model = echo_model(Arc::new(Mutex::new(Vec::new()))).await;
+    std::fs::write(
+        ws.path().join("nanobot.toml"),
+        "[serve]\nmetrics_key_env = \"TEST_METRICS_KEY\"\n\n[[serve.keys]]\nname = \"alice-app\"\nsecret_env = \"TEST_SERVE_KEY\"\n",
+    )
+    .unwrap();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let url = format!("{}/v1", model.url());
+    let path = ws.path().to_owned();
+    let (with_chat_key, scraped, status) = tokio::task::spawn_blocking(move || {
+        let mut child = spawn_serve(
+            &path,
+            &["--listen", &listen],
+            &[
+                ("NANOBOT_BASE_URL", &url),
+                ("TEST_SERVE_KEY", "sk-test-alice"),
+                ("TEST_METRICS_KEY", "metrics-secret"),
+            ],
+        );
+        wait_until_up(port, &mut child);
+        let key = ("authorization", "Bearer sk-test-alice");
+        for n in 1..=3 {
+            let (code, body) = http(
+                port,
+                "POST",
+                "/v1/chat/completions",
+                &[key, ("x-session-id", "s1")],
+                Some(&json!({"model": "nanobot", "messages": [{"role": "user", "content": format!("turn {n}")}]})),
+            );
+            assert_eq!(code, 200, "{body}");
+        }
+        let search = json!({"query": "turn"});
+        let (code, body) = http(port, "POST", "/v1/memory/search", &[key], Some(&search));
+        assert_eq!(code, 200, "{body}");
+        let with_chat_key = http(port, "GET", "/metrics", &[key], None);
+        let scraped = http(
+            port,
+            "GET",
+            "/metrics",
+            &[("authorization", "Bearer metrics-secret")],
+            None,
+        );
+        let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+        (with_chat_key, scraped, child.wait().unwrap())
+    })
+    .await
+    .unwrap();
+    assert_eq!(with_chat_key.0, 401, "the chat key does not open /metrics");
+    assert_eq!(scraped.0, 200, "{}", scraped.1);
+    let samples = samples(&scraped.1);
+    let names: Vec<&str> = samples
+        .iter()
+        .map(|(series, _)| series.split('{').next().unwrap_or(series))
+        .collect();
+    let documented = documented_metrics();
+    assert!(documented.len() >= 14, "{documented:?}");
+    for metric in &documented {
+        assert!(
+            names.iter().any(|n| n == metric
+                || n.strip_suffix("_bucket")
+                    .or(n.strip_suffix("_sum"))
+                    .or(n.strip_suffix("_count"))
+                    == Some(metric)),
+            "{metric} is documented but not exported:\n{}",
+            scraped.1
+        );
+    }
+    let value = |series: &str| {
+        samples
+            .iter()
+            .find(|(s, _)| s == series)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("no {series} in\n{}", scraped.1))
+    };
+    assert_eq!(value(r#"nanobot_turns_total{outcome="ok"}"#), 3.0);
+    assert_eq!(
+        value(r#"nanobot_model_calls_total{purpose="turn",outcome="ok"}"#),
+        3.0
+    );
+    assert_eq!(
+        value(r#"nanobot_turn_duration_seconds_count{outcome="ok"}"#),
+        3.0
+    );
+    // The agent's scope (Dream's schedule opens it) and alice's.
+    assert_eq!(value("nanobot_open_scopes"), 2.0);
+    assert!(value(r#"nanobot_search_duration_seconds_count{lane="words"}"#) >= 1.0);
+    assert!(status.success(), "{status}");
+}

@@ -23,7 +23,8 @@ impl Dream {
         report: &mut RunReport,
         lease: &Lease,
     ) -> Result<(), DreamError> {
-        let (files, proposals) = self.split_shared(overlay, &run, report);
+        let review_every_edit = self.review().await?.every_edit;
+        let (files, proposals) = self.split_shared(overlay, &run, report, review_every_edit);
         // Proposals are queued before the run's own change is applied: a crash in between
         // repeats the run, and the queue keeps one copy of each proposal.
         self.queue_proposals(proposals).await?;
@@ -78,11 +79,13 @@ impl Dream {
         overlay: &Overlay,
         run: &RunBatch,
         report: &mut RunReport,
+        review_every_edit: bool,
     ) -> (Vec<FileChange>, Vec<Proposal>) {
         let mut files = Vec::new();
         let mut proposals = Vec::new();
         for (target, before, text) in overlay.changes() {
-            if self.config.propose_shared && is_shared(&target) {
+            let shared = self.config.propose_shared && is_shared(&target);
+            if shared || review_every_edit {
                 report.proposed.push(target.path());
                 proposals.push(Proposal {
                     at: self.clock.now(),
@@ -90,6 +93,8 @@ impl Dream {
                     before: before.map(str::to_owned),
                     after: text.to_owned(),
                     entries: run.entries,
+                    reason: report.summary.clone(),
+                    shared,
                 });
             } else {
                 files.push(FileChange {

@@ -87,9 +87,11 @@ impl Dream {
     }
 }
 
-/// A change a user's or a chat's Dream proposed to a file of the agent scope (`SOUL.md`, a
-/// skill), kept for an operator to review: the scope may read those files, never write them.
+/// A change Dream queued for an operator's review instead of applying it: a user's or a
+/// chat's change to a file of the agent scope (`SOUL.md`, a skill; the scope may read those
+/// files, never write them), or any change of a scope whose every edit waits for review.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct Proposal {
     /// When it was proposed.
     pub at: DateTime<Utc>,
@@ -101,9 +103,33 @@ pub struct Proposal {
     pub after: String,
     /// The journal entries (first and last cursor) of the run that proposed it.
     pub entries: (u64, u64),
+    /// Why: the change log of the run that proposed it (empty in proposals queued before
+    /// it was kept).
+    #[serde(default)]
+    pub reason: String,
+    /// Whether it changes the agent's shared files from another scope (applied in the agent
+    /// scope), rather than the proposing scope's own files (review of every edit).
+    #[serde(default = "shared_by_default")]
+    pub shared: bool,
+}
+
+/// Proposals queued before `shared` was kept were all to the shared files.
+fn shared_by_default() -> bool {
+    true
 }
 
 impl Proposal {
+    /// A short id that names this proposal in a review (a hash of when, where and what),
+    /// stable while it waits, unlike its position in the queue.
+    pub fn id(&self) -> String {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let text = format!("{}\n{}\n{}", self.at.to_rfc3339(), self.path, self.after);
+        for byte in text.bytes() {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        format!("{hash:016x}")
+    }
+
     /// The proposal as a line diff against the text the run read.
     pub fn diff(&self) -> Option<FileDiff> {
         file_diff(&self.path, self.before.as_deref(), Some(&self.after))

@@ -13,6 +13,16 @@ impl Consolidator {
         handle: &SessionHandle,
         end: usize,
     ) -> Result<ArchiveRecord, ConsolidationError> {
+        let record = self.archive_uncounted(handle, end).await?;
+        record.outcome.count();
+        Ok(record)
+    }
+
+    async fn archive_uncounted(
+        &self,
+        handle: &SessionHandle,
+        end: usize,
+    ) -> Result<ArchiveRecord, ConsolidationError> {
         let key = handle.key().clone();
         let (start, chunk) = handle.read(|s| {
             let start = s.last_consolidated();
@@ -116,6 +126,15 @@ impl Consolidator {
     /// what it held in the background. The caller keeps the session's lock only for the
     /// clear, not for this call.
     pub async fn archive_snapshot(
+        &self,
+        snapshot: &Session,
+    ) -> Result<ArchiveRecord, ConsolidationError> {
+        let record = self.archive_snapshot_uncounted(snapshot).await?;
+        record.outcome.count();
+        Ok(record)
+    }
+
+    async fn archive_snapshot_uncounted(
         &self,
         snapshot: &Session,
     ) -> Result<ArchiveRecord, ConsolidationError> {

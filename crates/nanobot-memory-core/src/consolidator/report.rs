@@ -31,6 +31,24 @@ pub enum RawReason {
     },
 }
 
+impl RawReason {
+    /// A short name for monitoring (`call_failed`, `unfinished`, ...): a metric's label,
+    /// where the whole reason would make a series per error text.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RawReason::NoBudget => "no_budget",
+            RawReason::NotReplayable => "not_replayable",
+            RawReason::RequestTooLarge => "request_too_large",
+            RawReason::CallFailed(_) => "call_failed",
+            RawReason::Unfinished(_) => "unfinished",
+            RawReason::ToolCalls => "tool_calls",
+            RawReason::Empty => "empty",
+            RawReason::InvalidStructured(_) => "invalid_structured",
+            RawReason::Retried { structured, .. } => structured.code(),
+        }
+    }
+}
+
 impl std::fmt::Display for RawReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -88,6 +106,24 @@ pub enum Archived {
     /// Another writer archived these messages first (the session's pointer had moved when
     /// this archive was committed): this archive was discarded, nothing was journaled.
     Superseded,
+}
+
+/// Metric: archives, by `outcome` (`summary`, `raw`, `nothing`, `recovered`, `superseded`)
+/// and, for a raw one, the `reason` ([`RawReason::code`]).
+pub const ARCHIVES: &str = "nanobot_archives_total";
+
+impl Archived {
+    /// Counts this archive in [`ARCHIVES`].
+    pub(crate) fn count(&self) {
+        let (outcome, reason) = match self {
+            Archived::Summary { .. } => ("summary", ""),
+            Archived::Nothing => ("nothing", ""),
+            Archived::Raw { reason, .. } => ("raw", reason.code()),
+            Archived::Recovered { .. } => ("recovered", ""),
+            Archived::Superseded => ("superseded", ""),
+        };
+        metrics::counter!(ARCHIVES, "outcome" => outcome, "reason" => reason).increment(1);
+    }
 }
 
 /// An archive decided but not committed yet: the entries it journals and what they are.

@@ -25,6 +25,7 @@ use tower::ServiceExt;
 
 mod mcp;
 mod options;
+mod ui;
 
 struct Fixture {
     llm: Arc<ScriptedLlm>,
@@ -74,12 +75,14 @@ fn keys() -> Vec<ApiKeyEntry> {
             secret: "sk-alice".into(),
             tenant: "acme".into(),
             binding: UserBinding::PerKey,
+            operator: false,
         },
         ApiKeyEntry {
             name: "bob-app".into(),
             secret: "sk-bob".into(),
             tenant: "acme".into(),
             binding: UserBinding::PerKey,
+            operator: false,
         },
         ApiKeyEntry {
             name: "webui".into(),
@@ -89,6 +92,7 @@ fn keys() -> Vec<ApiKeyEntry> {
                 user_header: Some("x-openwebui-user-id".into()),
                 chat_header: Some("x-openwebui-chat-id".into()),
             },
+            operator: false,
         },
     ]
 }

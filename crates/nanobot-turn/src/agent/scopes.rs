@@ -12,6 +12,7 @@ impl Agent {
         let memory = Arc::new(self.open(scope).await?);
         memories.insert(scope.clone(), memory.clone());
         let closed = memories.close_past(self.settings.max_open_scopes);
+        crate::counts::open_scopes(memories.entries.len());
         // Flushed without the map: other scopes' requests do not wait for these writes.
         drop(memories);
         for closed in closed {
@@ -51,7 +52,9 @@ impl Agent {
     /// Closes the memory of `scope` in this process (before its storage is erased): the
     /// next use opens it again.
     pub async fn forget_memory(&self, scope: &ScopeKey) {
-        self.memories.lock().await.entries.remove(scope);
+        let mut memories = self.memories.lock().await;
+        memories.entries.remove(scope);
+        crate::counts::open_scopes(memories.entries.len());
     }
 
     pub(super) async fn open(&self, scope: &ScopeKey) -> Result<ScopeMemory, TurnError> {
@@ -63,7 +66,7 @@ impl Agent {
         });
         let consolidator = Arc::new(Consolidator::new(
             self.settings.consolidation.clone(),
-            self.llm.clone(),
+            self.archive_llm.clone(),
             stores.journal.clone(),
             stores.archive.clone(),
             stores.sessions.clone(),
@@ -78,7 +81,7 @@ impl Agent {
         dream_config.propose_shared = !scope.subject.is_agent();
         let mut dream = Dream::new(
             dream_config,
-            self.llm.clone(),
+            self.dream_llm.clone(),
             stores.dream_stores(),
             self.clock.clone(),
             self.counter.clone(),
