@@ -8,6 +8,7 @@ mod error;
 mod identity;
 mod mcp;
 mod metrics;
+mod prometheus;
 mod search;
 mod sessions;
 mod ui;
@@ -20,6 +21,7 @@ pub use identity::{
     session_key,
 };
 pub use metrics::{MetricsAccess, RenderMetrics, describe_metrics};
+pub use prometheus::{PrometheusRecorder, SECONDS_BUCKETS};
 pub use ui::{DREAM_REVIEWS, ScopeDirectory};
 
 use std::sync::Arc;

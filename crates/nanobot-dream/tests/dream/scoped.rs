@@ -140,3 +140,117 @@ async fn a_scoped_run_writes_its_own_files_and_proposes_shared_ones() {
         after.iter().map(|v| v.subject()).collect::<Vec<_>>()
     );
 }
+
+/// Issue 35: a scope whose every edit waits for review gets proposals for its own files
+/// too (nothing written); approving one applies it as a restorable version, rejecting one
+/// records why; a proposal over text that changed since is refused.
+#[tokio::test]
+async fn every_edit_waits_for_review_when_the_scope_asks() {
+    let clock = TestClock::new();
+    let documents = Arc::new(InMemoryDocuments::new());
+    documents
+        .write_doc_any(Document::User, "# User\n")
+        .await
+        .unwrap();
+    documents
+        .write_doc_any(Document::Memory, "# Memory\n")
+        .await
+        .unwrap();
+    let journal = Arc::new(InMemoryJournal::new(clock.clone()));
+    journal
+        .append(&[NewEntry::text("Ada likes tea").from_session("telegram:1")])
+        .await
+        .unwrap();
+    let versions = Arc::new(InMemoryVersions::new());
+    let llm = Arc::new(script(
+        &[&[
+            edit("USER.md", "# User\n", "# User\n\n- Likes tea\n"),
+            edit(
+                "memory/MEMORY.md",
+                "# Memory\n",
+                "# Memory\n\n- Tea in the morning\n",
+            ),
+        ]],
+        "done",
+    ));
+    let dream = Dream::new(
+        config(),
+        llm,
+        nanobot_dream::DreamStores::stepwise(
+            journal.clone(),
+            documents.clone(),
+            Ok(versions.clone() as Arc<dyn MemoryVersions>),
+            Arc::new(InMemoryLease::new()),
+        ),
+        clock.clone(),
+        Arc::new(Utf8Bytes),
+    )
+    .unwrap();
+    dream.set_review_every_edit(true).await.unwrap();
+    assert!(dream.review().await.unwrap().every_edit);
+    let report = dream.run(Trigger::Manual).await.unwrap();
+    assert_eq!(report.status, RunStatus::Completed);
+    assert_eq!(report.proposed, vec!["USER.md", "memory/MEMORY.md"]);
+    assert_eq!(
+        documents
+            .read_text(Document::User)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("# User\n"),
+        "nothing is written before review"
+    );
+    let proposals = dream.proposals().await.unwrap();
+    assert!(proposals.iter().all(|p| !p.shared && !p.reason.is_empty()));
+    let (user, memory) = (&proposals[0], &proposals[1]);
+
+    let version = dream.apply_proposal(user, "ops").await.unwrap().unwrap();
+    assert!(
+        version.message.starts_with("dream: approved proposal"),
+        "{version:?}"
+    );
+    dream
+        .settle_proposal(&user.id(), true, "", Some(&version))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        documents
+            .read_text(Document::User)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("# User\n\n- Likes tea\n")
+    );
+    let refused = dream
+        .settle_proposal(&memory.id(), false, "not a memory", None)
+        .await
+        .unwrap();
+    assert!(refused.is_some());
+    assert!(dream.proposals().await.unwrap().is_empty());
+    let review = dream.review().await.unwrap();
+    assert_eq!(review.decisions.len(), 2);
+    assert!(review.decisions[0].approved && !review.decisions[1].approved);
+    assert_eq!(review.decisions[1].reason, "not a memory");
+    assert_eq!(
+        documents
+            .read_text(Document::Memory)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("# Memory\n")
+    );
+    // Approving over a file that changed since the proposal is refused.
+    documents
+        .write_doc_any(Document::User, "# User\n\n- Hand edit\n")
+        .await
+        .unwrap();
+    assert!(matches!(
+        dream.apply_proposal(user, "ops").await,
+        Err(nanobot_dream::DreamError::Memory(
+            MemoryError::Conflict { .. }
+        ))
+    ));
+    // The approval is a Dream version: it can be restored.
+    dream.restore(&version.id).await.unwrap();
+}

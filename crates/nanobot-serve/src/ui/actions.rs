@@ -8,11 +8,14 @@ use axum::Form;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use nanobot_dream::DreamError;
+use nanobot_memory_scope::ScopeKey;
 use nanobot_memory_store::MemoryError;
+use nanobot_turn::ScopeMemory;
+use std::sync::Arc;
 
 use super::auth::{self, LOGIN_COOKIE, UiSession, Viewer};
-use super::pages::{self, Frame, scope_href};
-use super::{Refusal, Shared, respond, scope_of, session_of};
+use super::pages::{self, scope_href};
+use super::{Refusal, Shared, scope_of, session_of};
 use crate::Server;
 
 /// Metric: proposals decided in the inspector, by `decision` (`approved`, `rejected`).
@@ -108,13 +111,7 @@ pub(crate) async fn logout(server: Shared, headers: HeaderMap, Form(fields): Fie
 /// `POST /ui/restore`: the state before a Dream version, recorded as a new version.
 pub(crate) async fn restore(server: Shared, headers: HeaderMap, Form(fields): Fields) -> Response {
     run(async {
-        let session = checked(&server, &headers, &fields)?;
-        let scope = scope_of(&server, &session.viewer, Some(field(&fields, "scope"))).await?;
-        let memory = server
-            .agent
-            .memory(&scope)
-            .await
-            .map_err(|e| Refusal::Failed(e.to_string()))?;
+        let (session, scope, memory) = form_scope(&server, &headers, &fields).await?;
         let text = match memory.dream.restore(field(&fields, "id")).await {
             Ok(report) => format!(
                 "Restored to before {}: {} file(s) changed{}.",
@@ -137,13 +134,7 @@ pub(crate) async fn restore(server: Shared, headers: HeaderMap, Form(fields): Fi
 /// the operator's reason). A change to the agent's shared files needs an operator.
 pub(crate) async fn decide(server: Shared, headers: HeaderMap, Form(fields): Fields) -> Response {
     run(async {
-        let session = checked(&server, &headers, &fields)?;
-        let scope = scope_of(&server, &session.viewer, Some(field(&fields, "scope"))).await?;
-        let memory = server
-            .agent
-            .memory(&scope)
-            .await
-            .map_err(|e| Refusal::Failed(e.to_string()))?;
+        let (session, scope, memory) = form_scope(&server, &headers, &fields).await?;
         let id = field(&fields, "id");
         let proposals = memory
             .dream
@@ -205,13 +196,7 @@ pub(crate) async fn decide(server: Shared, headers: HeaderMap, Form(fields): Fie
 /// `POST /ui/review/setting`: whether every Dream edit of the scope waits for review.
 pub(crate) async fn setting(server: Shared, headers: HeaderMap, Form(fields): Fields) -> Response {
     run(async {
-        let session = checked(&server, &headers, &fields)?;
-        let scope = scope_of(&server, &session.viewer, Some(field(&fields, "scope"))).await?;
-        let memory = server
-            .agent
-            .memory(&scope)
-            .await
-            .map_err(|e| Refusal::Failed(e.to_string()))?;
+        let (_, scope, memory) = form_scope(&server, &headers, &fields).await?;
         let on = match field(&fields, "every_edit") {
             "on" => true,
             "off" => false,
@@ -231,6 +216,22 @@ pub(crate) async fn setting(server: Shared, headers: HeaderMap, Form(fields): Fi
     .await
 }
 
+/// A form's checked session, the scope it names (if the viewer may see it) and its memory.
+async fn form_scope(
+    server: &Server,
+    headers: &HeaderMap,
+    fields: &HashMap<String, String>,
+) -> Result<(UiSession, ScopeKey, Arc<ScopeMemory>), Refusal> {
+    let session = checked(server, headers, fields)?;
+    let scope = scope_of(server, &session.viewer, Some(field(fields, "scope"))).await?;
+    let memory = server
+        .agent
+        .memory(&scope)
+        .await
+        .map_err(|e| Refusal::Failed(e.to_string()))?;
+    Ok((session, scope, memory))
+}
+
 async fn run(action: impl Future<Output = Result<Response, Refusal>>) -> Response {
     action.await.unwrap_or_else(IntoResponse::into_response)
 }
@@ -241,13 +242,5 @@ fn message_page(
     title: &str,
     body: super::html::Markup,
 ) -> Response {
-    respond(pages::page(
-        &Frame {
-            title,
-            viewer: &session.viewer,
-            scope: Some(scope),
-            csrf: &session.csrf,
-        },
-        body,
-    ))
+    super::views::framed(session, scope, title, body)
 }

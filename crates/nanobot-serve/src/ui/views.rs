@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
-use axum::extract::Query;
-use axum::http::{HeaderMap, Uri};
+use axum::extract::{FromRequestParts, Query};
+use axum::http::HeaderMap;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Redirect, Response};
 use nanobot_memory_index::SearchRequest;
 use nanobot_memory_scope::ScopeKey;
@@ -13,6 +14,7 @@ use nanobot_turn::ScopeMemory;
 
 use super::auth::{UiSession, Viewer};
 use super::history;
+use super::html::Markup;
 use super::pages::{self, Frame, scope_href};
 use super::{Refusal, Shared, known_scopes, respond, scope_of, session_of};
 use crate::Server;
@@ -40,31 +42,46 @@ async fn answer(page: impl Future<Output = Result<Response, Refusal>>) -> Respon
     page.await.unwrap_or_else(IntoResponse::into_response)
 }
 
-/// The session and the scope a scoped page is about, and the scope's memory.
-async fn scoped(
-    server: &Server,
-    headers: &HeaderMap,
-    uri: &Uri,
-    params: &Params,
-) -> Result<(UiSession, ScopeKey, Arc<ScopeMemory>), Refusal> {
-    let here = uri.path_and_query().map_or("/ui", |p| p.as_str());
-    let session = session_of(server, headers, here)?;
-    let scope = scope_of(server, &session.viewer, params.scope.as_deref()).await?;
-    let memory = server
-        .agent
-        .memory(&scope)
-        .await
-        .map_err(|e| Refusal::Failed(e.to_string()))?;
-    Ok((session, scope, memory))
+/// What every scoped page starts from: who is looking, at which scope (checked), the
+/// scope's memory and the query. A refusal (sign in, 404) answers instead of the page.
+pub(crate) struct Scoped {
+    server: Arc<Server>,
+    session: UiSession,
+    scope: ScopeKey,
+    memory: Arc<ScopeMemory>,
+    params: Params,
+}
+
+impl FromRequestParts<Arc<Server>> for Scoped {
+    type Rejection = Refusal;
+
+    async fn from_request_parts(parts: &mut Parts, server: &Arc<Server>) -> Result<Self, Refusal> {
+        let Query(params) = Query::<Params>::from_request_parts(parts, server)
+            .await
+            .map_err(|e| Refusal::BadRequest(e.body_text()))?;
+        let here = parts.uri.path_and_query().map_or("/ui", |p| p.as_str());
+        let session = session_of(server, &parts.headers, here)?;
+        let scope = scope_of(server, &session.viewer, params.scope.as_deref()).await?;
+        let memory = server.agent.memory(&scope).await.map_err(failed)?;
+        Ok(Scoped {
+            server: server.clone(),
+            session,
+            scope,
+            memory,
+            params,
+        })
+    }
+}
+
+impl Scoped {
+    /// The page titled `title` around `body`.
+    fn page(&self, title: &str, body: Markup) -> Response {
+        framed(&self.session, &self.scope, title, body)
+    }
 }
 
 /// A scoped page titled `title` around `body`.
-fn framed(
-    session: &UiSession,
-    scope: &ScopeKey,
-    title: &str,
-    body: super::html::Markup,
-) -> Response {
+pub(crate) fn framed(session: &UiSession, scope: &ScopeKey, title: &str, body: Markup) -> Response {
     respond(pages::page(
         &Frame {
             title,
@@ -112,163 +129,111 @@ pub(crate) async fn home(server: Shared, headers: HeaderMap) -> Response {
 }
 
 /// `/ui/sessions?scope=`.
-pub(crate) async fn sessions(
-    server: Shared,
-    headers: HeaderMap,
-    uri: Uri,
-    Query(p): Query<Params>,
-) -> Response {
+pub(crate) async fn sessions(page: Scoped) -> Response {
     answer(async {
-        let (session, scope, memory) = scoped(&server, &headers, &uri, &p).await?;
-        let rows = memory.sessions.list().await.map_err(failed)?;
-        Ok(framed(
-            &session,
-            &scope,
-            "Sessions",
-            pages::sessions(&scope, &rows),
-        ))
+        let rows = page.memory.sessions.list().await.map_err(failed)?;
+        Ok(page.page("Sessions", pages::sessions(&page.scope, &rows)))
     })
     .await
 }
 
 /// `/ui/session?scope=&key=&page=`: one page of messages, the newest page by default.
-pub(crate) async fn session(
-    server: Shared,
-    headers: HeaderMap,
-    uri: Uri,
-    Query(p): Query<Params>,
-) -> Response {
+pub(crate) async fn session(page: Scoped) -> Response {
     answer(async {
-        let (session, scope, memory) = scoped(&server, &headers, &uri, &p).await?;
-        let key = p
+        let key = page
+            .params
             .key
             .as_deref()
             .and_then(|k| SessionKey::new(k).ok())
             .ok_or(Refusal::NotFound)?;
-        let loaded = memory
-            .sessions
-            .store()
-            .load(&key)
-            .await
-            .map_err(failed)?
-            .ok_or(Refusal::NotFound)?;
+        let store = page.memory.sessions.store();
+        let loaded = store.load(&key).await.map_err(failed)?;
+        let loaded = loaded.ok_or(Refusal::NotFound)?;
         let all = loaded.session.messages();
-        let pages_count = all.len().div_ceil(PAGE_SIZE).max(1);
-        let page = p.page.unwrap_or(pages_count).clamp(1, pages_count);
-        let start = (page - 1) * PAGE_SIZE;
-        let shown: Vec<(usize, &nanobot_session_store::StoredMessage)> =
-            all.iter().enumerate().skip(start).take(PAGE_SIZE).collect();
-        let body = pages::session(
-            &scope,
-            key.as_str(),
-            &shown,
-            page,
-            pages_count,
-            loaded.session.last_consolidated(),
-        );
-        Ok(framed(&session, &scope, &format!("Session {key}"), body))
+        let count = all.len().div_ceil(PAGE_SIZE).max(1);
+        let number = page.params.page.unwrap_or(count).clamp(1, count);
+        let shown: Vec<(usize, &nanobot_session_store::StoredMessage)> = all
+            .iter()
+            .enumerate()
+            .skip((number - 1) * PAGE_SIZE)
+            .take(PAGE_SIZE)
+            .collect();
+        let archived = loaded.session.last_consolidated();
+        let body = pages::session(&page.scope, key.as_str(), &shown, number, count, archived);
+        Ok(page.page(&format!("Session {key}"), body))
     })
     .await
 }
 
 /// `/ui/memory?scope=`: the memory files, line by line with their provenance.
-pub(crate) async fn memory(
-    server: Shared,
-    headers: HeaderMap,
-    uri: Uri,
-    Query(p): Query<Params>,
-) -> Response {
+pub(crate) async fn memory(page: Scoped) -> Response {
     answer(async {
-        let (session, scope, memory) = scoped(&server, &headers, &uri, &p).await?;
-        let files: Vec<(String, Vec<nanobot_dream::BlameLine>)> = memory
-            .dream
-            .blame_all()
-            .await
-            .map_err(failed)?
-            .into_iter()
-            .collect();
-        Ok(framed(&session, &scope, "Memory", history::memory(&files)))
+        let blamed = page.memory.dream.blame_all().await.map_err(failed)?;
+        let files: Vec<(String, Vec<nanobot_dream::BlameLine>)> = blamed.into_iter().collect();
+        Ok(page.page("Memory", history::memory(&files)))
     })
     .await
 }
 
 /// `/ui/versions?scope=`.
-pub(crate) async fn versions(
-    server: Shared,
-    headers: HeaderMap,
-    uri: Uri,
-    Query(p): Query<Params>,
-) -> Response {
+pub(crate) async fn versions(page: Scoped) -> Response {
     answer(async {
-        let (session, scope, memory) = scoped(&server, &headers, &uri, &p).await?;
-        let log = memory.dream.log(VERSIONS).await.map_err(failed)?;
-        Ok(framed(
-            &session,
-            &scope,
-            "Versions",
-            history::versions(&scope, &log),
-        ))
+        let log = page.memory.dream.log(VERSIONS).await.map_err(failed)?;
+        Ok(page.page("Versions", history::versions(&page.scope, &log)))
     })
     .await
 }
 
+/// The version the page's `id` names (404 when there is none).
+async fn named_version(
+    page: &Scoped,
+) -> Result<
+    (
+        nanobot_memory_store::Version,
+        Vec<nanobot_dream::diff::FileDiff>,
+    ),
+    Refusal,
+> {
+    let id = page.params.id.as_deref().ok_or(Refusal::NotFound)?;
+    page.memory
+        .dream
+        .show(id)
+        .await
+        .map_err(|_| Refusal::NotFound)
+}
+
 /// `/ui/version?scope=&id=`: one version's diffs.
-pub(crate) async fn version(
-    server: Shared,
-    headers: HeaderMap,
-    uri: Uri,
-    Query(p): Query<Params>,
-) -> Response {
+pub(crate) async fn version(page: Scoped) -> Response {
     answer(async {
-        let (session, scope, memory) = scoped(&server, &headers, &uri, &p).await?;
-        let id = p.id.as_deref().ok_or(Refusal::NotFound)?;
-        let (version, diffs) = memory.dream.show(id).await.map_err(|_| Refusal::NotFound)?;
+        let (version, diffs) = named_version(&page).await?;
         let title = format!("Version {}", version.short_id());
-        Ok(framed(
-            &session,
-            &scope,
-            &title,
-            history::version(&scope, &version, &diffs),
-        ))
+        Ok(page.page(&title, history::version(&page.scope, &version, &diffs)))
     })
     .await
 }
 
 /// `/ui/restore?scope=&id=` (GET): the confirmation.
-pub(crate) async fn restore_confirm(
-    server: Shared,
-    headers: HeaderMap,
-    uri: Uri,
-    Query(p): Query<Params>,
-) -> Response {
+pub(crate) async fn restore_confirm(page: Scoped) -> Response {
     answer(async {
-        let (session, scope, memory) = scoped(&server, &headers, &uri, &p).await?;
-        let id = p.id.as_deref().ok_or(Refusal::NotFound)?;
-        let (version, _) = memory.dream.show(id).await.map_err(|_| Refusal::NotFound)?;
-        let body = history::restore_confirm(&scope, &version, &session.csrf);
-        Ok(framed(&session, &scope, "Restore", body))
+        let (version, _) = named_version(&page).await?;
+        let body = history::restore_confirm(&page.scope, &version, &page.session.csrf);
+        Ok(page.page("Restore", body))
     })
     .await
 }
 
 /// `/ui/search?scope=&q=&mode=words|meaning`.
-pub(crate) async fn search(
-    server: Shared,
-    headers: HeaderMap,
-    uri: Uri,
-    Query(p): Query<Params>,
-) -> Response {
+pub(crate) async fn search(page: Scoped) -> Response {
     answer(async {
-        let (session, scope, memory) = scoped(&server, &headers, &uri, &p).await?;
-        let query = p.q.clone().unwrap_or_default();
-        let by_meaning = p.mode.as_deref() == Some("meaning");
+        let query = page.params.q.clone().unwrap_or_default();
+        let by_meaning = page.params.mode.as_deref() == Some("meaning");
         let (hits, note) = if query.trim().is_empty() {
             (Vec::new(), None)
         } else {
-            search_hits(&server, &memory, query.trim(), by_meaning).await?
+            search_hits(&page.server, &page.memory, query.trim(), by_meaning).await?
         };
-        let body = pages::search(&scope, &query, by_meaning, &hits, note.as_deref());
-        Ok(framed(&session, &scope, "Search", body))
+        let body = pages::search(&page.scope, &query, by_meaning, &hits, note.as_deref());
+        Ok(page.page("Search", body))
     })
     .await
 }
@@ -321,24 +286,18 @@ async fn search_hits(
 }
 
 /// `/ui/review?scope=`: the proposals waiting, the scope's setting, the decisions.
-pub(crate) async fn review(
-    server: Shared,
-    headers: HeaderMap,
-    uri: Uri,
-    Query(p): Query<Params>,
-) -> Response {
+pub(crate) async fn review(page: Scoped) -> Response {
     answer(async {
-        let (session, scope, memory) = scoped(&server, &headers, &uri, &p).await?;
-        let proposals = memory.dream.proposals().await.map_err(failed)?;
-        let review = memory.dream.review().await.map_err(failed)?;
+        let proposals = page.memory.dream.proposals().await.map_err(failed)?;
+        let review = page.memory.dream.review().await.map_err(failed)?;
         let body = history::review(
-            &scope,
+            &page.scope,
             &proposals,
             review.every_edit,
             &review.decisions,
-            &session.csrf,
+            &page.session.csrf,
         );
-        Ok(framed(&session, &scope, "Review", body))
+        Ok(page.page("Review", body))
     })
     .await
 }

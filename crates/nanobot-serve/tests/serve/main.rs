@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 mod mcp;
+mod metrics;
 mod options;
 mod ui;
 
