@@ -135,3 +135,83 @@ async fn the_inspector_in_a_real_browser_reviews_proposals_and_the_numbers_follo
     }
     assert!(status.success(), "{status}");
 }
+
+/// One GET with a cookie: the status, the `Set-Cookie` value (if any) and the body.
+fn get(port: u16, path: &str, cookie: Option<&str>) -> (u16, Option<String>, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let cookie = cookie.map_or(String::new(), |c| format!("cookie: {c}\r\n"));
+    let request =
+        format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n{cookie}\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let set = head
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|v| v.split(';').next())
+        .map(str::to_owned);
+    (status, set, body.to_owned())
+}
+
+/// The inspector's search by meaning uses the configured embedder (the real
+/// all-MiniLM-L6-v2 the CI serves): a query that shares no word with the entry it means
+/// finds nothing by words and finds it by meaning. A server without keys signs its local
+/// operator in with a cookie on the first page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_searches_by_meaning_with_the_configured_embedder() {
+    let test = "the_inspector_searches_by_meaning_with_the_configured_embedder";
+    let Some(embeddings) = crate::search::embeddings_url(test) else {
+        return;
+    };
+    let ws = crate::search::meaning_workspace("cli-inspector-meaning");
+    let model = echo_model(Arc::new(Mutex::new(Vec::new()))).await;
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let url = format!("{}/v1", model.url());
+    let path = ws.path().to_owned();
+    let (words, meaning, status) = tokio::task::spawn_blocking(move || {
+        let mut child = spawn_serve(
+            &path,
+            &["--listen", &listen],
+            &[
+                ("NANOBOT_BASE_URL", &url),
+                ("NANOBOT_EMBEDDINGS_URL", &embeddings),
+                ("NANOBOT_EMBEDDINGS_MODEL", "all-MiniLM-L6-v2"),
+                ("NANOBOT_EMBEDDINGS_DIMENSIONS", "384"),
+            ],
+        );
+        wait_until_up(port, &mut child);
+        let (code, cookie, _) = get(port, "/ui", None);
+        assert_eq!(code, 303, "the local operator is signed in by a redirect");
+        let cookie = cookie.expect("a session cookie");
+        let query = "/ui/search?scope=agent&q=feline%20companion&mode=";
+        let words = get(port, &format!("{query}words"), Some(&cookie));
+        let meaning = get(port, &format!("{query}meaning"), Some(&cookie));
+        let _ = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        (words, meaning, child.wait().unwrap())
+    })
+    .await
+    .unwrap();
+    assert_eq!(words.0, 200, "{}", words.2);
+    assert!(
+        words.2.contains("Nothing in memory matches."),
+        "{}",
+        words.2
+    );
+    assert_eq!(meaning.0, 200, "{}", meaning.2);
+    let first = meaning.2.split("<li>").nth(1).unwrap_or_default();
+    assert!(first.contains("kitten called Miso"), "{}", meaning.2);
+    assert!(status.success(), "{status}");
+}
