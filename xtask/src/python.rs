@@ -7,6 +7,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::services::{cache, runs, venv_install};
+
 /// The binding's folder.
 const CRATE: &str = "crates/nanobot-python";
 /// maturin and pytest, pinned by hash.
@@ -19,7 +21,7 @@ const NANOBOT_AI: &str = "nanobot-ai==0.3.5";
 /// The venv `~/.cache/nanobot-rs/python-binding/.venv` with nanobot-ai, maturin and pytest
 /// (installed again whenever the requirements change); its Python, or why not.
 pub(crate) fn venv(root: &Path) -> Result<PathBuf, (String, String)> {
-    let home = cache_home().join("python-binding");
+    let home = cache("nanobot-rs/python-binding");
     let venv = home.join(".venv");
     let python = venv.join("bin/python");
     let fix = format!(
@@ -31,34 +33,16 @@ pub(crate) fn venv(root: &Path) -> Result<PathBuf, (String, String)> {
     let stamp = home.join("requirements.txt");
     let current = fs::read_to_string(&stamp).is_ok_and(|s| s == wanted);
     let check = "import importlib.metadata as m, nanobot, pytest, maturin; assert m.version('nanobot-ai') == '0.3.5'";
-    if !current || !quiet(Command::new(&python).args(["-c", check])) {
+    if !current || !runs(&python, &["-c", check]) {
         let _ = fs::remove_dir_all(&venv);
-        fs::create_dir_all(&home).map_err(|e| (format!("{}: {e}", home.display()), fix.clone()))?;
-        let install = |args: &[&str]| {
-            crate::status(
-                Command::new(venv.join("bin/pip"))
-                    .args(["install", "-q"])
-                    .args(args),
-                "pip install",
-            )
-        };
-        crate::status(
-            Command::new("python3").args(["-m", "venv"]).arg(&venv),
-            "python3 -m venv",
-        )
-        .and_then(|()| install(&[NANOBOT_AI]))
-        .and_then(|()| {
-            install(&[
-                "--require-hashes",
-                "-r",
-                &root.join(REQUIREMENTS).display().to_string(),
-            ])
-        })
-        .map_err(|e| (e, fix.clone()))?;
+        let requirements = root.join(REQUIREMENTS).display().to_string();
+        venv_install(&venv, &["-q", NANOBOT_AI])
+            .and_then(|()| venv_install(&venv, &["-q", "--require-hashes", "-r", &requirements]))
+            .map_err(|e| (e, fix.clone()))?;
         fs::write(&stamp, &wanted)
             .map_err(|e| (format!("{}: {e}", stamp.display()), fix.clone()))?;
     }
-    if quiet(Command::new(&python).args(["-c", check])) {
+    if runs(&python, &["-c", check]) {
         Ok(python)
     } else {
         Err(("nanobot-ai, maturin or pytest does not import".into(), fix))
@@ -151,16 +135,4 @@ pub(crate) fn bench(root: &Path, workload: &Path, out_dir: &Path) -> Result<(), 
     )?;
     println!("binding report: {}", out.display());
     Ok(())
-}
-
-fn cache_home() -> PathBuf {
-    PathBuf::from(env::var_os("HOME").unwrap_or_default()).join(".cache/nanobot-rs")
-}
-
-fn quiet(command: &mut Command) -> bool {
-    command
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }

@@ -279,7 +279,7 @@ fn set(var: &str) -> Option<String> {
 }
 
 /// Whether `program args` runs and succeeds, output discarded.
-fn runs(program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> bool {
+pub(crate) fn runs(program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> bool {
     Command::new(program)
         .args(args)
         .stdout(Stdio::null())
@@ -364,7 +364,7 @@ fn python3() -> Result<(), Missing> {
 }
 
 /// The cache folder `~/.cache/<rest>`.
-fn cache(rest: &str) -> PathBuf {
+pub(crate) fn cache(rest: &str) -> PathBuf {
     PathBuf::from(env::var_os("HOME").unwrap_or_default())
         .join(".cache")
         .join(rest)
@@ -578,7 +578,7 @@ fn mcp_conformance(root: &Path) -> Step {
 }
 
 /// Creates `venv` when it is missing and runs `pip install args` in it.
-fn venv_install(venv: &Path, args: &[&str]) -> Result<(), String> {
+pub(crate) fn venv_install(venv: &Path, args: &[&str]) -> Result<(), String> {
     if !venv.join("bin/python").is_file() {
         if let Some(parent) = venv.parent() {
             fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
