@@ -22,6 +22,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::message::{Content, ContentPart, Message};
+
+#[cfg(feature = "cl100k")]
+mod cl100k;
 use crate::request::ToolDefinition;
 
 /// Counts the tokens of a text.
@@ -82,7 +85,7 @@ impl Cl100kBase {
 #[cfg(feature = "cl100k")]
 impl TokenCounter for Cl100kBase {
     fn count(&self, text: &str) -> usize {
-        bpe_openai::cl100k_base().count(text)
+        cl100k::count(text)
     }
 
     fn encoding(&self) -> &str {
