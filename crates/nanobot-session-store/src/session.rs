@@ -1,5 +1,7 @@
 //! A session in memory: its messages, metadata and consolidation pointer.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Local, NaiveDateTime, Utc};
 use serde_json::{Map, Value};
 
@@ -47,7 +49,9 @@ impl SessionMeta {
 #[derive(Debug, Clone)]
 pub struct Session {
     key: SessionKey,
-    messages: Vec<StoredMessage>,
+    /// Shared with copies until one of them changes its messages: a copy made to change
+    /// the metadata (an archive commit) costs nothing per message.
+    messages: Arc<Vec<StoredMessage>>,
     meta: SessionMeta,
     /// Messages known to be in the store (a prefix of `messages`).
     pub(crate) persisted_messages: usize,
@@ -68,7 +72,7 @@ impl Session {
     pub fn new(key: SessionKey, now: NaiveDateTime) -> Self {
         Session {
             key,
-            messages: Vec::new(),
+            messages: Arc::default(),
             meta: SessionMeta::new(now),
             persisted_messages: 0,
             persisted_meta: None,
@@ -78,7 +82,7 @@ impl Session {
 
     /// The messages, taken out (a store that rebuilds a session from its parts).
     pub(crate) fn into_messages(self) -> Vec<StoredMessage> {
-        self.messages
+        Arc::unwrap_or_clone(self.messages)
     }
 
     /// A session as a store read it: everything is persisted.
@@ -94,7 +98,7 @@ impl Session {
             persisted_messages: messages.len(),
             persisted_meta: Some(meta.clone()),
             key,
-            messages,
+            messages: Arc::new(messages),
             meta,
             needs_rewrite: false,
         }
@@ -148,7 +152,7 @@ impl Session {
         if message.get("timestamp").is_none() {
             message.insert_after_content("timestamp", python_isoformat(now));
         }
-        self.messages.push(message);
+        Arc::make_mut(&mut self.messages).push(message);
         self.meta.updated_at = now;
     }
 
@@ -156,7 +160,7 @@ impl Session {
     /// one would need a rewrite).
     pub(crate) fn last_message_mut(&mut self) -> Option<&mut StoredMessage> {
         if self.messages.len() > self.persisted_messages {
-            self.messages.last_mut()
+            Arc::make_mut(&mut self.messages).last_mut()
         } else {
             None
         }
@@ -165,7 +169,7 @@ impl Session {
     /// Empties the session (nanobot's `/new`): no messages, pointer 0, no provider state,
     /// no summary; other metadata and `created_at` stay.
     pub fn clear(&mut self, now: NaiveDateTime) {
-        self.messages.clear();
+        self.messages = Arc::default();
         self.meta.last_consolidated = 0;
         self.meta.provider_state = None;
         self.meta.metadata.remove(LAST_SUMMARY_KEY);
@@ -175,7 +179,7 @@ impl Session {
 
     /// Replaces the messages wholesale (the pointer is reset to 0 if it would pass them).
     pub fn replace_messages(&mut self, messages: Vec<StoredMessage>, now: NaiveDateTime) {
-        self.messages = messages;
+        self.messages = Arc::new(messages);
         if self.meta.last_consolidated > self.messages.len() {
             self.meta.last_consolidated = 0;
         }
@@ -201,7 +205,7 @@ impl Session {
         let len = self.messages.len();
         let pointer = self.meta.last_consolidated.min(len);
         if max_messages == 0 {
-            let dropped = std::mem::take(&mut self.messages);
+            let dropped = Arc::unwrap_or_clone(std::mem::take(&mut self.messages));
             self.meta.last_consolidated = 0;
             self.meta.provider_state = None;
             self.meta.updated_at = now;
@@ -254,8 +258,9 @@ impl Session {
         {
             start += 1;
         }
-        let kept = self.messages.split_off(start);
-        let dropped = std::mem::replace(&mut self.messages, kept);
+        let messages = Arc::make_mut(&mut self.messages);
+        let kept = messages.split_off(start);
+        let dropped = std::mem::replace(messages, kept);
         self.meta.last_consolidated = pointer.saturating_sub(start);
         if !dropped.is_empty() {
             self.meta.provider_state = None;
@@ -324,9 +329,7 @@ impl Session {
     /// messages both share (the higher pointer wins). Returns the merged session; it needs
     /// a save.
     pub fn merged_onto(&self, mut stored: Session) -> Session {
-        for message in self.unsaved_messages() {
-            stored.messages.push(message.clone());
-        }
+        Arc::make_mut(&mut stored.messages).extend(self.unsaved_messages().iter().cloned());
         let before = self.persisted_meta.as_ref().map(|m| &m.metadata);
         for (key, value) in &self.meta.metadata {
             if before.and_then(|b| b.get(key)) != Some(value) {
