@@ -26,6 +26,8 @@ impl Rendered {
             recorded: Some(self.meta),
             pending_updated_at: None,
             line1_mark: Some(self.mark),
+            // A new file appears by a rename, which changes the directory.
+            touched_at: Some(revision),
         }
     }
 }

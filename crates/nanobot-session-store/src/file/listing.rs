@@ -1,10 +1,24 @@
 //! The listing index of the file backend: listing rows cached beside the session files, so
-//! a listing opens only the files that changed since it last looked.
+//! a listing opens only the files that changed since it last looked, and most listings look
+//! at no file at all.
 //!
 //! A row is reused when its file has the same inode, size and modification time as when the
 //! row was read, and was last modified well before that read (file systems stamp times
-//! with a coarse clock, so a change in the same clock tick as the read is not trusted). The
-//! index is only a cache: a missing, damaged or foreign index is rebuilt, never trusted.
+//! with a coarse clock, so a change in the same clock tick as the read is not trusted).
+//!
+//! Checking every file costs a `stat` each (about a microsecond: 0.1 s for 100,000
+//! sessions), so a listing first looks at the directory: a session created, deleted or
+//! replaced (nanobot-ai replaces files by rename; our compaction too) changes the
+//! directory's modification time, and our own processes touch it when a turn ends (appends
+//! and line 1 do not change it). When the directory has not changed since a full check
+//! that began well after its last change, and that check is younger than
+//! [`FileStoreOptions::listing_recheck`](super::FileStoreOptions), the rows are used as they
+//! are, except for files this process wrote since. An edit made in place by another program
+//! (an editor) shows at the next full check.
+//!
+//! The index lives in a directory of its own (`.listing/`), so writing it does not change
+//! the sessions directory. It is only a cache: a missing, damaged or foreign index is
+//! rebuilt, never trusted.
 
 use std::collections::HashMap;
 use std::fs;
@@ -17,8 +31,15 @@ use serde::{Deserialize, Serialize};
 use crate::key::SessionKey;
 use crate::store::SessionInfo;
 
-/// The index file's name; nanobot-ai ignores it (it lists `*.jsonl` only).
-pub(crate) const INDEX_FILE: &str = ".listing-index.json";
+/// The index file, under the sessions directory; nanobot-ai ignores it (it lists
+/// `*.jsonl` only).
+pub(crate) const INDEX_FILE: &str = ".listing/index.json";
+
+/// The directory of [`INDEX_FILE`].
+pub(crate) const INDEX_DIR: &str = ".listing";
+
+/// Where earlier versions kept the index, in the sessions directory itself (removed).
+const OLD_INDEX_FILE: &str = ".listing-index.json";
 
 /// Changes this close to a read are re-read next time (covers coarse timestamp clocks).
 const TIMESTAMP_GUARD: Duration = Duration::from_millis(20);
@@ -54,7 +75,9 @@ fn nanos_since_epoch(time: SystemTime) -> u64 {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Row {
     key: String,
+    #[serde(with = "micros")]
     created_at: NaiveDateTime,
+    #[serde(with = "micros")]
     updated_at: NaiveDateTime,
     message_count: usize,
     title: Option<String>,
@@ -69,12 +92,72 @@ struct Entry {
     row: Row,
 }
 
+impl Entry {
+    /// The file (at `stamp`) had last changed well before the row was read.
+    fn settled(&self, stamp: Stamp) -> bool {
+        stamp
+            .modified_ns
+            .saturating_add(TIMESTAMP_GUARD.as_nanos() as u64)
+            < self.read_ns
+    }
+
+    fn info(&self) -> Option<SessionInfo> {
+        Some(SessionInfo {
+            key: SessionKey::new(self.row.key.clone()).ok()?,
+            created_at: self.row.created_at,
+            updated_at: self.row.updated_at,
+            message_count: self.row.message_count,
+            title: self.row.title.clone(),
+            preview: self.row.preview.clone(),
+        })
+    }
+}
+
+/// A full check of the directory: its modification time then, and when the check began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct DirCheck {
+    pub(crate) modified_ns: u64,
+    pub(crate) checked_ns: u64,
+}
+
+/// The index as stored.
+#[derive(Serialize, Deserialize)]
+struct IndexFile {
+    version: u32,
+    dir: Option<DirCheck>,
+    entries: HashMap<String, Entry>,
+}
+
+const INDEX_VERSION: u32 = 2;
+
 /// The cached rows of one directory, by file name.
 #[derive(Debug, Default)]
 pub(crate) struct ListingIndex {
     entries: HashMap<String, Entry>,
+    dir: Option<DirCheck>,
     loaded: bool,
     changed: bool,
+}
+
+/// The modification time of `dir` (ns since the epoch).
+pub(crate) fn dir_modified_ns(dir: &Path) -> std::io::Result<u64> {
+    Ok(fs::metadata(dir)?
+        .modified()
+        .map(nanos_since_epoch)
+        .unwrap_or(0))
+}
+
+/// Now, in ns since the epoch (the file system's clock).
+pub(crate) fn now_ns() -> u64 {
+    nanos_since_epoch(SystemTime::now())
+}
+
+/// Marks `dir` as changed for other processes' listings (their cached rows are checked
+/// again). A failure only costs them the wait for their next full check.
+pub(crate) fn touch_dir(dir: &Path) {
+    if let Ok(handle) = fs::File::open(dir) {
+        let _ = handle.set_modified(SystemTime::now());
+    }
 }
 
 impl ListingIndex {
@@ -84,29 +167,80 @@ impl ListingIndex {
             return;
         }
         self.loaded = true;
-        if let Ok(bytes) = fsio::read(&dir.join(INDEX_FILE)) {
-            self.entries = serde_json::from_slice(&bytes).unwrap_or_default();
+        // Read as text: checked as UTF-8 once, not string by string.
+        if let Ok(text) = fsio::read_to_string(&dir.join(INDEX_FILE))
+            && let Ok(file) = serde_json::from_str::<IndexFile>(&text)
+            && file.version == INDEX_VERSION
+        {
+            self.entries = file.entries;
+            self.dir = file.dir;
+        }
+        if fs::symlink_metadata(dir.join(OLD_INDEX_FILE)).is_ok() {
+            let _ = fsio::remove_file(&dir.join(OLD_INDEX_FILE));
         }
     }
 
-    /// The cached row of `file` if it still describes the file.
-    pub(crate) fn fresh(&self, file: &str, stamp: Stamp) -> Option<SessionInfo> {
-        let entry = self.entries.get(file)?;
-        let settled = stamp
-            .modified_ns
-            .saturating_add(TIMESTAMP_GUARD.as_nanos() as u64)
-            < entry.read_ns;
-        if entry.stamp != stamp || !settled {
-            return None;
-        }
-        Some(SessionInfo {
-            key: SessionKey::new(entry.row.key.clone()).ok()?,
-            created_at: entry.row.created_at,
-            updated_at: entry.row.updated_at,
-            message_count: entry.row.message_count,
-            title: entry.row.title.clone(),
-            preview: entry.row.preview.clone(),
+    /// Whether the rows can be used without a full check: the directory is as the last full
+    /// check saw it, had settled before that check began, and the check is recent.
+    pub(crate) fn trusts(&self, modified_ns: u64, now_ns: u64, recheck: Duration) -> bool {
+        self.dir.is_some_and(|check| {
+            check.modified_ns == modified_ns
+                && check
+                    .modified_ns
+                    .saturating_add(TIMESTAMP_GUARD.as_nanos() as u64)
+                    < check.checked_ns
+                && now_ns.saturating_sub(check.checked_ns) < recheck.as_nanos() as u64
         })
+    }
+
+    /// Records a full check.
+    pub(crate) fn checked(&mut self, check: DirCheck) {
+        if self.dir != Some(check) {
+            self.dir = Some(check);
+            self.changed = true;
+        }
+    }
+
+    /// Every row, as cached.
+    pub(crate) fn rows(&self) -> Vec<SessionInfo> {
+        self.entries.values().filter_map(Entry::info).collect()
+    }
+
+    /// The files whose rows need a look of their own even when the directory is trusted:
+    /// rows read too close to their file's last change, and `written` files (this process
+    /// wrote them: name and size now) whose size differs from the row's.
+    pub(crate) fn doubtful(&self, written: &[(String, u64)]) -> Vec<String> {
+        let mut doubtful: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|(_, entry)| !entry.settled(entry.stamp))
+            .map(|(file, _)| file.clone())
+            .collect();
+        doubtful.extend(
+            written
+                .iter()
+                .filter(|(file, size)| {
+                    self.entries
+                        .get(file)
+                        .is_none_or(|entry| entry.stamp.size != *size)
+                })
+                .map(|(file, _)| file.clone()),
+        );
+        doubtful.sort();
+        doubtful.dedup();
+        doubtful
+    }
+
+    /// Forgets the row of a file that is gone.
+    pub(crate) fn remove(&mut self, file: &str) {
+        self.changed |= self.entries.remove(file).is_some();
+    }
+
+    /// Whether the cached row of `file` still describes the file.
+    pub(crate) fn is_fresh(&self, file: &str, stamp: Stamp) -> bool {
+        self.entries
+            .get(file)
+            .is_some_and(|entry| entry.stamp == stamp && entry.settled(stamp))
     }
 
     /// Records the row just read from `file`.
@@ -149,16 +283,51 @@ impl ListingIndex {
             return;
         }
         self.changed = false;
-        let Ok(bytes) = serde_json::to_vec(&self.entries) else {
+        let file = IndexFile {
+            version: INDEX_VERSION,
+            dir: self.dir,
+            entries: std::mem::take(&mut self.entries),
+        };
+        let bytes = serde_json::to_vec(&file);
+        self.entries = file.entries;
+        let Ok(bytes) = bytes else {
             return;
         };
         let temp: PathBuf = dir.join(format!("{INDEX_FILE}.{}.tmp", std::process::id()));
+        if let Some(parent) = temp.parent()
+            && fsio::create_dir_all(parent).is_err()
+        {
+            return;
+        }
         if fsio::write(&temp, &bytes)
             .and_then(|()| fsio::rename(&temp, &dir.join(INDEX_FILE)))
             .is_err()
         {
             let _ = fsio::remove_file(&temp);
         }
+    }
+}
+
+/// Times as microseconds since 1970 (naive, as stored): an index of many rows loads without
+/// parsing a date per row.
+mod micros {
+    use chrono::{DateTime, NaiveDateTime};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(
+        time: &NaiveDateTime,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        time.and_utc().timestamp_micros().serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<NaiveDateTime, D::Error> {
+        let micros = i64::deserialize(deserializer)?;
+        DateTime::from_timestamp_micros(micros)
+            .map(|t| t.naive_utc())
+            .ok_or_else(|| serde::de::Error::custom("a time out of range"))
     }
 }
 

@@ -81,6 +81,9 @@ use crate::session::{Session, SessionMeta, local_naive, parse_isoformat, python_
 use crate::store::{Append, Loaded, Repair, Revision, SessionInfo, SessionStore, TurnLock};
 use listing::{ListingIndex, Stamp};
 
+/// How long a listing trusts an unchanged directory before it checks every file again.
+const LISTING_RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The unit a disk writes whole: a write that spans several may reach the disk in part,
 /// whole sectors at a time.
 const SECTOR: usize = 512;
@@ -98,6 +101,10 @@ pub struct FileStoreOptions {
     pub durability: Durability,
     /// The time used for timestamps a damaged file lacks.
     pub clock: Arc<dyn Clock>,
+    /// How long a listing trusts its cached rows while the directory is unchanged, before
+    /// it looks at every file again (an edit made in place by another program shows by
+    /// then). Default 10 s; zero checks every file at every listing.
+    pub listing_recheck: std::time::Duration,
 }
 
 impl Default for FileStoreOptions {
@@ -105,6 +112,7 @@ impl Default for FileStoreOptions {
         FileStoreOptions {
             durability: Durability::default(),
             clock: Arc::new(SystemClock),
+            listing_recheck: LISTING_RECHECK,
         }
     }
 }
@@ -113,6 +121,12 @@ impl FileStoreOptions {
     /// The same options with `durability`.
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// The same options with listings that look at every file after `recheck`.
+    pub fn listing_recheck(mut self, recheck: std::time::Duration) -> Self {
+        self.listing_recheck = recheck;
         self
     }
 
@@ -154,6 +168,8 @@ struct FileState {
     pending_updated_at: Option<NaiveDateTime>,
     /// The (messages, bytes) mark line 1 carries, if any (see [`TailMark`]).
     line1_mark: Option<TailMark>,
+    /// The revision the directory was last touched at for other listings (see `listing`).
+    touched_at: Option<Revision>,
 }
 
 /// What line 1 records about the file for [`FileSessionStore::open_for_replay`]: at `bytes`
@@ -208,6 +224,10 @@ impl FileSessionStore {
     pub fn open(dir: impl Into<PathBuf>, options: FileStoreOptions) -> Result<Self, SessionError> {
         let dir = dir.into();
         nanobot_fs_support::create_dir_durable(&dir)?;
+        // The listing index's own directory, made now so that writing the index later never
+        // changes the sessions directory (listings trust an unchanged one). Without it (a
+        // read-only directory) listings check every file.
+        let _ = fsio::create_dir_all(&dir.join(listing::INDEX_DIR));
         Ok(FileSessionStore {
             dir,
             options,

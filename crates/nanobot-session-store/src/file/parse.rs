@@ -73,6 +73,7 @@ impl FileSessionStore {
                     recorded: parsed.meta,
                     pending_updated_at: None,
                     line1_mark: parsed.line1_mark,
+                    touched_at: Some(revision),
                 },
             );
         }

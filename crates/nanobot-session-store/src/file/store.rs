@@ -124,50 +124,23 @@ impl SessionStore for FileSessionStore {
     }
 
     async fn list(&self) -> Result<Vec<SessionInfo>, SessionError> {
-        let entries =
-            fs::read_dir(&self.dir).map_err(|e| SessionError::io("list", &self.dir, e))?;
         let mut index = self.listing.lock().unwrap_or_else(|p| p.into_inner());
         index.load_once(&self.dir);
-        let mut rows = Vec::new();
-        let mut present = std::collections::HashSet::new();
-        let now = self.now();
-        for entry in entries {
-            let entry = entry.map_err(|e| SessionError::io("list", &self.dir, e))?;
-            let name = entry.file_name();
-            let Some(file) = name.to_str() else {
-                continue;
-            };
-            let Some(stem) = file.strip_suffix(".jsonl") else {
-                continue;
-            };
-            let canonical = SessionKey::from_storage_stem(stem);
-            if canonical.is_none() && !SessionKey::is_hashed_stem(stem) {
-                continue;
+        let modified_ns = listing::dir_modified_ns(&self.dir)
+            .map_err(|e| SessionError::io("list", &self.dir, e))?;
+        let started_ns = listing::now_ns();
+        if index.trusts(modified_ns, started_ns, self.options.listing_recheck) {
+            for file in index.doubtful(&self.written_sizes()) {
+                self.recheck_row(&mut index, &file)?;
             }
-            let stamp = match entry.metadata() {
-                Ok(metadata) => Stamp::of(&metadata),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(SessionError::io("inspect", entry.path(), e)),
-            };
-            present.insert(file.to_owned());
-            if let Some(row) = index.fresh(file, stamp) {
-                rows.push(row);
-                continue;
-            }
-            let path = entry.path();
-            let read_at = std::time::SystemTime::now();
-            let bytes = match fsio::read(&path) {
-                Ok(bytes) => bytes,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(SessionError::io("read", &path, e)),
-            };
-            if let Some(row) = list_row(&bytes, canonical, now) {
-                // The stamp taken before reading: a change during the read is seen next time.
-                index.record(file.to_owned(), stamp, read_at, &row);
-                rows.push(row);
-            }
+        } else {
+            self.check_every_row(&mut index)?;
+            index.checked(listing::DirCheck {
+                modified_ns,
+                checked_ns: started_ns,
+            });
         }
-        index.retain(&present);
+        let mut rows = index.rows();
         index.save(&self.dir);
         sort_listing(&mut rows);
         Ok(rows)
@@ -278,6 +251,12 @@ impl SessionStore for FileSessionStore {
         if self.options.durability != Durability::None {
             fsio::sync_data(&locked.file, &path).map_err(|e| SessionError::io("sync", &path, e))?;
         }
+        if line1_stale || state.touched_at != Some(found) {
+            // Appends and line 1 leave the directory as it was: tell other processes'
+            // listings that this file changed.
+            listing::touch_dir(&self.dir);
+            state.touched_at = Some(found);
+        }
         self.remember(key, state);
         Ok(found)
     }
@@ -291,6 +270,95 @@ impl SessionStore for FileSessionStore {
 }
 
 impl FileSessionStore {
+    /// Every session file's row brought up to date: files whose stamp changed are read again,
+    /// rows of files that are gone are dropped.
+    fn check_every_row(&self, index: &mut ListingIndex) -> Result<(), SessionError> {
+        let entries =
+            fs::read_dir(&self.dir).map_err(|e| SessionError::io("list", &self.dir, e))?;
+        let mut present = std::collections::HashSet::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| SessionError::io("list", &self.dir, e))?;
+            let name = entry.file_name();
+            let Some(file) = name.to_str() else {
+                continue;
+            };
+            let Some(canonical) = session_file_key(file) else {
+                continue;
+            };
+            let stamp = match entry.metadata() {
+                Ok(metadata) => Stamp::of(&metadata),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(SessionError::io("inspect", entry.path(), e)),
+            };
+            present.insert(file.to_owned());
+            if !index.is_fresh(file, stamp) {
+                self.read_row(index, file, canonical, stamp)?;
+            }
+        }
+        index.retain(&present);
+        Ok(())
+    }
+
+    /// One file's row brought up to date (see [`Self::check_every_row`]).
+    fn recheck_row(&self, index: &mut ListingIndex, file: &str) -> Result<(), SessionError> {
+        let Some(canonical) = session_file_key(file) else {
+            return Ok(());
+        };
+        let path = self.dir.join(file);
+        let stamp = match fs::metadata(&path) {
+            Ok(metadata) => Stamp::of(&metadata),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                index.remove(file);
+                return Ok(());
+            }
+            Err(e) => return Err(SessionError::io("inspect", &path, e)),
+        };
+        if !index.is_fresh(file, stamp) {
+            self.read_row(index, file, canonical, stamp)?;
+        }
+        Ok(())
+    }
+
+    /// Reads `file`'s listing row into the index (stamped with what `stat` said before the
+    /// read, so a change during the read is seen next time).
+    fn read_row(
+        &self,
+        index: &mut ListingIndex,
+        file: &str,
+        canonical: Option<SessionKey>,
+        stamp: Stamp,
+    ) -> Result<(), SessionError> {
+        let path = self.dir.join(file);
+        let read_at = std::time::SystemTime::now();
+        let bytes = match fsio::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                index.remove(file);
+                return Ok(());
+            }
+            Err(e) => return Err(SessionError::io("read", &path, e)),
+        };
+        match list_row(&bytes, canonical, self.now()) {
+            Some(row) => index.record(file.to_owned(), stamp, read_at, &row),
+            None => index.remove(file),
+        }
+        Ok(())
+    }
+
+    /// The session files this process has written or read, with their size as it left them.
+    fn written_sizes(&self) -> Vec<(String, u64)> {
+        let states = self.states.lock().unwrap_or_else(|p| p.into_inner());
+        states
+            .iter()
+            .map(|(key, state)| {
+                (
+                    format!("{}.jsonl", key.storage_stem()),
+                    state.revision.offset,
+                )
+            })
+            .collect()
+    }
+
     /// A new session: the whole file appears at once, or not at all if it exists.
     fn append_new(
         &self,
@@ -311,6 +379,14 @@ impl FileSessionStore {
         let content = render(key, &meta, append.messages);
         self.create(key, path, content, append.messages.len())
     }
+}
+
+/// The key a session file's name gives (`Some(None)`: a hashed name, whose key is inside);
+/// `None` for files that are not sessions.
+fn session_file_key(file: &str) -> Option<Option<SessionKey>> {
+    let stem = file.strip_suffix(".jsonl")?;
+    let canonical = SessionKey::from_storage_stem(stem);
+    (canonical.is_some() || SessionKey::is_hashed_stem(stem)).then_some(canonical)
 }
 
 /// The records an append adds after its messages: a changed provider state, and the

@@ -913,6 +913,67 @@ async fn case_92_moved_and_symlinked_workspaces_keep_their_sessions() {
     assert!(other.load(&k).await.unwrap().is_none());
 }
 
+/// A listing whose directory has not changed uses its rows without looking at any file;
+/// another process's turn end, a new session and this process's own appends all show.
+#[tokio::test]
+async fn a_listing_trusts_an_unchanged_directory_and_sees_every_turn_end() {
+    let dir = TempDir::new("listing-trust");
+    let lister = file_store(dir.path());
+    let writer = file_store(dir.path());
+    let k = key("cli:trusted");
+    let mut session = Session::new(k.clone(), at(0));
+    session.add_message(u("first question"), at(1));
+    let mut revision = writer
+        .save_changes(&mut session, None)
+        .await
+        .unwrap()
+        .unwrap();
+    revision = writer.flush(&k, revision).await.unwrap();
+    let count = |rows: Vec<nanobot_session_store::SessionInfo>| {
+        rows.into_iter()
+            .find(|r| r.key == k)
+            .map(|r| r.message_count)
+    };
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    assert_eq!(count(lister.list().await.unwrap()), Some(1));
+
+    // Changed in place behind the directory's back: the trusted row stays as it was.
+    let path = writer.path_of(&k);
+    let original = fs::read_to_string(&path).unwrap();
+    fs::write(&path, original.replace("first question", "changed unseen")).unwrap();
+    let rows = lister.list().await.unwrap();
+    assert_eq!(
+        rows[0].preview, "first question",
+        "the directory was trusted"
+    );
+    fs::write(&path, &original).unwrap();
+
+    // Another process appends and ends its turn: the flush tells the directory.
+    session.add_message(a("an answer"), at(2));
+    revision = writer
+        .save_changes(&mut session, Some(revision))
+        .await
+        .unwrap()
+        .unwrap();
+    writer.flush(&k, revision).await.unwrap();
+    assert_eq!(count(lister.list().await.unwrap()), Some(2));
+
+    // This process's own appends show without a flush.
+    let mut own = lister.load(&k).await.unwrap().unwrap();
+    own.session.add_message(u("mine"), at(3));
+    lister
+        .save_changes(&mut own.session, Some(own.revision))
+        .await
+        .unwrap();
+    assert_eq!(count(lister.list().await.unwrap()), Some(3));
+
+    // A new session (a new name in the directory) shows at once.
+    let mut second = Session::new(key("cli:second"), at(4));
+    second.add_message(u("hello"), at(4));
+    writer.save_changes(&mut second, None).await.unwrap();
+    assert_eq!(lister.list().await.unwrap().len(), 2);
+}
+
 #[tokio::test]
 async fn the_listing_index_never_serves_a_stale_row() {
     let dir = TempDir::new("listing");
@@ -929,7 +990,7 @@ async fn the_listing_index_never_serves_a_stale_row() {
         rows.into_iter().find(|r| r.key == k).unwrap()
     };
     assert_eq!(row(store.list().await.unwrap()).message_count, 1);
-    assert!(dir.path().join(".listing-index.json").exists());
+    assert!(dir.path().join(".listing/index.json").exists());
 
     // An append changes the size.
     session.add_message(a("an answer"), at(2));
@@ -956,18 +1017,38 @@ async fn the_listing_index_never_serves_a_stale_row() {
     // Another store (another process) reads the index and agrees; a damaged index is rebuilt.
     let other = file_store(dir.path());
     assert_eq!(row(other.list().await.unwrap()).message_count, 3);
-    fs::write(dir.path().join(".listing-index.json"), "{ not json").unwrap();
+    fs::write(dir.path().join(".listing/index.json"), "{ not json").unwrap();
     let third = file_store(dir.path());
     assert_eq!(row(third.list().await.unwrap()).message_count, 3);
 
-    // A session written by someone else (nanobot-ai rewrites whole files) is picked up.
+    // A session written by someone else (nanobot-ai replaces whole files) is picked up.
     std::thread::sleep(std::time::Duration::from_millis(60));
     let path = store.path_of(&k);
+    let replace = |from: &str, to: &str| {
+        let text = fs::read_to_string(&path).unwrap().replace(from, to);
+        let temp = dir.path().join(".replacing.tmp");
+        fs::write(&temp, text).unwrap();
+        fs::rename(&temp, &path).unwrap();
+    };
+    replace("first question", "edited elsewhere");
+    assert_eq!(row(third.list().await.unwrap()).preview, "edited elsewhere");
+
+    // An edit made in place (an editor) leaves the directory as it was: it shows at the
+    // next full check, at once for a store that checks every time.
+    std::thread::sleep(std::time::Duration::from_millis(60));
     let text = fs::read_to_string(&path)
         .unwrap()
-        .replace("first question", "edited elsewhere");
+        .replace("edited elsewhere", "edited in place");
     fs::write(&path, text).unwrap();
-    assert_eq!(row(third.list().await.unwrap()).preview, "edited elsewhere");
+    let checking = FileSessionStore::open(
+        dir.path(),
+        FileStoreOptions::default().listing_recheck(std::time::Duration::ZERO),
+    )
+    .unwrap();
+    assert_eq!(
+        row(checking.list().await.unwrap()).preview,
+        "edited in place"
+    );
 
     assert!(store.delete(&k).await.unwrap());
     assert!(store.list().await.unwrap().is_empty());
