@@ -40,6 +40,7 @@ fn main() {
     for n in sizes {
         let entries = history_entries(SEED + 1, n);
         let (mut totals, mut at_n, mut first, mut reads) = (vec![], vec![], vec![], vec![]);
+        let mut newest = vec![];
         let mut file_bytes = 0;
         for rep in 0..reps {
             let root =
@@ -62,6 +63,15 @@ fn main() {
             let mean = |s: &[f64]| s.iter().sum::<f64>() / s.len().max(1) as f64;
             at_n.push(mean(&per[n.saturating_sub(window)..]));
             first.push(mean(&per[..window.min(n)]));
+            // What Dream and the Consolidator ask of a long journal: the newest entries
+            // after their cursor (here the last `window`), from a fresh handle.
+            let fresh = FileJournal::open(&root).unwrap();
+            let cursor = n.saturating_sub(window) as u64;
+            let t = Instant::now();
+            let tail = rt.block_on(fresh.read_since(cursor, None)).unwrap();
+            newest.push(t.elapsed().as_secs_f64());
+            assert_eq!(tail.len(), n.min(window));
+            drop(fresh);
             let t = Instant::now();
             let unread = rt.block_on(journal.read_since(0, None)).unwrap();
             reads.push(t.elapsed().as_secs_f64());
@@ -84,6 +94,7 @@ fn main() {
                 "per_append_at_n_s": summarize(at_n),
                 "per_append_first_window_s": summarize(first),
                 "read_unprocessed_all_s": summarize(reads),
+                "read_newest_window_s": summarize(newest),
                 "file_bytes": file_bytes,
             }),
         );

@@ -19,6 +19,9 @@
     missing_docs
 )]
 
+#[path = "sessions/scale.rs"]
+mod scale;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -44,6 +47,8 @@ struct Params {
     history_budgets: Vec<usize>,
     list_count: usize,
     list_per: usize,
+    scale_sessions: usize,
+    scale_messages: usize,
     tmp_root: PathBuf,
 }
 
@@ -59,6 +64,8 @@ impl Params {
             history_budgets: vec![8000, 190_784],
             list_count: 1000,
             list_per: 20,
+            scale_sessions: 100_000,
+            scale_messages: 1_000_000,
             tmp_root: std::env::temp_dir(),
         };
         let mut worker = None;
@@ -81,6 +88,8 @@ impl Params {
                 "--history-budgets" => p.history_budgets = list(&value),
                 "--list-count" => p.list_count = value.parse().expect("--list-count N"),
                 "--list-per" => p.list_per = value.parse().expect("--list-per N"),
+                "--scale-sessions" => p.scale_sessions = value.parse().expect("--scale-sessions N"),
+                "--scale-messages" => p.scale_messages = value.parse().expect("--scale-messages N"),
                 "--tmp-root" => p.tmp_root = PathBuf::from(value),
                 "--worker" => {
                     let params = args.get(i + 2).cloned().unwrap_or_default();
@@ -93,6 +102,8 @@ impl Params {
                     p.append_fsync_sizes = vec![100];
                     p.load_n = 1000;
                     p.list_count = 100;
+                    p.scale_sessions = 1000;
+                    p.scale_messages = 20_000;
                     i += 1;
                     continue;
                 }
@@ -107,7 +118,11 @@ impl Params {
         (p, worker)
     }
 
+    /// The scale workloads run only when named (they take minutes and gigabytes).
     fn wants(&self, name: &str) -> bool {
+        if name.starts_with("scale_") {
+            return self.only.iter().any(|o| o == name);
+        }
         self.only.is_empty() || self.only.iter().any(|o| o == name)
     }
 }
@@ -459,6 +474,12 @@ fn run_worker(name: &str, params: &Value, p: &Params) -> Value {
         "cold_load" => cold_load(p, Path::new(params["dir"].as_str().unwrap())),
         "get_history" => get_history_workload(p),
         "list_sessions" => list_sessions(p),
+        "scale_list" => scale::scale_list(p),
+        "scale_replay" => scale::scale_replay(
+            p,
+            Path::new(params["dir"].as_str().unwrap()),
+            params["write_s"].as_f64().unwrap(),
+        ),
         other => panic!("unknown workload {other}"),
     };
     result["peak_rss_kib"] = json!(peak_rss_kib());
@@ -490,10 +511,24 @@ fn main() {
         }
     }
     let load_dir = p.wants("cold_load").then(|| write_load_session(&p));
-    for name in ["floors", "cold_load", "get_history", "list_sessions"] {
+    let long_session = p
+        .wants("scale_replay")
+        .then(|| scale::write_long_session(&p));
+    let names = [
+        "floors",
+        "cold_load",
+        "get_history",
+        "list_sessions",
+        "scale_list",
+        "scale_replay",
+    ];
+    for name in names {
         if p.wants(name) {
-            let params = match &load_dir {
-                Some(dir) if name == "cold_load" => json!({"dir": dir.0}),
+            let params = match (&load_dir, &long_session) {
+                (Some(dir), _) if name == "cold_load" => json!({"dir": dir.0}),
+                (_, Some((dir, write_s))) if name == "scale_replay" => {
+                    json!({"dir": dir.0, "write_s": write_s})
+                }
                 _ => json!({}),
             };
             jobs.push((name.into(), name.into(), params));
