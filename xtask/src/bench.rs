@@ -34,6 +34,7 @@ const JOURNAL: (&str, &str) = ("nanobot-memory-store", "journal");
 const MEMORY: (&str, &str) = ("nanobot-memory-core", "memory");
 const CONTEXT: (&str, &str) = ("nanobot-context-builder", "context");
 const DREAM: (&str, &str) = ("nanobot-dream", "dream");
+const SERVE: (&str, &str) = ("nanobot-app", "serve_scale");
 
 const ROWS: &[Row] = &[
     Row {
@@ -148,6 +149,62 @@ const ROWS: &[Row] = &[
         label: "W7 whole 10,000-entry journal loop (peer: about 2 minutes)",
         ours_bench: JOURNAL,
         ours: ("history_append_n10000", &["total_s", "median"]),
+        peer: None,
+        floor: None,
+        check: None,
+    },
+    Row {
+        label: "S1 list 100,000 sessions, warm (the same store again)",
+        ours_bench: SESSIONS,
+        ours: ("scale_list", &["warm_list_s", "median"]),
+        peer: None,
+        floor: None,
+        check: None,
+    },
+    Row {
+        label: "S1 list 100,000 sessions, a fresh store (index from disk)",
+        ours_bench: SESSIONS,
+        ours: ("scale_list", &["cold_list_s", "median"]),
+        peer: None,
+        floor: None,
+        check: None,
+    },
+    Row {
+        label: "S2 open a 1,000,000-message session for replay",
+        ours_bench: SESSIONS,
+        ours: ("scale_replay", &["replay_open_s", "median"]),
+        peer: None,
+        floor: None,
+        check: None,
+    },
+    Row {
+        label: "S2 peak RSS of its first turn (KiB, lower is better)",
+        ours_bench: SESSIONS,
+        ours: ("scale_replay", &["peak_rss_after_first_turn_kib"]),
+        peer: None,
+        floor: None,
+        check: None,
+    },
+    Row {
+        label: "W7 read the newest 100 of 10,000 entries, fresh handle",
+        ours_bench: JOURNAL,
+        ours: ("history_append_n10000", &["read_newest_window_s", "median"]),
+        peer: None,
+        floor: None,
+        check: None,
+    },
+    Row {
+        label: "S3 serve: 1,000 sessions, a turn each every 2 s, p99 (instant model)",
+        ours_bench: SERVE,
+        ours: ("serve_scale", &["steady_turns", "p99_ms"]),
+        peer: None,
+        floor: None,
+        check: None,
+    },
+    Row {
+        label: "S3 serve: memory per idle session (bytes)",
+        ours_bench: SERVE,
+        ours: ("serve_scale", &["bytes_per_idle_session"]),
         peer: None,
         floor: None,
         check: None,
@@ -471,8 +528,13 @@ fn report(
 }
 
 fn fmt_value(path: &[&str], value: f64) -> String {
-    if path.iter().any(|p| p.ends_with("kib")) {
+    if path
+        .iter()
+        .any(|p| p.ends_with("kib") || p.ends_with("bytes") || *p == "bytes_per_idle_session")
+    {
         format!("{value:.0}")
+    } else if path.iter().any(|p| p.ends_with("_ms")) {
+        format!("{value:.2}ms")
     } else if value < 1e-3 {
         format!("{:.2}us", value * 1e6)
     } else {
