@@ -1,7 +1,7 @@
 //! Messages as stored: every field a writer put there, in its order.
 
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use nanobot_llm_port::Role;
 use nanobot_llm_port::tokens::python_truthy;
@@ -27,17 +27,39 @@ pub const RECALLED_FIELD: &str = "_recalled";
 /// it back.
 ///
 /// A message read from a file keeps its line as it was (already checked to be a JSON
-/// object) and is decoded only when a field is first read: loading a long session costs one
-/// validation pass, and writing it back reproduces the original bytes. It also caches its
-/// token estimate for replay, so a long session is counted once.
+/// object), in the buffer the whole file was read into, and is decoded only when a field is
+/// first read: loading a long session costs one validation pass and no copy, and writing it
+/// back reproduces the original bytes. It also caches its token estimate for replay, so a
+/// long session is counted once. Undecoded, a message is 40 bytes beside its text.
 pub struct StoredMessage {
     /// The record as read, until a change makes it stale.
-    raw: Option<Box<RawValue>>,
+    raw: Option<RawText>,
+    /// Everything decoded or computed from the record, allocated on first use.
+    derived: OnceLock<Box<Derived>>,
+}
+
+/// One record's text inside a buffer it shares with the other records read with it.
+#[derive(Clone)]
+struct RawText {
+    buffer: Arc<Vec<u8>>,
+    start: usize,
+    end: usize,
+}
+
+impl RawText {
+    fn text(&self) -> &str {
+        // Checked as UTF-8 (and as one JSON object) when it was read.
+        simdutf8::basic::from_utf8(&self.buffer[self.start..self.end]).unwrap_or_default()
+    }
+}
+
+#[derive(Default, Clone)]
+struct Derived {
     fields: OnceLock<Map<String, Value>>,
     /// (encoding fingerprint, tokens) of the replay projection.
     tokens: OnceLock<(u64, u32)>,
     /// The model-replay projection (`None`: not replayed), computed once.
-    projection: OnceLock<Option<std::sync::Arc<Map<String, Value>>>>,
+    projection: OnceLock<Option<Arc<Map<String, Value>>>>,
     /// What replay asks of every message, decoded once.
     shape: OnceLock<Shape>,
 }
@@ -140,10 +162,10 @@ impl StoredMessage {
     pub fn from_map(fields: Map<String, Value>) -> Self {
         StoredMessage {
             raw: None,
-            fields: OnceLock::from(fields),
-            tokens: OnceLock::new(),
-            projection: OnceLock::new(),
-            shape: OnceLock::new(),
+            derived: OnceLock::from(Box::new(Derived {
+                fields: OnceLock::from(fields),
+                ..Derived::default()
+            })),
         }
     }
 
@@ -153,15 +175,34 @@ impl StoredMessage {
         if !text.trim_start().starts_with('{') {
             return Err("not a JSON object".to_owned());
         }
-        let raw =
-            serde_json::from_str::<Box<RawValue>>(text).map_err(|e| format!("not JSON ({e})"))?;
-        Ok(StoredMessage {
-            raw: Some(raw),
-            fields: OnceLock::new(),
-            tokens: OnceLock::new(),
-            projection: OnceLock::new(),
-            shape: OnceLock::new(),
-        })
+        let buffer = Arc::new(text.as_bytes().to_vec());
+        Self::from_shared_text(&buffer, 0..text.len(), text)
+    }
+
+    /// A message from `text`, which is `buffer[range]` (a file read whole): kept as a
+    /// range of the shared buffer, after the same check as [`Self::from_json_text`].
+    pub(crate) fn from_shared_text(
+        buffer: &Arc<Vec<u8>>,
+        range: std::ops::Range<usize>,
+        text: &str,
+    ) -> Result<Self, String> {
+        let value = check_object_text(text)?;
+        Ok(Self::from_checked(
+            buffer,
+            range.start + value.start..range.start + value.end,
+        ))
+    }
+
+    /// A message whose text, `buffer[range]`, [`check_object_text`] accepted.
+    pub(crate) fn from_checked(buffer: &Arc<Vec<u8>>, range: std::ops::Range<usize>) -> Self {
+        StoredMessage {
+            raw: Some(RawText {
+                buffer: Arc::clone(buffer),
+                start: range.start,
+                end: range.end,
+            }),
+            derived: OnceLock::new(),
+        }
     }
 
     /// A message from an llm-port message (what a model answered, or a tool result).
@@ -225,9 +266,9 @@ impl StoredMessage {
 
     /// All fields (decoding the record on first use).
     pub fn fields(&self) -> &Map<String, Value> {
-        self.fields.get_or_init(|| match &self.raw {
+        self.derived().fields.get_or_init(|| match &self.raw {
             // The text was checked to be a JSON object when it was read.
-            Some(raw) => serde_json::from_str(raw.get()).unwrap_or_default(),
+            Some(raw) => serde_json::from_str(raw.text()).unwrap_or_default(),
             None => Map::new(),
         })
     }
@@ -235,37 +276,59 @@ impl StoredMessage {
     /// All fields, owned.
     pub fn into_fields(mut self) -> Map<String, Value> {
         self.fields();
-        self.fields.take().unwrap_or_default()
+        self.derived
+            .get_mut()
+            .and_then(|derived| derived.fields.take())
+            .unwrap_or_default()
     }
 
     /// The record's JSON text as read, if it is unchanged since.
     pub fn raw_json(&self) -> Option<&str> {
-        self.raw.as_deref().map(RawValue::get)
+        self.raw.as_ref().map(RawText::text)
+    }
+
+    fn derived(&self) -> &Derived {
+        self.derived.get_or_init(Box::default)
     }
 
     pub(crate) fn cached_tokens(&self, fingerprint: u64) -> Option<u32> {
-        self.tokens
+        self.derived()
+            .tokens
             .get()
             .filter(|(f, _)| *f == fingerprint)
             .map(|(_, t)| *t)
     }
 
     pub(crate) fn cache_tokens(&self, fingerprint: u64, tokens: u32) {
-        let _ = self.tokens.set((fingerprint, tokens));
+        let _ = self.derived().tokens.set((fingerprint, tokens));
     }
 
     /// What replay needs to know about this message.
     pub(crate) fn shape(&self) -> &Shape {
-        self.shape.get_or_init(|| Shape::of(self.fields()))
+        self.derived()
+            .shape
+            .get_or_init(|| Shape::of(self.fields()))
     }
 
     /// The model-replay projection, computed once by `project`.
     pub(crate) fn cached_projection(
         &self,
-        project: impl FnOnce() -> Option<std::sync::Arc<Map<String, Value>>>,
-    ) -> &Option<std::sync::Arc<Map<String, Value>>> {
-        self.projection.get_or_init(project)
+        project: impl FnOnce() -> Option<Arc<Map<String, Value>>>,
+    ) -> &Option<Arc<Map<String, Value>>> {
+        self.derived().projection.get_or_init(project)
     }
+}
+
+/// Checks that `text` is one JSON object (whitespace around it allowed); where the object
+/// is within `text`.
+pub(crate) fn check_object_text(text: &str) -> Result<std::ops::Range<usize>, String> {
+    if !text.trim_start().starts_with('{') {
+        return Err("not a JSON object".to_owned());
+    }
+    let value = serde_json::from_str::<&RawValue>(text).map_err(|e| format!("not JSON ({e})"))?;
+    // The value without the whitespace around it (a CRLF file's `\r`, say).
+    let start = (value.get().as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
+    Ok(start..start + value.get().len())
 }
 
 impl Default for StoredMessage {
@@ -278,10 +341,7 @@ impl Clone for StoredMessage {
     fn clone(&self) -> Self {
         StoredMessage {
             raw: self.raw.clone(),
-            fields: self.fields.clone(),
-            tokens: self.tokens.clone(),
-            projection: self.projection.clone(),
-            shape: self.shape.clone(),
+            derived: self.derived.clone(),
         }
     }
 }
@@ -305,7 +365,11 @@ impl Serialize for StoredMessage {
     /// Writes the record as read when it is unchanged (byte for byte with serde_json), its
     /// fields otherwise.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match &self.raw {
+        match self
+            .raw
+            .as_ref()
+            .and_then(|raw| serde_json::from_str::<&RawValue>(raw.text()).ok())
+        {
             Some(raw) => raw.serialize(serializer),
             None => self.fields().serialize(serializer),
         }

@@ -10,8 +10,10 @@ impl FileSessionStore {
         path: &Path,
         locked: &mut Locked,
     ) -> Result<Loaded, SessionError> {
-        let bytes = fsio::read_from(&mut locked.file, path, 0)
-            .map_err(|e| SessionError::io("read", path, e))?;
+        let bytes = Arc::new(
+            fsio::read_from(&mut locked.file, path, 0)
+                .map_err(|e| SessionError::io("read", path, e))?,
+        );
         let mut parsed = parse(&bytes, self.now());
         check_recorded_key(key, path, &parsed)?;
 
@@ -132,37 +134,111 @@ pub(super) struct Parsed {
     pub(super) unterminated: bool,
 }
 
-pub(super) fn parse(bytes: &[u8], now: NaiveDateTime) -> Parsed {
-    let mut scan = Scan::new(now);
-    let mut offset = 0;
+/// Parses a whole file; its messages keep their text as ranges of `bytes`.
+pub(super) fn parse(bytes: &Arc<Vec<u8>>, now: NaiveDateTime) -> Parsed {
+    let mut scan = Scan::new(now, Arc::clone(bytes));
     // One SIMD pass validates the whole file; lines are then slices of it. A file that is
     // not valid UTF-8 throughout is checked line by line, to find the damaged ones.
     let whole = simdutf8::basic::from_utf8(bytes).ok();
-    while offset < bytes.len() {
-        scan.line_no += 1;
-        let (line, next, terminated) = match memchr::memchr(b'\n', &bytes[offset..]) {
-            Some(end) => (&bytes[offset..offset + end], offset + end + 1, true),
-            None => (&bytes[offset..], bytes.len(), false),
-        };
-        let start = offset;
-        offset = next;
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
+    let lines = split_lines(bytes);
+    let mut checked = check_messages(whole, &lines);
+    for (i, line_at) in lines.iter().enumerate() {
+        scan.line_no = line_at.number;
+        let line = &bytes[line_at.start..line_at.start + line_at.len];
         let text = match whole {
-            Some(text) => Ok(&text[start..start + line.len()]),
+            Some(text) => Ok(&text[line_at.start..line_at.start + line_at.len]),
             None => std::str::from_utf8(line).map_err(|_| ()),
         };
-        if scan.line(line, text, start, terminated).is_break() {
+        let check = checked.get_mut(i).and_then(Option::take);
+        if scan
+            .line(line, text, line_at.start, line_at.terminated, check)
+            .is_break()
+        {
             break;
         }
     }
     scan.finish()
 }
 
+/// A non-blank line of a file.
+struct LineAt {
+    /// 1-based, blank lines counted.
+    number: usize,
+    start: usize,
+    len: usize,
+    terminated: bool,
+}
+
+fn split_lines(bytes: &[u8]) -> Vec<LineAt> {
+    let mut lines = Vec::with_capacity(bytes.len() / 256);
+    let (mut offset, mut number) = (0, 0);
+    while offset < bytes.len() {
+        number += 1;
+        let (len, terminated) = match memchr::memchr(b'\n', &bytes[offset..]) {
+            Some(end) => (end, true),
+            None => (bytes.len() - offset, false),
+        };
+        if !bytes[offset..offset + len]
+            .iter()
+            .all(u8::is_ascii_whitespace)
+        {
+            lines.push(LineAt {
+                number,
+                start: offset,
+                len,
+                terminated,
+            });
+        }
+        offset += len + usize::from(terminated);
+    }
+    lines
+}
+
+/// A message line's check: where its object is within the line, or why it is none.
+type Checked = Option<Result<std::ops::Range<usize>, String>>;
+
+/// Below this size a file's messages are checked on the calling thread alone.
+const PARALLEL_CHECK_BYTES: usize = 1 << 20;
+
+/// Checks every message line of a valid UTF-8 file (typed records are left to the scan),
+/// on two threads for a large file: the check is most of a load.
+fn check_messages(whole: Option<&str>, lines: &[LineAt]) -> Vec<Checked> {
+    let Some(text) = whole else {
+        return Vec::new();
+    };
+    let check = |lines: &[LineAt]| -> Vec<Checked> {
+        lines
+            .iter()
+            .map(|at| {
+                let line = &text[at.start..at.start + at.len];
+                (!is_typed_record(line)).then(|| crate::message::check_object_text(line))
+            })
+            .collect()
+    };
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let threads =
+        *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from));
+    if text.len() < PARALLEL_CHECK_BYTES || threads < 2 {
+        return check(lines);
+    }
+    let (first, second) = lines.split_at(lines.len() / 2);
+    std::thread::scope(|scope| {
+        let later = scope.spawn(|| check(second));
+        let mut checked = check(first);
+        match later.join() {
+            Ok(rest) => checked.extend(rest),
+            // A panic in the check: the scan checks those lines itself.
+            Err(_) => checked.resize_with(lines.len(), || None),
+        }
+        checked
+    })
+}
+
 /// A file's lines read so far, and what the records after line 1 said.
 struct Scan {
     parsed: Parsed,
+    /// The file's bytes, which messages keep their text in.
+    buffer: Arc<Vec<u8>>,
     now: NaiveDateTime,
     line_no: usize,
     provider_state: Option<Value>,
@@ -182,9 +258,10 @@ struct Scan {
 }
 
 impl Scan {
-    fn new(now: NaiveDateTime) -> Self {
+    fn new(now: NaiveDateTime, buffer: Arc<Vec<u8>>) -> Self {
         Scan {
             parsed: Parsed::default(),
+            buffer,
             now,
             line_no: 0,
             provider_state: None,
@@ -206,11 +283,19 @@ impl Scan {
         text: Result<&str, ()>,
         start: usize,
         terminated: bool,
+        checked: Checked,
     ) -> std::ops::ControlFlow<()> {
         // Records nanobot-ai and we write start with their `_type`; everything else is a
-        // message, validated now and decoded when first read.
+        // message, validated now (or before, `checked`) and decoded when first read.
         let decoded = text.map_err(|_| "not UTF-8".to_owned()).and_then(|text| {
-            if is_typed_record(text) {
+            if let Some(checked) = checked {
+                checked.map(|object| {
+                    Line::Message(StoredMessage::from_checked(
+                        &self.buffer,
+                        start + object.start..start + object.end,
+                    ))
+                })
+            } else if is_typed_record(text) {
                 serde_json::from_str::<Value>(text)
                     .map_err(|e| format!("not JSON ({e})"))
                     .and_then(|value| match value {
@@ -218,7 +303,8 @@ impl Scan {
                         other => Err(format!("a JSON {} where a record belongs", kind(&other))),
                     })
             } else {
-                StoredMessage::from_json_text(text).map(Line::Message)
+                StoredMessage::from_shared_text(&self.buffer, start..start + line.len(), text)
+                    .map(Line::Message)
             }
         });
         match decoded {
