@@ -91,33 +91,44 @@ pub(crate) struct Shape {
 }
 
 impl Shape {
+    /// One pass over the fields (replay asks this of every live message of a long session).
     fn of(fields: &Map<String, Value>) -> Shape {
-        let speaker = match fields.get("role").and_then(Value::as_str) {
-            Some("user") => Speaker::User,
-            Some("assistant") => Speaker::Assistant,
-            Some("tool") => Speaker::Tool,
-            Some("system") => Speaker::System,
-            _ => Speaker::Other,
+        let mut shape = Shape {
+            speaker: Speaker::Other,
+            command: false,
+            delivery: false,
+            answers: None,
+            declares: Vec::new(),
         };
-        let flag = |key: &str| fields.get(key).is_some_and(python_truthy);
-        let answers = match fields.get("tool_call_id") {
-            Some(Value::String(id)) if !id.is_empty() => Some(id.clone()),
-            Some(other) if python_truthy(other) => Some(other.to_string()),
-            _ => None,
-        };
-        let declares = match (speaker, fields.get("tool_calls")) {
-            (Speaker::Assistant, Some(Value::Array(calls))) => {
-                calls.iter().filter_map(call_id).collect()
+        let mut calls = None;
+        for (key, value) in fields {
+            match key.as_str() {
+                "role" => {
+                    shape.speaker = match value.as_str() {
+                        Some("user") => Speaker::User,
+                        Some("assistant") => Speaker::Assistant,
+                        Some("tool") => Speaker::Tool,
+                        Some("system") => Speaker::System,
+                        _ => Speaker::Other,
+                    }
+                }
+                "_command" => shape.command = python_truthy(value),
+                "_channel_delivery" => shape.delivery = python_truthy(value),
+                "tool_call_id" => {
+                    shape.answers = match value {
+                        Value::String(id) if !id.is_empty() => Some(id.clone()),
+                        other if python_truthy(other) => Some(other.to_string()),
+                        _ => None,
+                    }
+                }
+                "tool_calls" => calls = Some(value),
+                _ => {}
             }
-            _ => Vec::new(),
-        };
-        Shape {
-            speaker,
-            command: flag("_command"),
-            delivery: flag("_channel_delivery"),
-            answers,
-            declares,
         }
+        if let (Speaker::Assistant, Some(Value::Array(calls))) = (shape.speaker, calls) {
+            shape.declares = calls.iter().filter_map(call_id).collect();
+        }
+        shape
     }
 }
 
