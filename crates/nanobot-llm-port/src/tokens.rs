@@ -380,6 +380,15 @@ pub fn to_python_json<T: Serialize + ?Sized>(value: &T) -> String {
     out
 }
 
+/// [`to_python_json`] appended to `out` as bytes, with no check that they are UTF-8 (they
+/// are): for writers that send the bytes on as they are (a session file's append).
+pub fn write_python_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    let mut serializer = serde_json::Serializer::with_formatter(out, PythonFormatter);
+    // Our types and serde_json values always serialize: keys are strings, there are no
+    // fallible custom impls, and writing to a Vec cannot fail.
+    let _ = value.serialize(&mut serializer);
+}
+
 fn write_python_json_into<T: Serialize + ?Sized>(out: &mut String, value: &T) {
     // A scratch buffer per value: validating it as UTF-8 costs O(value), where validating
     // the whole growing payload would make a request's estimate quadratic.

@@ -406,11 +406,30 @@ pub fn local_naive(now: DateTime<Utc>) -> NaiveDateTime {
 
 /// Python's `datetime.isoformat()`: microseconds only when they are not zero.
 pub fn python_isoformat(time: NaiveDateTime) -> String {
-    if time.and_utc().timestamp_subsec_micros() == 0 {
-        time.format("%Y-%m-%dT%H:%M:%S").to_string()
-    } else {
-        time.format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
+    use chrono::{Datelike, Timelike};
+    use std::fmt::Write;
+    let year = time.year();
+    if !(1..=9999).contains(&year) {
+        // Outside Python's range of years: chrono's own rendering.
+        return time.format("%Y-%m-%dT%H:%M:%S%.6f").to_string();
     }
+    // Written out instead of through a format string: every stored message gets one.
+    let mut out = String::with_capacity(26);
+    let _ = write!(
+        out,
+        "{year:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        time.month(),
+        time.day(),
+        time.hour(),
+        time.minute(),
+        time.second()
+    );
+    // A leap second's fraction runs past one second: Python has none, so it stops below.
+    let micros = time.and_utc().timestamp_subsec_micros().min(999_999);
+    if micros != 0 {
+        let _ = write!(out, ".{micros:06}");
+    }
+    out
 }
 
 /// Parses what Python's `datetime.fromisoformat` writes (and accepts a zone, ignoring it).

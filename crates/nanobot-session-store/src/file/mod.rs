@@ -44,6 +44,7 @@ mod format;
 mod layout;
 mod listing;
 mod lock;
+mod open;
 mod parse;
 mod store;
 mod tail;
@@ -67,7 +68,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
-use nanobot_llm_port::tokens::to_python_json;
+use nanobot_llm_port::tokens::{to_python_json, write_python_json};
 use nanobot_llm_port::{Clock, SystemClock};
 use serde_json::{Map, Value};
 
@@ -191,6 +192,8 @@ pub struct FileSessionStore {
     namespace_lock: Option<PathBuf>,
     states: Mutex<HashMap<SessionKey, FileState>>,
     listing: Mutex<ListingIndex>,
+    /// Session files kept open between appends.
+    kept: open::KeptFiles,
     /// A contract rule switched off, to show that the campaign notices (tests only).
     broken: Option<BrokenRule>,
 }
@@ -234,6 +237,7 @@ impl FileSessionStore {
             namespace_lock: None,
             states: Mutex::new(HashMap::new()),
             listing: Mutex::new(ListingIndex::default()),
+            kept: Mutex::default(),
             broken: None,
         })
     }
@@ -323,6 +327,16 @@ impl FileSessionStore {
     fn remember(&self, key: &SessionKey, state: FileState) {
         let mut states = self.states.lock().unwrap_or_else(|p| p.into_inner());
         states.insert(key.clone(), state);
+    }
+
+    /// The state of `key` at `revision`, taken out (put it back with `remember`).
+    fn take_state(&self, key: &SessionKey, revision: Revision) -> Option<FileState> {
+        let mut states = self.states.lock().unwrap_or_else(|p| p.into_inner());
+        if states.get(key).is_some_and(|s| s.revision == revision) {
+            states.remove(key)
+        } else {
+            None
+        }
     }
 
     fn forget(&self, key: &SessionKey) {

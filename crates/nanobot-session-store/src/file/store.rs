@@ -49,42 +49,17 @@ impl SessionStore for FileSessionStore {
         let Some(expected) = expected else {
             return self.append_new(key, &path, append);
         };
-
+        if let Some(revision) = self.append_kept_open(key, expected, &append)? {
+            return Ok(revision);
+        }
         let Some(mut locked) = self.open_locked(&path)? else {
             return Err(conflict(key, Some(expected), None));
         };
         let found = revision_of(&locked.file, &path)?;
         SessionError::check_revision(key, Some(expected), Some(found))?;
         let mut state = self.state_locked(key, &path, &mut locked, expected)?;
-        let count = state.messages + append.messages.len();
-        let mut out = String::with_capacity(append.messages.len() * 512 + 512);
-        let empty_file = found.offset == 0;
-        let meta = match (append.meta, empty_file) {
-            (Some(meta), _) => Some(meta.clone()),
-            // An empty file (nanobot-ai accepts one) gets its metadata line first.
-            (None, true) => Some(SessionMeta::new(self.now())),
-            (None, false) => None,
-        };
-        if let Some(meta) = &meta {
-            let stored = state.recorded.as_ref().map(|r| r.last_consolidated);
-            SessionError::check_append_pointer(key, stored, meta.last_consolidated, count)?;
-        }
-        if empty_file && let Some(meta) = &meta {
-            state.meta_line = metadata_line(key, meta);
-            let line1 = padded(&state.meta_line);
-            state.line1_capacity = line1.len();
-            state.line1_current = true;
-            out.push_str(&line1);
-            out.push('\n');
-        }
-        for message in append.messages {
-            out.push_str(&to_python_json(message));
-            out.push('\n');
-        }
-        if let (Some(meta), false) = (&meta, empty_file) {
-            record_meta(key, meta, &mut state, &mut out);
-        }
-        fsio::append(&mut locked.file, &path, out.as_bytes())
+        let (out, count) = self.append_bytes(key, &mut state, found, &append)?;
+        fsio::append(&mut locked.file, &path, &out)
             .map_err(|e| SessionError::io("append to", &path, e))?;
         if self.options.durability == Durability::Always {
             fsio::sync_data(&locked.file, &path).map_err(|e| SessionError::io("sync", &path, e))?;
@@ -96,6 +71,7 @@ impl SessionStore for FileSessionStore {
         state.messages = count;
         let revision = state.revision;
         self.remember(key, state);
+        self.keep_open(key, path, locked);
         Ok(revision)
     }
 
@@ -150,6 +126,7 @@ impl SessionStore for FileSessionStore {
         let path = self.path_of(key);
         let _namespace = self.lock_namespace()?;
         self.forget(key);
+        self.close_kept(key);
         let existed = match fsio::remove_file(&path) {
             Ok(()) => true,
             Err(e) if e.kind() == io::ErrorKind::NotFound => false,
@@ -270,6 +247,46 @@ impl SessionStore for FileSessionStore {
 }
 
 impl FileSessionStore {
+    /// What an append writes to a file at `found` whose state is `state` (updated for the
+    /// metadata it records), and the message count after it.
+    pub(super) fn append_bytes(
+        &self,
+        key: &SessionKey,
+        state: &mut FileState,
+        found: Revision,
+        append: &Append<'_>,
+    ) -> Result<(Vec<u8>, usize), SessionError> {
+        let count = state.messages + append.messages.len();
+        let mut out = Vec::with_capacity(append.messages.len() * 512 + 512);
+        let empty_file = found.offset == 0;
+        let meta = match (append.meta, empty_file) {
+            (Some(meta), _) => Some(meta.clone()),
+            // An empty file (nanobot-ai accepts one) gets its metadata line first.
+            (None, true) => Some(SessionMeta::new(self.now())),
+            (None, false) => None,
+        };
+        if let Some(meta) = &meta {
+            let stored = state.recorded.as_ref().map(|r| r.last_consolidated);
+            SessionError::check_append_pointer(key, stored, meta.last_consolidated, count)?;
+        }
+        if empty_file && let Some(meta) = &meta {
+            state.meta_line = metadata_line(key, meta);
+            let line1 = padded(&state.meta_line);
+            state.line1_capacity = line1.len();
+            state.line1_current = true;
+            out.extend_from_slice(line1.as_bytes());
+            out.push(b'\n');
+        }
+        for message in append.messages {
+            write_python_json(&mut out, message);
+            out.push(b'\n');
+        }
+        if let (Some(meta), false) = (&meta, empty_file) {
+            record_meta(key, meta, state, &mut out);
+        }
+        Ok((out, count))
+    }
+
     /// Every session file's row brought up to date: files whose stamp changed are read again,
     /// rows of files that are gone are dropped.
     fn check_every_row(&self, index: &mut ListingIndex) -> Result<(), SessionError> {
@@ -391,10 +408,10 @@ fn session_file_key(file: &str) -> Option<Option<SessionKey>> {
 
 /// The records an append adds after its messages: a changed provider state, and the
 /// metadata unless only its time changed (line 1 takes that at flush).
-fn record_meta(key: &SessionKey, meta: &SessionMeta, state: &mut FileState, out: &mut String) {
+fn record_meta(key: &SessionKey, meta: &SessionMeta, state: &mut FileState, out: &mut Vec<u8>) {
     if meta.provider_state != state.provider_state {
-        out.push_str(&provider_state_line(meta.provider_state.as_ref()));
-        out.push('\n');
+        out.extend_from_slice(provider_state_line(meta.provider_state.as_ref()).as_bytes());
+        out.push(b'\n');
         state.provider_state = meta.provider_state.clone();
     }
     let only_time_changed = state.recorded.as_ref().is_some_and(|recorded| {
@@ -413,8 +430,8 @@ fn record_meta(key: &SessionKey, meta: &SessionMeta, state: &mut FileState, out:
         if !state.line1_current {
             state.dead_bytes += state.meta_line.len() as u64 + 1;
         }
-        out.push_str(&line);
-        out.push('\n');
+        out.extend_from_slice(line.as_bytes());
+        out.push(b'\n');
         state.meta_line = line;
         state.line1_current = false;
         state.meta_after_line1 = true;

@@ -57,3 +57,40 @@ fn bad_keys_are_refused_with_a_reason() {
     );
     assert!(SessionKey::new("dream:run").unwrap().is_internal());
 }
+
+/// The hand-written timestamp is what chrono's format strings (Python's `isoformat`) write,
+/// with and without microseconds, over the years Python knows.
+#[test]
+fn isoformat_matches_the_format_strings() {
+    use chrono::{NaiveDate, NaiveDateTime};
+    use nanobot_session_store::python_isoformat;
+    let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut next = move |below: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % below
+    };
+    for _ in 0..10_000 {
+        let date = NaiveDate::from_ymd_opt(
+            1 + next(9999) as i32,
+            1 + next(12) as u32,
+            1 + next(28) as u32,
+        )
+        .unwrap();
+        let micros = if next(3) == 0 {
+            0
+        } else {
+            next(1_000_000) as u32
+        };
+        let time: NaiveDateTime = date
+            .and_hms_micro_opt(next(24) as u32, next(60) as u32, next(60) as u32, micros)
+            .unwrap();
+        let expected = if micros == 0 {
+            time.format("%Y-%m-%dT%H:%M:%S").to_string()
+        } else {
+            time.format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
+        };
+        assert_eq!(python_isoformat(time), expected);
+    }
+}
