@@ -55,14 +55,26 @@ impl Consolidator {
         chunk: &[nanobot_session_store::StoredMessage],
     ) -> Option<LlmRequest> {
         let (messages, format) = crate::structured::request(&format_messages(chunk));
-        let prompt = self.estimate_messages(&messages);
-        // Our count is cl100k's; the model's tokenizer differs, so keep a proportional margin.
-        let margin = (prompt / 5).max(64);
-        let room = self
-            .config
-            .context_window
-            .checked_sub(prompt + margin)?
-            .min(self.config.structured_max_output_tokens);
+        let cap = self.config.structured_max_output_tokens;
+        let room_after = |prompt: usize| {
+            // Our count is cl100k's; the model's tokenizer differs: a proportional margin.
+            let margin = (prompt / 5).max(64);
+            self.config
+                .context_window
+                .checked_sub(prompt + margin)
+                .map(|room| room.min(cap))
+        };
+        // A bound that already leaves the whole answer room settles it without counting
+        // the request's tokens (a count can only be smaller, and the room is capped).
+        let bounded = self
+            .estimator
+            .prompt_at_most(&messages, &[])
+            .and_then(room_after)
+            .filter(|&room| room == cap);
+        let room = match bounded {
+            Some(room) => room,
+            None => room_after(self.estimate_messages(&messages))?,
+        };
         if room < 96 {
             return None;
         }
