@@ -23,7 +23,7 @@ pub(super) fn count(text: &str) -> usize {
 
 /// Pieces at most this long are cached: longer ones rarely repeat.
 const MAX_CACHED_PIECE: usize = 24;
-/// A full cache starts over, so its memory stays bounded (about 4 MB a thread).
+/// A full cache starts over, so its memory stays bounded (about 2 MB a thread).
 const MAX_CACHED_PIECES: usize = 1 << 16;
 
 thread_local! {
@@ -32,7 +32,38 @@ thread_local! {
 
 #[derive(Default)]
 struct PieceCache {
-    counts: HashMap<Box<[u8]>, u32, BuildHasherDefault<PieceHasher>>,
+    counts: HashMap<ShortPiece, u32, BuildHasherDefault<PieceHasher>>,
+}
+
+/// A cached piece's bytes, inside the table's entry (no allocation, no pointer to follow).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct ShortPiece {
+    len: u8,
+    bytes: [u8; MAX_CACHED_PIECE],
+}
+
+impl ShortPiece {
+    fn new(piece: &[u8]) -> Option<Self> {
+        let mut bytes = [0; MAX_CACHED_PIECE];
+        bytes.get_mut(..piece.len())?.copy_from_slice(piece);
+        Some(ShortPiece {
+            len: u8::try_from(piece.len()).ok()?,
+            bytes,
+        })
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for ShortPiece {
+    fn borrow(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl std::hash::Hash for ShortPiece {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // As the slice hashes, so that a lookup by slice finds it.
+        std::borrow::Borrow::<[u8]>::borrow(self).hash(state);
+    }
 }
 
 /// A multiply-rotate hash for short pieces (SipHash was a tenth of a count). The cache is
@@ -64,7 +95,9 @@ impl Hasher for PieceHasher {
     }
 
     fn finish(&self) -> u64 {
-        self.0
+        // A product's low bits depend only on its inputs' low bits, and the table picks a
+        // bucket by the low bits: bring the well-mixed high bits down.
+        self.0.rotate_left(26)
     }
 }
 
@@ -89,8 +122,10 @@ impl PieceCache {
         if self.counts.len() >= MAX_CACHED_PIECES {
             self.counts.clear();
         }
-        self.counts
-            .insert(bytes.into(), u32::try_from(tokens).unwrap_or(u32::MAX));
+        if let Some(key) = ShortPiece::new(bytes) {
+            self.counts
+                .insert(key, u32::try_from(tokens).unwrap_or(u32::MAX));
+        }
         tokens
     }
 }
