@@ -118,15 +118,44 @@ pub trait SessionArchive: Send + Sync {
 /// same message of one session are the same slice only when their digests agree; after a
 /// `/new` or a retention, message numbers start over and the digest tells them apart.
 pub fn archive_digest(messages: &[StoredMessage]) -> String {
-    let mut hasher = Sha256::new();
+    let mut hasher = HashWriter(Sha256::new());
     for message in messages {
-        let mut fields = message.fields().clone();
-        fields.shift_remove(TOKENS_FIELD);
-        hasher.update(serde_json::Value::Object(fields).to_string().as_bytes());
-        hasher.update(b"\n");
+        // serde_json's compact text of the fields without the token count, written
+        // straight into the hash (no copy of the fields, no string).
+        let _ = serde_json::to_writer(&mut hasher, &WithoutTokens(message.fields()));
+        hasher.0.update(b"\n");
     }
-    let digest = hasher.finalize();
+    let digest = hasher.0.finalize();
     digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A message's fields without [`TOKENS_FIELD`], in their order.
+struct WithoutTokens<'a>(&'a serde_json::Map<String, serde_json::Value>);
+
+impl serde::Serialize for WithoutTokens<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let fields = self.0.iter().filter(|(key, _)| *key != TOKENS_FIELD);
+        let mut map = serializer.serialize_map(Some(fields.clone().count()))?;
+        for (key, value) in fields {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
+}
+
+/// Bytes written into a hash.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The session error of an archive commit as a memory error: a stale session is a

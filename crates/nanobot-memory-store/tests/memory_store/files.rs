@@ -609,3 +609,32 @@ async fn entries_after_a_history_cut_back_below_dreams_cursor_are_read_by_dream(
         .unwrap();
     assert_eq!(unread.iter().map(|e| e.cursor).collect::<Vec<_>>(), [42]);
 }
+
+/// The archive digest is a format (journal entries carry it, and recovery matches them by
+/// it): it is the SHA-256 of each message's compact JSON without its token count, whatever
+/// the code that computes it.
+#[test]
+fn the_archive_digest_is_the_compact_json_without_token_counts() {
+    use nanobot_session_store::{StoredMessage, TOKENS_FIELD};
+    use sha2::{Digest as _, Sha256};
+    let messages = vec![
+        StoredMessage::user("plain"),
+        StoredMessage::from_json_text(
+            r#"{"role": "assistant", "content": "é \"q\" \n 表", "_tokens": {"cl100k_base": 9}, "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{}"}}]}"#,
+        )
+        .unwrap(),
+        StoredMessage::tool_result("c1", "f", "result").with(TOKENS_FIELD, serde_json::json!({"x": 1})),
+    ];
+    let mut hasher = Sha256::new();
+    for message in &messages {
+        let mut fields = message.fields().clone();
+        fields.shift_remove(TOKENS_FIELD);
+        hasher.update(serde_json::Value::Object(fields).to_string().as_bytes());
+        hasher.update(b"\n");
+    }
+    let expected: String = hasher.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(nanobot_memory_store::archive_digest(&messages), expected);
+}
