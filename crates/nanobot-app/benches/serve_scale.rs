@@ -93,6 +93,9 @@ fn main() {
     let sessions = arg(&args, "--sessions", 1_000);
     let period = Duration::from_millis(arg(&args, "--period-ms", 2_000));
     let rounds = arg(&args, "--rounds", 3);
+    // Writes left by whatever ran before (the peer's benchmark writes thousands of files)
+    // reach the disk first: the turns' own syncs would otherwise wait behind them.
+    let _ = std::process::Command::new("sync").status();
     let workspace = std::env::temp_dir().join(format!("nbrs-serve-scale-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&workspace);
     let rt = tokio::runtime::Builder::new_multi_thread()
