@@ -10,10 +10,7 @@ impl FileSessionStore {
         path: &Path,
         locked: &mut Locked,
     ) -> Result<Loaded, SessionError> {
-        let bytes = Arc::new(
-            fsio::read_from(&mut locked.file, path, 0)
-                .map_err(|e| SessionError::io("read", path, e))?,
-        );
+        let bytes = read_whole(&mut locked.file, path)?;
         let mut parsed = parse(&bytes, self.now());
         check_recorded_key(key, path, &parsed)?;
 
@@ -110,6 +107,13 @@ impl FileSessionStore {
             SessionError::backend(format!("lost track of session {key} while reading it"))
         })
     }
+}
+
+/// The whole file, in the buffer its messages will keep their text in.
+fn read_whole(file: &mut File, path: &Path) -> Result<Arc<Vec<u8>>, SessionError> {
+    fsio::read_from(file, path, 0)
+        .map(Arc::new)
+        .map_err(|e| SessionError::io("read", path, e))
 }
 
 /// What a file holds, and what is wrong with it.
