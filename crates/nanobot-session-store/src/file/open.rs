@@ -114,19 +114,8 @@ impl FileSessionStore {
             return Ok(None);
         };
         let (out, count) = self.append_bytes(key, &mut state, found, append)?;
-        fsio::write_at(&kept.file, path, found.offset, &out)
-            .map_err(|e| SessionError::io("append to", path, e))?;
-        if self.options.durability == Durability::Always {
-            fsio::sync_data(&kept.file, path).map_err(|e| SessionError::io("sync", path, e))?;
-        }
-        state.revision = Revision {
-            epoch: found.epoch,
-            offset: found.offset + out.len() as u64,
-        };
-        state.messages = count;
-        let revision = state.revision;
-        self.remember(key, state);
-        Ok(Some(revision))
+        self.write_append(key, (&kept.file, path), state, found, (&out, count))
+            .map(Some)
     }
 }
 

@@ -59,18 +59,8 @@ impl SessionStore for FileSessionStore {
         SessionError::check_revision(key, Some(expected), Some(found))?;
         let mut state = self.state_locked(key, &path, &mut locked, expected)?;
         let (out, count) = self.append_bytes(key, &mut state, found, &append)?;
-        fsio::append(&mut locked.file, &path, &out)
-            .map_err(|e| SessionError::io("append to", &path, e))?;
-        if self.options.durability == Durability::Always {
-            fsio::sync_data(&locked.file, &path).map_err(|e| SessionError::io("sync", &path, e))?;
-        }
-        state.revision = Revision {
-            epoch: found.epoch,
-            offset: found.offset + out.len() as u64,
-        };
-        state.messages = count;
-        let revision = state.revision;
-        self.remember(key, state);
+        let revision =
+            self.write_append(key, (&locked.file, &path), state, found, (&out, count))?;
         self.keep_open(key, path, locked);
         Ok(revision)
     }
@@ -285,6 +275,32 @@ impl FileSessionStore {
             record_meta(key, meta, state, &mut out);
         }
         Ok((out, count))
+    }
+
+    /// Writes an append's bytes (`written`: the bytes and the message count after them) at
+    /// the end of the locked file, which is at `found`, syncs as the options say, and
+    /// records the state after it.
+    pub(super) fn write_append(
+        &self,
+        key: &SessionKey,
+        (file, path): (&File, &Path),
+        mut state: FileState,
+        found: Revision,
+        (out, count): (&[u8], usize),
+    ) -> Result<Revision, SessionError> {
+        fsio::write_at(file, path, found.offset, out)
+            .map_err(|e| SessionError::io("append to", path, e))?;
+        if self.options.durability == Durability::Always {
+            fsio::sync_data(file, path).map_err(|e| SessionError::io("sync", path, e))?;
+        }
+        state.revision = Revision {
+            epoch: found.epoch,
+            offset: found.offset + out.len() as u64,
+        };
+        state.messages = count;
+        let revision = state.revision;
+        self.remember(key, state);
+        Ok(revision)
     }
 
     /// Every session file's row brought up to date: files whose stamp changed are read again,
