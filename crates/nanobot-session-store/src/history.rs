@@ -329,13 +329,7 @@ fn prime_costs(
     if missing.len() < 64 {
         return;
     }
-    // Asked once: the answer reads cgroup files, a cost per call that a turn must not pay.
-    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let threads = *THREADS.get_or_init(|| {
-        std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .min(4)
-    });
+    let threads = crate::cores().min(4);
     if threads < 2 {
         return;
     }

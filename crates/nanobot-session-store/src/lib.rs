@@ -44,3 +44,10 @@ pub use store::{
     Append, Loaded, Repair, Revision, SessionCapabilities, SessionInfo, SessionStore,
     SessionStoreExt, TurnLock,
 };
+
+/// The cores this process may use, asked once: the answer reads cgroup files, a cost per
+/// call that a turn or a load must not pay.
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+}

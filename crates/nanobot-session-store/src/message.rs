@@ -298,6 +298,16 @@ impl StoredMessage {
         self.raw.as_ref().map(RawText::text)
     }
 
+    /// Appends the record as nanobot-ai writes it (Python's `json.dumps`): the text as read
+    /// while it is unchanged, without checking it again, its fields otherwise. The same
+    /// bytes [`Serialize`] gives with that formatter.
+    pub(crate) fn write_python_json(&self, out: &mut Vec<u8>) {
+        match &self.raw {
+            Some(raw) => out.extend_from_slice(&raw.buffer[raw.start..raw.end]),
+            None => nanobot_llm_port::tokens::write_python_json(out, self.fields()),
+        }
+    }
+
     fn derived(&self) -> &Derived {
         self.derived.get_or_init(Box::default)
     }

@@ -4,7 +4,7 @@ use super::*;
 
 /// A session file's text and what a [`FileState`] needs to know about it.
 pub(super) struct Rendered {
-    pub(super) bytes: String,
+    pub(super) bytes: Vec<u8>,
     pub(super) meta: SessionMeta,
     pub(super) mark: TailMark,
     pub(super) meta_line: String,
@@ -36,14 +36,14 @@ impl Rendered {
 /// messages.
 pub(super) fn render(key: &SessionKey, meta: &SessionMeta, messages: &[StoredMessage]) -> Rendered {
     let meta_line = metadata_line(key, meta);
-    let mut body = String::with_capacity(messages.len() * 256);
+    let mut body = Vec::with_capacity(messages.len() * 256);
     if let Some(state) = &meta.provider_state {
-        body.push_str(&provider_state_line(Some(state)));
-        body.push('\n');
+        body.extend_from_slice(provider_state_line(Some(state)).as_bytes());
+        body.push(b'\n');
     }
     for message in messages {
-        body.push_str(&to_python_json(message));
-        body.push('\n');
+        message.write_python_json(&mut body);
+        body.push(b'\n');
     }
     // Line 1's width must be known before the mark that names the file's length: size it
     // for the widest mark, then pad the real one to that width.
@@ -57,10 +57,10 @@ pub(super) fn render(key: &SessionKey, meta: &SessionMeta, messages: &[StoredMes
         bytes: (capacity + 1 + body.len()) as u64,
     };
     let line1 = pad_to_bytes(with_mark(&meta_line, mark), capacity);
-    let mut bytes = String::with_capacity(capacity + 1 + body.len());
-    bytes.push_str(&line1);
-    bytes.push('\n');
-    bytes.push_str(&body);
+    let mut bytes = Vec::with_capacity(capacity + 1 + body.len());
+    bytes.extend_from_slice(line1.as_bytes());
+    bytes.push(b'\n');
+    bytes.extend_from_slice(&body);
     Rendered {
         line1_capacity: capacity,
         bytes,

@@ -68,7 +68,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
-use nanobot_llm_port::tokens::{to_python_json, write_python_json};
+use nanobot_llm_port::tokens::to_python_json;
 use nanobot_llm_port::{Clock, SystemClock};
 use serde_json::{Map, Value};
 

@@ -31,19 +31,17 @@ pub(super) type KeptFiles = Mutex<HashMap<SessionKey, Arc<Kept>>>;
 impl FileSessionStore {
     /// Keeps `locked`'s file open for the next append to `key` (unlocking it), when the
     /// store's layout allows appending without the namespace lock.
-    pub(super) fn keep_open(&self, key: &SessionKey, path: PathBuf, locked: Locked) {
+    /// `epoch` is the file's identity, as the append that just went through it found.
+    pub(super) fn keep_open(&self, key: &SessionKey, path: PathBuf, locked: Locked, epoch: u64) {
         if self.namespace_lock.is_some() {
             return;
         }
         let Locked { file, .. } = locked;
-        let Ok(revision) = revision_of(&file, &path) else {
-            return;
-        };
         if file.unlock().is_err() {
             return;
         }
         let kept = Kept {
-            epoch: revision.epoch,
+            epoch,
             open: Mutex::new(KeptOpen { file, path }),
         };
         let mut files = self.kept.lock().unwrap_or_else(|p| p.into_inner());

@@ -49,7 +49,7 @@ impl FileSessionStore {
         if !parsed.corrupt.is_empty() {
             // Rewrite without the damaged lines (they are in the sidecar now).
             let content = render_session(&session);
-            revision = self.install(path, content.bytes.as_bytes(), false)?;
+            revision = self.install(path, &content.bytes, false)?;
             session.mark_persisted();
             self.remember(key, content.state(revision, session.messages().len()));
         } else {
@@ -219,10 +219,7 @@ fn check_messages(whole: Option<&str>, lines: &[LineAt]) -> Vec<Checked> {
             })
             .collect()
     };
-    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let threads =
-        *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from));
-    if text.len() < PARALLEL_CHECK_BYTES || threads < 2 {
+    if text.len() < PARALLEL_CHECK_BYTES || crate::cores() < 2 {
         return check(lines);
     }
     let (first, second) = lines.split_at(lines.len() / 2);

@@ -45,13 +45,14 @@ impl SessionStore for FileSessionStore {
         expected: Option<Revision>,
         append: Append<'_>,
     ) -> Result<Revision, SessionError> {
-        let path = self.path_of(key);
         let Some(expected) = expected else {
-            return self.append_new(key, &path, append);
+            return self.append_new(key, &self.path_of(key), append);
         };
+        // The kept file knows its path: the name is only made when it is not used.
         if let Some(revision) = self.append_kept_open(key, expected, &append)? {
             return Ok(revision);
         }
+        let path = self.path_of(key);
         let Some(mut locked) = self.open_locked(&path)? else {
             return Err(conflict(key, Some(expected), None));
         };
@@ -61,7 +62,7 @@ impl SessionStore for FileSessionStore {
         let (out, count) = self.append_bytes(key, &mut state, found, &append)?;
         let revision =
             self.write_append(key, (&locked.file, &path), state, found, (&out, count))?;
-        self.keep_open(key, path, locked);
+        self.keep_open(key, path, locked, revision.epoch);
         Ok(revision)
     }
 
@@ -83,7 +84,7 @@ impl SessionStore for FileSessionStore {
         };
         let found = revision_of(&locked.file, &path)?;
         SessionError::check_revision(key, Some(expected), Some(found))?;
-        let revision = self.install(&path, content.bytes.as_bytes(), false)?;
+        let revision = self.install(&path, &content.bytes, false)?;
         drop(locked);
         self.remember(key, content.state(revision, messages));
         Ok(revision)
@@ -268,7 +269,7 @@ impl FileSessionStore {
             out.push(b'\n');
         }
         for message in append.messages {
-            write_python_json(&mut out, message);
+            message.write_python_json(&mut out);
             out.push(b'\n');
         }
         if let (Some(meta), false) = (&meta, empty_file) {

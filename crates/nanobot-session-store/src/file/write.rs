@@ -48,7 +48,7 @@ impl FileSessionStore {
         messages: usize,
     ) -> Result<Revision, SessionError> {
         let revision = self
-            .install(path, content.bytes.as_bytes(), true)
+            .install(path, &content.bytes, true)
             .map_err(|e| match e {
                 SessionError::Io { source, .. }
                     if source.kind() == io::ErrorKind::AlreadyExists =>
@@ -88,7 +88,7 @@ impl FileSessionStore {
             loaded.session.touch(newest);
         }
         let content = render_session(&loaded.session);
-        let revision = self.install(path, content.bytes.as_bytes(), false)?;
+        let revision = self.install(path, &content.bytes, false)?;
         self.remember(
             key,
             content.state(revision, loaded.session.messages().len()),
