@@ -40,7 +40,7 @@ fn main() {
     for n in sizes {
         let entries = history_entries(SEED + 1, n);
         let (mut totals, mut at_n, mut first, mut reads) = (vec![], vec![], vec![], vec![]);
-        let mut newest = vec![];
+        let (mut newest, mut opens) = (vec![], vec![]);
         let mut file_bytes = 0;
         for rep in 0..reps {
             let root =
@@ -65,7 +65,9 @@ fn main() {
             first.push(mean(&per[..window.min(n)]));
             // What Dream and the Consolidator ask of a long journal: the newest entries
             // after their cursor (here the last `window`), from a fresh handle.
+            let t = Instant::now();
             let fresh = FileJournal::open(&root).unwrap();
+            opens.push(t.elapsed().as_secs_f64());
             let cursor = n.saturating_sub(window) as u64;
             let t = Instant::now();
             let tail = rt.block_on(fresh.read_since(cursor, None)).unwrap();
@@ -95,6 +97,7 @@ fn main() {
                 "per_append_first_window_s": summarize(first),
                 "read_unprocessed_all_s": summarize(reads),
                 "read_newest_window_s": summarize(newest),
+                "open_s": summarize(opens),
                 "file_bytes": file_bytes,
             }),
         );

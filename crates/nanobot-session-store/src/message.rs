@@ -301,6 +301,7 @@ impl StoredMessage {
     /// Appends the record as nanobot-ai writes it (Python's `json.dumps`): the text as read
     /// while it is unchanged, without checking it again, its fields otherwise. The same
     /// bytes [`Serialize`] gives with that formatter.
+    #[cfg(feature = "fs")]
     pub(crate) fn write_python_json(&self, out: &mut Vec<u8>) {
         match &self.raw {
             Some(raw) => out.extend_from_slice(&raw.buffer[raw.start..raw.end]),
