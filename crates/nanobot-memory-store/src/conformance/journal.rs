@@ -154,7 +154,10 @@ pub async fn removal(journal: impl HistoryJournal) {
     // Reads from a cursor that was removed start at the next one left.
     assert_eq!(cursors(&journal.read_since(2, None).await.unwrap()), [3, 5]);
     assert_eq!(cursors(&journal.read_since(3, Some(1)).await.unwrap()), [5]);
-    assert_eq!(cursors(&journal.read_since(1, Some(9)).await.unwrap()), [3, 5]);
+    assert_eq!(
+        cursors(&journal.read_since(1, Some(9)).await.unwrap()),
+        [3, 5]
+    );
     assert!(journal.read_since(5, None).await.unwrap().is_empty());
     assert!(journal.read_since(6, None).await.unwrap().is_empty());
     assert!(journal.read_since(0, Some(0)).await.unwrap().is_empty());
