@@ -167,9 +167,11 @@ impl ListingIndex {
             return;
         }
         self.loaded = true;
-        // Read as text: checked as UTF-8 once, not string by string.
-        if let Ok(text) = fsio::read_to_string(&dir.join(INDEX_FILE))
-            && let Ok(file) = serde_json::from_str::<IndexFile>(&text)
+        // Checked as UTF-8 once (with SIMD: previews are often not ASCII), not string by
+        // string.
+        if let Ok(bytes) = fsio::read(&dir.join(INDEX_FILE))
+            && let Ok(text) = simdutf8::basic::from_utf8(&bytes)
+            && let Ok(file) = serde_json::from_str::<IndexFile>(text)
             && file.version == INDEX_VERSION
         {
             self.entries = file.entries;
