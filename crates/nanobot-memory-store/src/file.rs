@@ -26,7 +26,9 @@ use serde_json::{Map, Value};
 use crate::archive::{ArchiveFound, ArchiveIndex, ArchiveJournal, matching_archive};
 use crate::entry::{JournalEntry, NewEntry};
 use crate::error::MemoryError;
-use crate::journal::{Compaction, HistoryJournal, JournalCapabilities, compaction_start};
+use crate::journal::{
+    Compaction, HistoryJournal, JournalCapabilities, compaction_start, entries_after,
+};
 use crate::memory::stamp;
 
 mod lines;

@@ -188,6 +188,20 @@ impl<T: JournalImport + ?Sized> JournalImport for Arc<T> {
     }
 }
 
+/// The entries with a cursor above `cursor`, at most `limit`, from `entries` held in strictly
+/// increasing cursor order (both in-process journals keep them so): the first one is found
+/// by bisection, so reading the newest entries of a long journal costs what it returns,
+/// not the journal's length.
+pub(crate) fn entries_after(
+    entries: &[JournalEntry],
+    cursor: u64,
+    limit: Option<usize>,
+) -> Vec<JournalEntry> {
+    let first = entries.partition_point(|e| e.cursor <= cursor);
+    let end = first.saturating_add(limit.unwrap_or(usize::MAX));
+    entries[first..end.min(entries.len())].to_vec()
+}
+
 /// Where a compaction to `max_entries` starts keeping, for `cursors` in file order and
 /// Dream's cursor `dream` (nanobot-ai's rule: the bound, but never past the first entry
 /// Dream has not read). `None` marks a line that is no valid entry but still counts.

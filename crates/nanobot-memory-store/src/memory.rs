@@ -10,7 +10,7 @@ use crate::archive::{ArchiveFound, ArchiveIndex, ArchiveJournal, matching_archiv
 use crate::entry::{JournalEntry, NewEntry, TIMESTAMP_FORMAT};
 use crate::error::MemoryError;
 use crate::journal::{
-    Compaction, HistoryJournal, JournalCapabilities, JournalImport, compaction_start,
+    Compaction, HistoryJournal, JournalCapabilities, JournalImport, compaction_start, entries_after,
 };
 
 #[derive(Debug, Default)]
@@ -125,14 +125,8 @@ impl HistoryJournal for InMemoryJournal {
         cursor: u64,
         limit: Option<usize>,
     ) -> Result<Vec<JournalEntry>, MemoryError> {
-        let state = self.lock();
-        Ok(state
-            .entries
-            .iter()
-            .filter(|e| e.cursor > cursor)
-            .take(limit.unwrap_or(usize::MAX))
-            .cloned()
-            .collect())
+        // In cursor order: appends allocate upwards, late ones are inserted in place.
+        Ok(entries_after(&self.lock().entries, cursor, limit))
     }
 
     async fn read_last(&self, count: usize) -> Result<Vec<JournalEntry>, MemoryError> {

@@ -43,13 +43,9 @@ impl HistoryJournal for FileJournal {
         let mut state = self.state();
         let _held = self.hold()?;
         self.refresh(&mut state)?;
-        // Entries are held in strictly increasing cursor order (the parse skips a line
-        // whose cursor does not follow, appends allocate upwards): the first unread one is
-        // found by bisection, so reading the newest entries of a long journal costs what
-        // it returns, not the journal's length.
-        let first = state.entries.partition_point(|e| e.cursor <= cursor);
-        let end = first.saturating_add(limit.unwrap_or(usize::MAX));
-        Ok(state.entries[first..end.min(state.entries.len())].to_vec())
+        // In cursor order: the parse skips a line whose cursor does not follow, appends
+        // allocate upwards.
+        Ok(entries_after(&state.entries, cursor, limit))
     }
 
     async fn read_last(&self, count: usize) -> Result<Vec<JournalEntry>, MemoryError> {
