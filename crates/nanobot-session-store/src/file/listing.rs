@@ -26,26 +26,27 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::NaiveDateTime;
-use serde::{Deserialize, Serialize};
 
 use crate::key::SessionKey;
 use crate::store::SessionInfo;
 
+mod codec;
+
 /// The index file, under the sessions directory; nanobot-ai ignores it (it lists
 /// `*.jsonl` only).
-pub(crate) const INDEX_FILE: &str = ".listing/index.json";
+pub(crate) const INDEX_FILE: &str = ".listing/index.bin";
 
 /// The directory of [`INDEX_FILE`].
 pub(crate) const INDEX_DIR: &str = ".listing";
 
-/// Where earlier versions kept the index, in the sessions directory itself (removed).
-const OLD_INDEX_FILE: &str = ".listing-index.json";
+/// Where earlier versions kept the index (as JSON), removed when seen.
+const OLD_INDEX_FILES: [&str; 2] = [".listing-index.json", ".listing/index.json"];
 
 /// Changes this close to a read are re-read next time (covers coarse timestamp clocks).
 const TIMESTAMP_GUARD: Duration = Duration::from_millis(20);
 
 /// A file's identity and version as `stat` sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stamp {
     inode: u64,
     size: u64,
@@ -72,19 +73,17 @@ fn nanos_since_epoch(time: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 struct Row {
     key: String,
-    #[serde(with = "micros")]
     created_at: NaiveDateTime,
-    #[serde(with = "micros")]
     updated_at: NaiveDateTime,
     message_count: usize,
     title: Option<String>,
     preview: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 struct Entry {
     stamp: Stamp,
     /// When the row was read from the file (ns since the epoch).
@@ -114,21 +113,11 @@ impl Entry {
 }
 
 /// A full check of the directory: its modification time then, and when the check began.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DirCheck {
     pub(crate) modified_ns: u64,
     pub(crate) checked_ns: u64,
 }
-
-/// The index as stored.
-#[derive(Serialize, Deserialize)]
-struct IndexFile {
-    version: u32,
-    dir: Option<DirCheck>,
-    entries: HashMap<String, Entry>,
-}
-
-const INDEX_VERSION: u32 = 2;
 
 /// The cached rows of one directory, by file name.
 #[derive(Debug, Default)]
@@ -167,18 +156,16 @@ impl ListingIndex {
             return;
         }
         self.loaded = true;
-        // Checked as UTF-8 once (with SIMD: previews are often not ASCII), not string by
-        // string.
         if let Ok(bytes) = fsio::read(&dir.join(INDEX_FILE))
-            && let Ok(text) = simdutf8::basic::from_utf8(&bytes)
-            && let Ok(file) = serde_json::from_str::<IndexFile>(text)
-            && file.version == INDEX_VERSION
+            && let Some((check, entries)) = codec::decode(&bytes)
         {
-            self.entries = file.entries;
-            self.dir = file.dir;
+            self.entries = entries;
+            self.dir = check;
         }
-        if fs::symlink_metadata(dir.join(OLD_INDEX_FILE)).is_ok() {
-            let _ = fsio::remove_file(&dir.join(OLD_INDEX_FILE));
+        for old in OLD_INDEX_FILES {
+            if fs::symlink_metadata(dir.join(old)).is_ok() {
+                let _ = fsio::remove_file(&dir.join(old));
+            }
         }
     }
 
@@ -285,16 +272,7 @@ impl ListingIndex {
             return;
         }
         self.changed = false;
-        let file = IndexFile {
-            version: INDEX_VERSION,
-            dir: self.dir,
-            entries: std::mem::take(&mut self.entries),
-        };
-        let bytes = serde_json::to_vec(&file);
-        self.entries = file.entries;
-        let Ok(bytes) = bytes else {
-            return;
-        };
+        let bytes = codec::encode(self.dir, &self.entries);
         let temp: PathBuf = dir.join(format!("{INDEX_FILE}.{}.tmp", std::process::id()));
         if let Some(parent) = temp.parent()
             && fsio::create_dir_all(parent).is_err()
@@ -307,29 +285,6 @@ impl ListingIndex {
         {
             let _ = fsio::remove_file(&temp);
         }
-    }
-}
-
-/// Times as microseconds since 1970 (naive, as stored): an index of many rows loads without
-/// parsing a date per row.
-mod micros {
-    use chrono::{DateTime, NaiveDateTime};
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    pub(super) fn serialize<S: Serializer>(
-        time: &NaiveDateTime,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        time.and_utc().timestamp_micros().serialize(serializer)
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<NaiveDateTime, D::Error> {
-        let micros = i64::deserialize(deserializer)?;
-        DateTime::from_timestamp_micros(micros)
-            .map(|t| t.naive_utc())
-            .ok_or_else(|| serde::de::Error::custom("a time out of range"))
     }
 }
 

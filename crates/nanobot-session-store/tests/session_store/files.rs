@@ -990,7 +990,7 @@ async fn the_listing_index_never_serves_a_stale_row() {
         rows.into_iter().find(|r| r.key == k).unwrap()
     };
     assert_eq!(row(store.list().await.unwrap()).message_count, 1);
-    assert!(dir.path().join(".listing/index.json").exists());
+    assert!(dir.path().join(".listing/index.bin").exists());
 
     // An append changes the size.
     session.add_message(a("an answer"), at(2));
@@ -1017,9 +1017,12 @@ async fn the_listing_index_never_serves_a_stale_row() {
     // Another store (another process) reads the index and agrees; a damaged index is rebuilt.
     let other = file_store(dir.path());
     assert_eq!(row(other.list().await.unwrap()).message_count, 3);
-    fs::write(dir.path().join(".listing/index.json"), "{ not json").unwrap();
+    fs::write(dir.path().join(".listing/index.bin"), "{ not an index").unwrap();
+    // An earlier version's JSON index beside it is removed.
+    fs::write(dir.path().join(".listing/index.json"), "{}").unwrap();
     let third = file_store(dir.path());
     assert_eq!(row(third.list().await.unwrap()).message_count, 3);
+    assert!(!dir.path().join(".listing/index.json").exists());
 
     // A session written by someone else (nanobot-ai replaces whole files) is picked up.
     std::thread::sleep(std::time::Duration::from_millis(60));
