@@ -189,8 +189,23 @@ pub fn estimate_json_message_tokens(
     counter: &dyn TokenCounter,
     message: &Map<String, Value>,
 ) -> usize {
+    // One pass over the fields (a stored message has a handful) instead of a hashed lookup
+    // per field the estimate reads.
+    let mut fields: [Option<&Value>; 5] = [None; 5];
+    for (key, value) in message {
+        let slot = match key.as_str() {
+            "content" => 0,
+            "name" => 1,
+            "tool_call_id" => 2,
+            "tool_calls" => 3,
+            "reasoning_content" => 4,
+            _ => continue,
+        };
+        fields[slot] = Some(value);
+    }
+    let [content, name, tool_call_id, tool_calls, reasoning] = fields;
     let mut payload = Payload::default();
-    match message.get("content") {
+    match content {
         None | Some(Value::Null) => {}
         Some(Value::String(text)) => payload.push(text),
         Some(Value::Array(parts)) => {
@@ -207,12 +222,12 @@ pub fn estimate_json_message_tokens(
         }
         Some(other) => payload.push_json(other),
     }
-    payload.push_non_empty(message.get("name").and_then(Value::as_str));
-    payload.push_non_empty(message.get("tool_call_id").and_then(Value::as_str));
-    if let Some(calls) = message.get("tool_calls").filter(|c| python_truthy(c)) {
+    payload.push_non_empty(name.and_then(Value::as_str));
+    payload.push_non_empty(tool_call_id.and_then(Value::as_str));
+    if let Some(calls) = tool_calls.filter(|c| python_truthy(c)) {
         payload.push_json(calls);
     }
-    payload.push_non_empty(message.get("reasoning_content").and_then(Value::as_str));
+    payload.push_non_empty(reasoning.and_then(Value::as_str));
     payload.message_tokens(counter)
 }
 
@@ -231,11 +246,11 @@ pub fn estimate_prompt_tokens(
 /// [`TokenCounter`] contract, found without tokenizing: the payload's length in bytes plus
 /// the framing. A request whose bound fits its budget needs no exact count.
 pub fn prompt_tokens_at_most(messages: &[Message], tools: &[ToolDefinition]) -> usize {
-    prompt_payload(messages, tools).text.len() + PER_MESSAGE_OVERHEAD * messages.len()
+    prompt_payload(messages, tools).as_str().len() + PER_MESSAGE_OVERHEAD * messages.len()
 }
 
 /// The text [`estimate_prompt_tokens`] counts.
-fn prompt_payload(messages: &[Message], tools: &[ToolDefinition]) -> Payload {
+fn prompt_payload<'a>(messages: &'a [Message], tools: &[ToolDefinition]) -> Payload<'a> {
     let mut payload = Payload::default();
     for message in messages {
         match message.content() {
@@ -324,21 +339,27 @@ pub fn python_truthy(value: &Value) -> bool {
 
 /// Parts joined by newlines, as Python's `"\n".join(parts)`.
 #[derive(Default)]
-struct Payload {
+struct Payload<'a> {
+    /// The only part so far, where it lies: a message of one text (most of them) is counted
+    /// without being copied.
+    only: Option<&'a str>,
+    /// The parts joined, once there is more than one (or a JSON one).
     text: String,
     parts: usize,
 }
 
-impl Payload {
-    fn push(&mut self, part: &str) {
-        if self.parts > 0 {
-            self.text.push('\n');
+impl<'a> Payload<'a> {
+    fn push(&mut self, part: &'a str) {
+        if self.parts == 0 {
+            self.only = Some(part);
+        } else {
+            self.join_next();
+            self.text.push_str(part);
         }
-        self.text.push_str(part);
         self.parts += 1;
     }
 
-    fn push_non_empty(&mut self, part: Option<&str>) {
+    fn push_non_empty(&mut self, part: Option<&'a str>) {
         if let Some(part) = part.filter(|p| !p.is_empty()) {
             self.push(part);
         }
@@ -346,24 +367,38 @@ impl Payload {
 
     fn push_json<T: Serialize + ?Sized>(&mut self, value: &T) {
         if self.parts > 0 {
-            self.text.push('\n');
+            self.join_next();
         }
         write_python_json_into(&mut self.text, value);
         self.parts += 1;
     }
 
+    /// Moves a borrowed part into the joined text and starts the next part's line.
+    fn join_next(&mut self) {
+        if let Some(only) = self.only.take() {
+            self.text.push_str(only);
+        }
+        self.text.push('\n');
+    }
+
+    fn as_str(&self) -> &str {
+        self.only.unwrap_or(&self.text)
+    }
+
     fn message_tokens(&self, counter: &dyn TokenCounter) -> usize {
-        if self.text.is_empty() {
+        let text = self.as_str();
+        if text.is_empty() {
             return PER_MESSAGE_OVERHEAD;
         }
-        (counter.count(&self.text) + PER_MESSAGE_OVERHEAD).max(PER_MESSAGE_OVERHEAD)
+        (counter.count(text) + PER_MESSAGE_OVERHEAD).max(PER_MESSAGE_OVERHEAD)
     }
 
     fn prompt_tokens(&self, counter: &dyn TokenCounter, messages: usize) -> usize {
-        let text_tokens = if self.text.is_empty() {
+        let text = self.as_str();
+        let text_tokens = if text.is_empty() {
             0
         } else {
-            counter.count(&self.text)
+            counter.count(text)
         };
         text_tokens + PER_MESSAGE_OVERHEAD * messages
     }

@@ -23,7 +23,7 @@ pub(super) fn count(text: &str) -> usize {
 
 /// Pieces at most this long are cached: longer ones rarely repeat.
 const MAX_CACHED_PIECE: usize = 24;
-/// A full cache starts over, so its memory stays bounded (about 2 MB a thread).
+/// A full table starts over, so the cache's memory stays bounded (about 3 MB a thread).
 const MAX_CACHED_PIECES: usize = 1 << 16;
 
 thread_local! {
@@ -32,7 +32,19 @@ thread_local! {
 
 #[derive(Default)]
 struct PieceCache {
+    /// Pieces of at most 7 bytes (most words with their space), as one word each: hashed
+    /// with one multiply and compared as integers.
+    words: HashMap<u64, u32, BuildHasherDefault<PieceHasher>>,
     counts: HashMap<ShortPiece, u32, BuildHasherDefault<PieceHasher>>,
+}
+
+/// A piece of at most 7 bytes packed with its length (the top byte) into one word.
+fn packed(piece: &[u8]) -> Option<u64> {
+    let len = u8::try_from(piece.len()).ok().filter(|&len| len <= 7)?;
+    let mut word = [0; 8];
+    word[..piece.len()].copy_from_slice(piece);
+    word[7] = len;
+    Some(u64::from_le_bytes(word))
 }
 
 /// A cached piece's bytes, inside the table's entry (no allocation, no pointer to follow).
@@ -94,6 +106,10 @@ impl Hasher for PieceHasher {
         self.add(n as u64);
     }
 
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
     fn finish(&self) -> u64 {
         // A product's low bits depend only on its inputs' low bits, and the table picks a
         // bucket by the low bits: bring the well-mixed high bits down.
@@ -112,20 +128,29 @@ impl PieceCache {
             // Every byte is a token of its own.
             return 1;
         }
-        if bytes.len() > MAX_CACHED_PIECE {
-            return bpe.count(bytes);
+        if let Some(word) = packed(bytes) {
+            return Self::cached(&mut self.words, word, || bpe.count(bytes));
         }
-        if let Some(&tokens) = self.counts.get(bytes) {
+        match ShortPiece::new(bytes) {
+            Some(piece) => Self::cached(&mut self.counts, piece, || bpe.count(bytes)),
+            None => bpe.count(bytes),
+        }
+    }
+
+    /// The count of `key` from `table`, or counted and kept (a full table starts over).
+    fn cached<K: std::hash::Hash + Eq>(
+        table: &mut HashMap<K, u32, BuildHasherDefault<PieceHasher>>,
+        key: K,
+        count: impl FnOnce() -> usize,
+    ) -> usize {
+        if let Some(&tokens) = table.get(&key) {
             return tokens as usize;
         }
-        let tokens = bpe.count(bytes);
-        if self.counts.len() >= MAX_CACHED_PIECES {
-            self.counts.clear();
+        let tokens = count();
+        if table.len() >= MAX_CACHED_PIECES {
+            table.clear();
         }
-        if let Some(key) = ShortPiece::new(bytes) {
-            self.counts
-                .insert(key, u32::try_from(tokens).unwrap_or(u32::MAX));
-        }
+        table.insert(key, u32::try_from(tokens).unwrap_or(u32::MAX));
         tokens
     }
 }
@@ -172,13 +197,7 @@ enum Class {
 
 fn class(c: char) -> Class {
     if c.is_ascii() {
-        return match c {
-            'a'..='z' | 'A'..='Z' => Class::Letter,
-            '0'..='9' => Class::Number,
-            '\r' | '\n' => Class::Newline,
-            ' ' | '\t' | '\x0B' | '\x0C' => Class::Space,
-            _ => Class::Other,
-        };
+        return ASCII_CLASSES[c as usize];
     }
     if LETTERS.contains(c) {
         Class::Letter
@@ -190,6 +209,23 @@ fn class(c: char) -> Class {
         Class::Other
     }
 }
+
+/// The class of each ASCII character, looked up instead of matched (most text is ASCII).
+static ASCII_CLASSES: [Class; 128] = {
+    let mut classes = [Class::Other; 128];
+    let mut byte = 0;
+    while byte < 128 {
+        classes[byte] = match byte as u8 {
+            b'a'..=b'z' | b'A'..=b'Z' => Class::Letter,
+            b'0'..=b'9' => Class::Number,
+            b'\r' | b'\n' => Class::Newline,
+            b' ' | b'\t' | b'\x0B' | b'\x0C' => Class::Space,
+            _ => Class::Other,
+        };
+        byte += 1;
+    }
+    classes
+};
 
 /// The byte length of the piece `rest` starts with (`rest` is not empty).
 fn piece_len(rest: &str) -> usize {
@@ -243,9 +279,20 @@ fn contraction_len(after: &str) -> Option<usize> {
 
 /// The bytes at the start of `text` whose characters are all of a class `keep` accepts.
 fn run_len(text: &str, keep: impl Fn(Class) -> bool) -> usize {
-    text.char_indices()
-        .find(|&(_, c)| !keep(class(c)))
-        .map_or(text.len(), |(at, _)| at)
+    // ASCII byte by byte; characters are decoded from the first other byte on.
+    let ascii = text
+        .bytes()
+        .position(|b| !b.is_ascii() || !keep(ASCII_CLASSES[usize::from(b)]))
+        .unwrap_or(text.len());
+    if text.as_bytes().get(ascii).is_none_or(u8::is_ascii) {
+        return ascii;
+    }
+    let rest = &text[ascii..];
+    ascii
+        + rest
+            .char_indices()
+            .find(|&(_, c)| !keep(class(c)))
+            .map_or(rest.len(), |(at, _)| at)
 }
 
 /// `[^\s\p{L}\p{N}]+[\r\n]*`.
