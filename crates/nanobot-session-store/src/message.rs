@@ -34,8 +34,11 @@ pub const RECALLED_FIELD: &str = "_recalled";
 pub struct StoredMessage {
     /// The record as read, until a change makes it stale.
     raw: Option<RawText>,
-    /// Everything decoded or computed from the record, allocated on first use.
-    derived: OnceLock<Box<Derived>>,
+    /// Everything decoded or computed from the record, allocated on first use and shared
+    /// by copies (a copy of a message is a save's snapshot, a fork, a merge): what is
+    /// computed from the same record is the same for all of them, and a change to one
+    /// copy replaces its own.
+    derived: OnceLock<Arc<Derived>>,
 }
 
 /// One record's text inside a buffer it shares with the other records read with it.
@@ -173,7 +176,7 @@ impl StoredMessage {
     pub fn from_map(fields: Map<String, Value>) -> Self {
         StoredMessage {
             raw: None,
-            derived: OnceLock::from(Box::new(Derived {
+            derived: OnceLock::from(Arc::new(Derived {
                 fields: OnceLock::from(fields),
                 ..Derived::default()
             })),
@@ -287,10 +290,14 @@ impl StoredMessage {
     /// All fields, owned.
     pub fn into_fields(mut self) -> Map<String, Value> {
         self.fields();
-        self.derived
-            .get_mut()
-            .and_then(|derived| derived.fields.take())
-            .unwrap_or_default()
+        let Some(derived) = self.derived.get_mut() else {
+            return Map::new();
+        };
+        match Arc::get_mut(derived) {
+            Some(only) => only.fields.take().unwrap_or_default(),
+            // Shared with a copy: that copy keeps its fields.
+            None => derived.fields.get().cloned().unwrap_or_default(),
+        }
     }
 
     /// The record's JSON text as read, if it is unchanged since.
@@ -310,7 +317,7 @@ impl StoredMessage {
     }
 
     fn derived(&self) -> &Derived {
-        self.derived.get_or_init(Box::default)
+        self.derived.get_or_init(Arc::default)
     }
 
     pub(crate) fn cached_tokens(&self, fingerprint: u64) -> Option<u32> {
