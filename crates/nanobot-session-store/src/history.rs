@@ -306,7 +306,8 @@ fn project_cached(message: &StoredMessage, include: bool) -> Option<Replayed> {
     }
 }
 
-/// How many messages are counted in parallel at a time.
+/// How many messages are counted in parallel first; each later stretch is twice the one
+/// before (a long history is counted in a few stretches, a short one barely past its end).
 const PRIME_CHUNK: usize = 256;
 
 /// Fills the token cache of `messages` using the machine's cores; the cache makes the
@@ -334,13 +335,21 @@ fn prime_costs(
         return;
     }
     let per_thread = missing.len().div_ceil(threads);
+    let count = |part: &[&StoredMessage]| {
+        for message in part {
+            let _ = cost(message, include, counter, fingerprint);
+        }
+    };
     std::thread::scope(|scope| {
-        for part in missing.chunks(per_thread) {
-            scope.spawn(move || {
-                for message in part {
-                    let _ = cost(message, include, counter, fingerprint);
-                }
-            });
+        let mut parts = missing.chunks(per_thread);
+        // The caller counts a part itself: one thread fewer to start, and its own
+        // per-thread caches are the warm ones.
+        let own = parts.next();
+        for part in parts {
+            scope.spawn(move || count(part));
+        }
+        if let Some(part) = own {
+            count(part);
         }
     });
 }
@@ -362,15 +371,18 @@ fn budget_start(
     let include = options.include_runtime_context;
     let mut total = 0usize;
     let mut first_kept = kept.len();
+    let (mut next_stretch, mut stretch) = (0, PRIME_CHUNK);
     for (i, message) in kept.iter().enumerate().rev() {
-        if (kept.len() - 1 - i).is_multiple_of(PRIME_CHUNK) {
+        if kept.len() - 1 - i == next_stretch {
             // Count the next stretch (walking back) on every core before walking it.
             prime_costs(
-                &kept[i.saturating_sub(PRIME_CHUNK - 1)..=i],
+                &kept[(i + 1).saturating_sub(stretch)..=i],
                 include,
                 counter,
                 fingerprint,
             );
+            next_stretch += stretch;
+            stretch *= 2;
         }
         let Some(tokens) = cost(message, include, counter, fingerprint) else {
             continue;
