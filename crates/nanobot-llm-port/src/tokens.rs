@@ -76,9 +76,10 @@ impl Cl100kBase {
         Cl100kBase
     }
 
-    /// Decodes the ranks now, so the first real count is not the slow one.
+    /// Decodes the ranks now (and indexes where long pieces outside ASCII can be cut), so
+    /// the first real count is not the slow one.
     pub fn warm_up(&self) {
-        self.count("warm up");
+        self.count("warm up 预热一下");
     }
 }
 

@@ -1,158 +1,60 @@
 //! `cl100k_base` counts without a regex engine: tiktoken's pre-tokenizer written out as code
 //! (the engine's anchored searches were most of the time of a count), each piece's byte-pair
-//! count from `bpe-openai`'s tables, and a per-thread cache of short pieces (words repeat;
-//! the count of a piece never depends on its neighbours).
+//! count from `bpe-openai`'s tables, a per-thread cache of short pieces (`cache.rs`), and
+//! long pieces outside ASCII cut where no token can cross (`seams.rs`).
 //!
 //! The pattern, whose alternatives are tried in order at each position:
 //! `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*`
 //! `|\s*[\r\n]+|\s+(?!\S)|\s+`. The tests hold every piece to `bpe-openai`'s own splitter.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::LazyLock;
+
+use bpe_openai::byte_pair_encoding::BytePairEncoding;
+
+use cache::PieceCache;
+
+mod cache;
+mod seams;
 
 /// The number of `cl100k_base` tokens of `text`.
 pub(super) fn count(text: &str) -> usize {
     let bpe = &bpe_openai::cl100k_base().bpe;
     CACHE.with(|cache| {
         let mut cache = cache.borrow_mut();
-        Pieces::new(text).map(|piece| cache.count(bpe, piece)).sum()
+        Pieces::new(text)
+            .map(|piece| count_piece(&mut cache, bpe, piece.as_bytes()))
+            .sum()
     })
 }
-
-/// Pieces at most this long are cached: longer ones rarely repeat.
-const MAX_CACHED_PIECE: usize = 24;
-/// A full table starts over, so the cache's memory stays bounded (about 3 MB a thread).
-const MAX_CACHED_PIECES: usize = 1 << 16;
 
 thread_local! {
     static CACHE: RefCell<PieceCache> = RefCell::new(PieceCache::default());
 }
 
-#[derive(Default)]
-struct PieceCache {
-    /// Pieces of at most 7 bytes (most words with their space), as one word each: hashed
-    /// with one multiply and compared as integers.
-    words: HashMap<u64, u32, BuildHasherDefault<PieceHasher>>,
-    counts: HashMap<ShortPiece, u32, BuildHasherDefault<PieceHasher>>,
+/// The count of one pre-tokenizer piece.
+fn count_piece(cache: &mut PieceCache, bpe: &BytePairEncoding, piece: &[u8]) -> usize {
+    if piece.is_ascii() || piece.len() <= 7 {
+        return count_part(cache, bpe, piece);
+    }
+    // Outside ASCII, a long piece is usually characters seen before in a new order (Chinese
+    // has no spaces): counted by its parts, each from the cache (`seams.rs`).
+    if let Some(tokens) = cache.get(piece) {
+        return tokens;
+    }
+    let mut tokens = 0;
+    seams::cl100k().for_each_part(bpe, piece, |part| tokens += count_part(cache, bpe, part));
+    cache.put(piece, tokens);
+    tokens
 }
 
-/// A piece of at most 7 bytes packed with its length (the top byte) into one word.
-fn packed(piece: &[u8]) -> Option<u64> {
-    let len = u8::try_from(piece.len()).ok().filter(|&len| len <= 7)?;
-    let mut word = [0; 8];
-    word[..piece.len()].copy_from_slice(piece);
-    word[7] = len;
-    Some(u64::from_le_bytes(word))
-}
-
-/// A cached piece's bytes, inside the table's entry (no allocation, no pointer to follow).
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct ShortPiece {
-    len: u8,
-    bytes: [u8; MAX_CACHED_PIECE],
-}
-
-impl ShortPiece {
-    fn new(piece: &[u8]) -> Option<Self> {
-        let mut bytes = [0; MAX_CACHED_PIECE];
-        bytes.get_mut(..piece.len())?.copy_from_slice(piece);
-        Some(ShortPiece {
-            len: u8::try_from(piece.len()).ok()?,
-            bytes,
-        })
+/// The count of a piece or a part of one, from the cache when it is short.
+fn count_part(cache: &mut PieceCache, bpe: &BytePairEncoding, part: &[u8]) -> usize {
+    if part.len() == 1 {
+        // Every byte is a token of its own.
+        return 1;
     }
-}
-
-impl std::borrow::Borrow<[u8]> for ShortPiece {
-    fn borrow(&self) -> &[u8] {
-        &self.bytes[..usize::from(self.len)]
-    }
-}
-
-impl std::hash::Hash for ShortPiece {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        // As the slice hashes, so that a lookup by slice finds it.
-        std::borrow::Borrow::<[u8]>::borrow(self).hash(state);
-    }
-}
-
-/// A multiply-rotate hash for short pieces (SipHash was a tenth of a count). The cache is
-/// bounded and per thread, so a text made to collide costs its own count time, nothing more.
-#[derive(Default)]
-struct PieceHasher(u64);
-
-impl PieceHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for PieceHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-        let mut last = [0; 8];
-        last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-        self.add(u64::from_le_bytes(last));
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.add(n);
-    }
-
-    fn finish(&self) -> u64 {
-        // A product's low bits depend only on its inputs' low bits, and the table picks a
-        // bucket by the low bits: bring the well-mixed high bits down.
-        self.0.rotate_left(26)
-    }
-}
-
-impl PieceCache {
-    fn count(
-        &mut self,
-        bpe: &bpe_openai::byte_pair_encoding::BytePairEncoding,
-        piece: &str,
-    ) -> usize {
-        let bytes = piece.as_bytes();
-        if bytes.len() == 1 {
-            // Every byte is a token of its own.
-            return 1;
-        }
-        if let Some(word) = packed(bytes) {
-            return Self::cached(&mut self.words, word, || bpe.count(bytes));
-        }
-        match ShortPiece::new(bytes) {
-            Some(piece) => Self::cached(&mut self.counts, piece, || bpe.count(bytes)),
-            None => bpe.count(bytes),
-        }
-    }
-
-    /// The count of `key` from `table`, or counted and kept (a full table starts over).
-    fn cached<K: std::hash::Hash + Eq>(
-        table: &mut HashMap<K, u32, BuildHasherDefault<PieceHasher>>,
-        key: K,
-        count: impl FnOnce() -> usize,
-    ) -> usize {
-        if let Some(&tokens) = table.get(&key) {
-            return tokens as usize;
-        }
-        let tokens = count();
-        if table.len() >= MAX_CACHED_PIECES {
-            table.clear();
-        }
-        table.insert(key, u32::try_from(tokens).unwrap_or(u32::MAX));
-        tokens
-    }
+    cache.get_or_count(part, || bpe.count(part))
 }
 
 /// The pre-tokenizer's pieces of a text, in order; together they are the text.
