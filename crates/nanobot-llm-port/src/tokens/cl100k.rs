@@ -98,10 +98,13 @@ enum Class {
 }
 
 fn class(c: char) -> Class {
-    if c.is_ascii() {
-        return ASCII_CLASSES[c as usize];
-    }
-    if LETTERS.contains(c) {
+    LETTERS.class(c)
+}
+
+/// The class of a character beyond ASCII (`letters` is [`LETTERS`], looked up once by a
+/// caller that classifies a run of characters).
+fn class_beyond_ascii(letters: &Letters, c: char) -> Class {
+    if letters.contains(c) {
         Class::Letter
     } else if c.is_numeric() {
         Class::Number
@@ -190,10 +193,11 @@ fn run_len(text: &str, keep: impl Fn(Class) -> bool) -> usize {
         return ascii;
     }
     let rest = &text[ascii..];
+    let letters = &*LETTERS;
     ascii
         + rest
             .char_indices()
-            .find(|&(_, c)| !keep(class(c)))
+            .find(|&(_, c)| !keep(letters.class(c)))
             .map_or(rest.len(), |(at, _)| at)
 }
 
@@ -247,6 +251,14 @@ impl Letters {
             }
         }
         letters
+    }
+
+    fn class(&self, c: char) -> Class {
+        if c.is_ascii() {
+            ASCII_CLASSES[c as usize]
+        } else {
+            class_beyond_ascii(self, c)
+        }
     }
 
     fn contains(&self, c: char) -> bool {

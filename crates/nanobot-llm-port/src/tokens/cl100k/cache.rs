@@ -99,29 +99,91 @@ fn slot_of(key: u64, bits: u32) -> usize {
 }
 
 /// A piece of at most 7 bytes packed with its length (the top byte) into one word.
+///
+/// Read with two overlapping loads rather than copied into a buffer: a word read back from
+/// bytes just stored one by one waits for the stores (that wait was most of a lookup).
 fn packed(piece: &[u8]) -> Option<u64> {
-    let len = u8::try_from(piece.len()).ok().filter(|&len| len <= 7)?;
-    let mut word = [0; 8];
-    word[..piece.len()].copy_from_slice(piece);
-    word[7] = len;
-    Some(u64::from_le_bytes(word))
+    let len = piece.len();
+    let bytes = match len {
+        0 => 0,
+        1 => u64::from(piece[0]),
+        2..=3 => load2(piece, 0) | load2(piece, len - 2) << ((len - 2) * 8),
+        4..=7 => load4(piece, 0) | load4(piece, len - 4) << ((len - 4) * 8),
+        _ => return None,
+    };
+    Some(bytes | (len as u64) << 56)
 }
 
-/// A piece of at most 24 bytes as three words (zero after its end).
+/// A piece of at most 24 bytes as three little-endian words (zero after its end).
 fn three_words(piece: &[u8]) -> Option<[u64; 3]> {
-    let mut bytes = [0; MAX_CACHED_PIECE];
-    bytes.get_mut(..piece.len())?.copy_from_slice(piece);
-    let word = |at: usize| {
-        let mut word = [0; 8];
-        word.copy_from_slice(&bytes[at..at + 8]);
-        u64::from_le_bytes(word)
+    let len = piece.len();
+    // The last word ends at the piece's end: shifted right, the bytes before the word's
+    // own part fall off and zeros come in after it.
+    let tail = |word_start: usize| match word_start + 8 - len.min(word_start + 8) {
+        8 => 0,
+        missing => load8(piece, len - 8) >> (missing * 8),
     };
-    Some([word(0), word(8), word(16)])
+    match len {
+        8..=16 => Some([load8(piece, 0), tail(8), 0]),
+        17..=MAX_CACHED_PIECE => Some([load8(piece, 0), load8(piece, 8), tail(16)]),
+        _ => None,
+    }
+}
+
+fn load2(bytes: &[u8], at: usize) -> u64 {
+    u64::from(u16::from_le_bytes([bytes[at], bytes[at + 1]]))
+}
+
+fn load4(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0; 4];
+    word.copy_from_slice(&bytes[at..at + 4]);
+    u64::from(u32::from_le_bytes(word))
+}
+
+fn load8(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(word)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The keys as a byte copy makes them: the piece, zeros, and (for a word) the length.
+    fn copied(piece: &[u8]) -> Vec<u64> {
+        let mut bytes = [0u8; 32];
+        bytes[..piece.len()].copy_from_slice(piece);
+        if piece.len() <= 7 {
+            bytes[7] = piece.len() as u8;
+        }
+        bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect()
+    }
+
+    #[test]
+    fn keys_hold_exactly_the_piece_at_every_length() {
+        let text: Vec<u8> = (1..=40).collect();
+        for len in 0..=MAX_CACHED_PIECE {
+            for from in 0..4 {
+                let piece = &text[from..from + len];
+                let expected = copied(piece);
+                match len {
+                    0..=7 => assert_eq!(packed(piece), Some(expected[0]), "{len}"),
+                    _ => assert_eq!(
+                        three_words(piece).map(Vec::from),
+                        Some(expected[..3].to_vec()),
+                        "{len}"
+                    ),
+                }
+            }
+        }
+        assert_eq!(packed(&text[..8]), None);
+        assert_eq!(three_words(&text[..7]), None);
+        assert_eq!(three_words(&text[..25]), None);
+    }
 
     #[test]
     fn a_piece_is_counted_once_and_a_collision_only_replaces_a_slot() {
