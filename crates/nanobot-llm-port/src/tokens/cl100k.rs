@@ -349,6 +349,56 @@ mod tests {
     }
 
     #[test]
+    fn counts_match_the_reference_on_random_text_of_many_scripts() {
+        // Long runs of letters of scripts without spaces, mixed with Latin words, spaces and
+        // punctuation: the pieces the seams cut, and the cache seeing them again.
+        let words = [
+            "我们",
+            "今天",
+            "去",
+            "公园",
+            "散步",
+            "東京",
+            "の",
+            "天気",
+            "は",
+            "晴れ",
+            "です",
+            "한국어",
+            "를",
+            "배우다",
+            "привет",
+            "мир",
+            "naïve",
+            "über",
+            "hello",
+            " ",
+            "、",
+            "。",
+            "！",
+            "42",
+            "😀",
+            "ção",
+            "\n",
+        ];
+        let mut state = 0x2545_F491_4F6C_DD1D_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let reference = bpe_openai::cl100k_base();
+        for _ in 0..3_000 {
+            let len = 1 + (next() % 30) as usize;
+            let text: String = (0..len)
+                .map(|_| words[(next() % words.len() as u64) as usize])
+                .collect();
+            assert_eq!(count(&text), reference.count(&text), "{text:?}");
+        }
+    }
+
+    #[test]
     fn counts_match_the_reference_and_the_cache_changes_nothing() {
         let texts = [
             "",
