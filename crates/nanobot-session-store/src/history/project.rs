@@ -17,27 +17,24 @@ pub(super) fn project(
     let has_runtime_context = message
         .get("_runtime_context")
         .is_some_and(Value::is_object);
-    let mut content = message
-        .get("content")
-        .cloned()
-        .unwrap_or(Value::String(String::new()));
-    if !include_runtime_context {
-        content = without_runtime_context(message, content);
-    }
-    if role == "assistant"
-        && let Value::String(text) = &content
-    {
-        content = Value::String(sanitize_assistant_text(text));
-    }
-    if role == "user"
-        && let Value::String(text) = &content
-    {
-        let mut text = with_media_breadcrumbs(text, message.get("media"));
-        if include_runtime_context && !has_runtime_context {
-            text = with_cli_app_breadcrumbs(&text, message.get("cli_apps"));
+    let content = match message.get("content") {
+        // Text no runtime context is cut from: read where it lies, copied once.
+        Some(Value::String(text)) if include_runtime_context || !has_runtime_context => {
+            Value::String(replayed_text(message, role, text, include_runtime_context))
         }
-        content = Value::String(text);
-    }
+        other => {
+            let mut content = other.cloned().unwrap_or(Value::String(String::new()));
+            if !include_runtime_context {
+                content = without_runtime_context(message, content);
+            }
+            match content {
+                Value::String(text) => {
+                    Value::String(replayed_text(message, role, &text, include_runtime_context))
+                }
+                content => content,
+            }
+        }
+    };
     if role == "assistant"
         && content.as_str().is_some_and(|t| t.trim().is_empty())
         && !["tool_calls", "reasoning_content", "thinking_blocks"]
@@ -55,6 +52,27 @@ pub(super) fn project(
         }
     }
     Some(out)
+}
+
+/// A text content as the model is shown it: an assistant's sanitized, a user's with the
+/// breadcrumbs of its media (and, with the runtime context, of its CLI apps).
+fn replayed_text(message: &StoredMessage, role: &str, text: &str, include: bool) -> String {
+    match role {
+        "assistant" => sanitize_assistant_text(text),
+        "user" => {
+            let text = with_media_breadcrumbs(text, message.get("media"));
+            let has_runtime_context = message
+                .get("_runtime_context")
+                .is_some_and(Value::is_object);
+            match message.get("cli_apps") {
+                apps @ Some(Value::Array(_)) if include && !has_runtime_context => {
+                    with_cli_app_breadcrumbs(&text, apps)
+                }
+                _ => text,
+            }
+        }
+        _ => text.to_owned(),
+    }
 }
 
 /// nanobot's `public_history_message`: a copy without the runtime-context marker and with
@@ -110,6 +128,11 @@ pub(super) fn without_runtime_context(message: &StoredMessage, content: Value) -
 /// breadcrumbs and echoed `generate_image(...)`/`message(...)` lines go; lines are re-joined
 /// with `\n` and the text trimmed.
 pub(crate) fn sanitize_assistant_text(text: &str) -> String {
+    already_clean(text).map_or_else(|| sanitize_by_lines(text), str::to_owned)
+}
+
+/// The sanitizer as nanobot writes it: split into lines, filter, re-join, trim.
+fn sanitize_by_lines(text: &str) -> String {
     let mut rest = text;
     if let Some(after) = rest.strip_prefix("[Message Time: ")
         && let Some(close) = after.find(']').filter(|&i| i > 0)
@@ -122,6 +145,30 @@ pub(crate) fn sanitize_assistant_text(text: &str) -> String {
         .filter(|line| !is_local_image_breadcrumb(line) && !is_tool_call_echo(line))
         .collect();
     lines.join("\n").trim().to_owned()
+}
+
+/// The sanitized text without splitting it into lines, when there is nothing to remove
+/// and every line break is `\n` (most assistant text): the lines re-joined are the text
+/// itself, but for a last `\n` the trim drops anyway.
+fn already_clean(text: &str) -> Option<&str> {
+    if text.starts_with("[Message Time: ") || has_other_line_breaks(text.as_bytes()) {
+        return None;
+    }
+    let removed = text
+        .split('\n')
+        .any(|line| is_local_image_breadcrumb(line) || is_tool_call_echo(line));
+    (!removed).then(|| text.trim())
+}
+
+/// Any line break Python's `splitlines` knows besides `\n`: `\r`, `\v`, `\f`, `\x1c` to
+/// `\x1e`, U+0085, U+2028 and U+2029 (in UTF-8, `C2 85`, `E2 80 A8`, `E2 80 A9`).
+fn has_other_line_breaks(bytes: &[u8]) -> bool {
+    bytes.iter().enumerate().any(|(at, &byte)| match byte {
+        b'\r' | 0x0b | 0x0c | 0x1c..=0x1e => true,
+        0xC2 => bytes.get(at + 1) == Some(&0x85),
+        0xE2 => matches!(bytes.get(at + 1..at + 3), Some([0x80, 0xA8 | 0xA9])),
+        _ => false,
+    })
 }
 
 /// `^\[image: (/|~)[^\]]+\]\s*$`
@@ -239,5 +286,64 @@ pub(super) fn append_lines(text: &str, lines: &[String]) -> String {
         joined
     } else {
         format!("{text}\n{joined}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shortcut_gives_what_the_lines_give() {
+        let pieces = [
+            "plain answer",
+            " ",
+            "\n",
+            "\n\n",
+            "\r\n",
+            "\r",
+            "\u{b}",
+            "\u{c}",
+            "\u{1c}",
+            "\u{85}",
+            "\u{2028}",
+            "\u{2029}",
+            "\u{a0}",
+            "[image: /tmp/a.png]",
+            "[image: ~/b.png]  ",
+            "[image: http://x]",
+            "generate_image(cat)",
+            "  message(hi)  ",
+            "message(",
+            "中文回答",
+            "“引号”",
+            "—",
+            "[Message Time: 2026-01-01 10:00]",
+            "\t",
+        ];
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut shortcuts = 0;
+        for _ in 0..20_000 {
+            let len = (next() % 8) as usize;
+            let text: String = (0..len)
+                .map(|_| pieces[(next() % pieces.len() as u64) as usize])
+                .collect();
+            if let Some(clean) = already_clean(&text) {
+                shortcuts += 1;
+                assert_eq!(clean, sanitize_by_lines(&text), "{text:?}");
+            }
+            assert_eq!(
+                sanitize_assistant_text(&text),
+                sanitize_by_lines(&text),
+                "{text:?}"
+            );
+        }
+        assert!(shortcuts > 1_000, "the shortcut is taken: {shortcuts}");
     }
 }
