@@ -11,6 +11,24 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 
+use crate::SplitMix64;
+
+/// Random texts for property tests: each of up to `max_parts` parts drawn from `parts`
+/// (characters or words), the same sequence for the same seed.
+pub fn random_texts<'a, T: AsRef<str>>(
+    seed: u64,
+    parts: &'a [T],
+    max_parts: u64,
+) -> impl Iterator<Item = String> + 'a {
+    let mut rng = SplitMix64::new(seed);
+    std::iter::repeat_with(move || {
+        let len = rng.below(max_parts + 1);
+        (0..len)
+            .map(|_| parts[rng.below(parts.len() as u64) as usize].as_ref())
+            .collect()
+    })
+}
+
 /// A fresh temporary directory, removed when dropped.
 #[derive(Debug)]
 pub struct TempDir(pub PathBuf);

@@ -300,6 +300,7 @@ fn letter_ranges() -> Vec<(char, char)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nanobot_bench_workload::testing::random_texts;
 
     /// `bpe-openai`'s own pre-tokenizer: the regex our code replaces.
     fn reference(text: &str) -> Vec<&str> {
@@ -329,21 +330,11 @@ mod tests {
         // Letters of several scripts and cases (`ſ` folds to `s`, `ʰ` is a modifier letter),
         // digits and other numbers, combining marks (not letters), every kind of space and
         // line break, apostrophes and the letters of contractions, symbols, emoji.
-        let alphabet: Vec<char> = "aZéſsStTrReEvVlLdDmMk'''1٣Ⅻ½ \t\n\r\u{3000}\u{a0}\u{85}\u{2028}\u{b}我語!.\",-_😀𝒜\u{301}ʰ🙂"
+        let alphabet: Vec<String> = "aZéſsStTrReEvVlLdDmMk'''1٣Ⅻ½ \t\n\r\u{3000}\u{a0}\u{85}\u{2028}\u{b}我語!.\",-_😀𝒜\u{301}ʰ🙂"
             .chars()
+            .map(String::from)
             .collect();
-        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        for _ in 0..20_000 {
-            let len = (next() % 24) as usize;
-            let text: String = (0..len)
-                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
-                .collect();
+        for text in random_texts(7, &alphabet, 23).take(20_000) {
             assert_same_pieces(&text);
         }
     }
@@ -381,19 +372,8 @@ mod tests {
             "ção",
             "\n",
         ];
-        let mut state = 0x2545_F491_4F6C_DD1D_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
         let reference = bpe_openai::cl100k_base();
-        for _ in 0..3_000 {
-            let len = 1 + (next() % 30) as usize;
-            let text: String = (0..len)
-                .map(|_| words[(next() % words.len() as u64) as usize])
-                .collect();
+        for text in random_texts(11, &words, 30).take(3_000) {
             assert_eq!(count(&text), reference.count(&text), "{text:?}");
         }
     }

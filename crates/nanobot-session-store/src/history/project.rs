@@ -292,6 +292,7 @@ pub(super) fn append_lines(text: &str, lines: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nanobot_bench_workload::testing::random_texts;
 
     #[test]
     fn the_shortcut_gives_what_the_lines_give() {
@@ -321,19 +322,8 @@ mod tests {
             "[Message Time: 2026-01-01 10:00]",
             "\t",
         ];
-        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
         let mut shortcuts = 0;
-        for _ in 0..20_000 {
-            let len = (next() % 8) as usize;
-            let text: String = (0..len)
-                .map(|_| pieces[(next() % pieces.len() as u64) as usize])
-                .collect();
+        for text in random_texts(3, &pieces, 7).take(20_000) {
             if let Some(clean) = already_clean(&text) {
                 shortcuts += 1;
                 assert_eq!(clean, sanitize_by_lines(&text), "{text:?}");

@@ -120,6 +120,7 @@ impl Seams {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nanobot_bench_workload::testing::random_texts;
 
     fn parts(piece: &str) -> Vec<String> {
         let bpe = &bpe_openai::cl100k_base().bpe;
@@ -143,31 +144,22 @@ mod tests {
     #[test]
     fn counts_of_the_parts_add_up_to_the_count_of_the_piece() {
         let bpe = &bpe_openai::cl100k_base().bpe;
-        let alphabet: Vec<char> = "我们的是了不在有人这中大为上个国和地到以说时要就出会可也你对生能而子那得于着下自之年过发后作里用道行所然家种事成方多经么去法学如都同现当没动面起看定天分还进好小部其些主样理心她本前开但因只从想实日军者意无力它与长把机十民第公此已工使情明性知全三又关点正业外将两高间由问很最重并物手应战向头文体政美相见被利什二等产或新己制身果加西斯月话合回特代内信表化老给世位次度门任常先海通教儿原东声提立及比员解水名真论处走义各入几口认条平系气题活尔更别打女变四神总何电数安少报才结反受目太量再感建务做接必场件计管期市直德资命山金指克许统区保至队形社便空决治展马科司五基眼书非则听白却界达光放强即像难且权思王象完设式色路记南品住告类求据程北边死张该交规万取拉格望觉术领共确传师观清今切院让识候带导争运笑飞风步改收根干造言联持组每济车亲极"
+        let alphabet: Vec<String> = "我们的是了不在有人这中大为上个国和地到以说时要就出会可也你对生能而子那得于着下自之年过发后作里用道行所然家种事成方多经么去法学如都同现当没动面起看定天分还进好小部其些主样理心她本前开但因只从想实日军者意无力它与长把机十民第公此已工使情明性知全三又关点正业外将两高间由问很最重并物手应战向头文体政美相见被利什二等产或新己制身果加西斯月话合回特代内信表化老给世位次度门任常先海通教儿原东声提立及比员解水名真论处走义各入几口认条平系气题活尔更别打女变四神总何电数安少报才结反受目太量再感建务做接必场件计管期市直德资命山金指克许统区保至队形社便空决治展马科司五基眼书非则听白却界达光放强即像难且权思王象完设式色路记南品住告类求据程北边死张该交规万取拉格望觉术领共确传师观清今切院让识候带导争运笑飞风步改收根干造言联持组每济车亲极"
             .chars()
             .chain("aZéüïñ 'ſ.,!?1234\u{3000}、。「」—…“”’😀".chars())
             // Kana, Hangul, Cyrillic, Greek, Arabic, Devanagari: scripts with tokens of
             // several characters.
             .chain("のにはをたがでてとしれさあいうえおかきくけこアイウエオカキクケコ한국어는의이가을를에서привет мирздравствуйαβγδεζηθمرحباالعربيةनमस्तेहिंदी".chars())
+            .map(String::from)
             .collect();
-        let mut state = 0x2545_F491_4F6C_DD1D_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
         let rounds = std::env::var("SEAMS_ROUNDS")
             .ok()
             .and_then(|n| n.parse().ok())
             .unwrap_or(40_000);
-        for round in 0..rounds {
-            // Mostly one script, sometimes a mixture, of any length up to 40 characters.
-            let len = 1 + (next() % 40) as usize;
-            let span = if round % 3 == 0 { alphabet.len() } else { 200 };
-            let text: String = (0..len)
-                .map(|_| alphabet[(next() % span as u64) as usize])
-                .collect();
+        // Two thirds Chinese alone, a third every script mixed.
+        let chinese = random_texts(5, &alphabet[..200], 40).take(rounds * 2 / 3);
+        let mixed = random_texts(6, &alphabet, 40).take(rounds / 3);
+        for text in chinese.chain(mixed) {
             let whole = bpe.count(text.as_bytes());
             let mut sum = 0;
             cl100k().for_each_part(bpe, text.as_bytes(), |part| sum += bpe.count(part));
