@@ -101,20 +101,6 @@ fn class(c: char) -> Class {
     LETTERS.class(c)
 }
 
-/// The class of a character beyond ASCII (`letters` is [`LETTERS`], looked up once by a
-/// caller that classifies a run of characters).
-fn class_beyond_ascii(letters: &Letters, c: char) -> Class {
-    if letters.contains(c) {
-        Class::Letter
-    } else if c.is_numeric() {
-        Class::Number
-    } else if c.is_whitespace() {
-        Class::Space
-    } else {
-        Class::Other
-    }
-}
-
 /// The class of each ASCII character, looked up instead of matched (most text is ASCII).
 static ASCII_CLASSES: [Class; 128] = {
     let mut classes = [Class::Other; 128];
@@ -256,8 +242,14 @@ impl Letters {
     fn class(&self, c: char) -> Class {
         if c.is_ascii() {
             ASCII_CLASSES[c as usize]
+        } else if self.contains(c) {
+            Class::Letter
+        } else if c.is_numeric() {
+            Class::Number
+        } else if c.is_whitespace() {
+            Class::Space
         } else {
-            class_beyond_ascii(self, c)
+            Class::Other
         }
     }
 

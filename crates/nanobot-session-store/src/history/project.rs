@@ -17,10 +17,11 @@ pub(super) fn project(
     let has_runtime_context = message
         .get("_runtime_context")
         .is_some_and(Value::is_object);
+    let add_cli_apps = include_runtime_context && !has_runtime_context;
     let content = match message.get("content") {
         // Text no runtime context is cut from: read where it lies, copied once.
         Some(Value::String(text)) if include_runtime_context || !has_runtime_context => {
-            Value::String(replayed_text(message, role, text, include_runtime_context))
+            Value::String(replayed_text(message, role, text, add_cli_apps))
         }
         other => {
             let mut content = other.cloned().unwrap_or(Value::String(String::new()));
@@ -29,7 +30,7 @@ pub(super) fn project(
             }
             match content {
                 Value::String(text) => {
-                    Value::String(replayed_text(message, role, &text, include_runtime_context))
+                    Value::String(replayed_text(message, role, &text, add_cli_apps))
                 }
                 content => content,
             }
@@ -55,17 +56,14 @@ pub(super) fn project(
 }
 
 /// A text content as the model is shown it: an assistant's sanitized, a user's with the
-/// breadcrumbs of its media (and, with the runtime context, of its CLI apps).
-fn replayed_text(message: &StoredMessage, role: &str, text: &str, include: bool) -> String {
+/// breadcrumbs of its media (and, when `add_cli_apps`, of its CLI apps).
+fn replayed_text(message: &StoredMessage, role: &str, text: &str, add_cli_apps: bool) -> String {
     match role {
         "assistant" => sanitize_assistant_text(text),
         "user" => {
             let text = with_media_breadcrumbs(text, message.get("media"));
-            let has_runtime_context = message
-                .get("_runtime_context")
-                .is_some_and(Value::is_object);
             match message.get("cli_apps") {
-                apps @ Some(Value::Array(_)) if include && !has_runtime_context => {
+                apps @ Some(Value::Array(_)) if add_cli_apps => {
                     with_cli_app_breadcrumbs(&text, apps)
                 }
                 _ => text,

@@ -110,9 +110,7 @@ impl Seams {
             let bytes = bpe.token_bytes(token);
             at.checked_sub(offset as usize)
                 .and_then(|from| piece.get(from..from + bytes.len()))
-                // The last bytes first: most candidates differ there, and a call to
-                // compare whole slices costs more than the check.
-                .is_some_and(|there| there.last() == bytes.last() && there == bytes)
+                .is_some_and(|there| there == bytes)
         })
     }
 }
